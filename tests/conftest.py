@@ -1,0 +1,28 @@
+import os
+
+import pytest
+import torch
+
+# One intra-op thread everywhere: results must not depend on the machine's core count, and
+# the multi-process tests compare against single-process references bitwise.
+torch.set_num_threads(1)
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def tiny_random_model_dir(tmp_path_factory):
+    """A small random Llama written by save_pretrained, with the embedded tokenizer."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from zerolock_core.loading import load_tokenizer
+
+    path = tmp_path_factory.mktemp("random_llama")
+    tok = load_tokenizer("tiny")
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=4,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                      tie_word_embeddings=False, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                      pad_token_id=tok.pad_token_id)
+    LlamaForCausalLM(cfg).save_pretrained(path)
+    tok.save_pretrained(path)
+    return str(path)

@@ -1,0 +1,154 @@
+"""Model split, LoRA, readout adapter, and the gradient boundary between chunks."""
+import pytest
+import torch
+
+from zerolock_core.chunks import build_chunks, chunk_bounds
+from zerolock_core.config import ConfigError, ModelConfig
+from zerolock_core.loading import load_causal_lm
+from zerolock_core.objectives import task_cross_entropy
+from zerolock_core.reference_trainer import zerolock_microbatch
+from zerolock_core.stage_worker import StageWorker, answer_positions
+
+
+@pytest.mark.parametrize("layers,stages,boundaries,expected", [
+    (8, 1, None, [(0, 8)]),
+    (8, 3, None, [(0, 3), (3, 6), (6, 8)]),
+    (8, 8, None, [(i, i + 1) for i in range(8)]),
+    (22, 3, None, [(0, 8), (8, 15), (15, 22)]),
+    (8, 3, (2, 7), [(0, 2), (2, 7), (7, 8)]),
+])
+def test_chunk_bounds(layers, stages, boundaries, expected):
+    assert chunk_bounds(layers, stages, boundaries) == expected
+
+
+@pytest.mark.parametrize("layers,stages,boundaries,message", [
+    (8, 0, None, "between 1 and"),
+    (8, 9, None, "between 1 and"),
+    (8, 3, (3,), "strictly increasing"),
+    (8, 3, (5, 3), "strictly increasing"),
+    (8, 2, (8,), "strictly increasing"),
+])
+def test_chunk_bounds_rejects(layers, stages, boundaries, message):
+    with pytest.raises(ConfigError, match=message):
+        chunk_bounds(layers, stages, boundaries)
+
+
+def make_batch(vocab, b=4, s=16, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(3, vocab, (b, s), generator=g)
+    mask = torch.ones(b, s, dtype=torch.long)
+    mask[1, 12:] = 0
+    labels = torch.full((b, s), -100)
+    labels[:, 10] = ids[:, 11]
+    return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+
+@pytest.fixture
+def split_model(tiny_random_model_dir):
+    def make(stages, **model_kw):
+        model = load_causal_lm(tiny_random_model_dir)
+        return model, build_chunks(model, ModelConfig(model=tiny_random_model_dir, **model_kw), stages=stages, seed=0)
+    return make
+
+
+@pytest.mark.parametrize("stages", [1, 2, 4])
+def test_split_forward_equals_the_unsplit_model_bitwise(split_model, stages):
+    model, chunks = split_model(stages)
+    mb = make_batch(model.config.vocab_size)
+    h = mb["input_ids"]
+    for c in chunks:
+        h = c(h, mb["attention_mask"])
+    ref = model.model(input_ids=mb["input_ids"], attention_mask=mb["attention_mask"], use_cache=False)
+    assert torch.equal(model.model.norm(h), ref.last_hidden_state)
+
+
+def test_bp_on_split_model_equals_plain_autograd_on_unsplit_model(split_model):
+    model, chunks = split_model(2)
+    mb = make_batch(model.config.vocab_size)
+    omega, targets = answer_positions(mb)
+    # plain autograd on the unsplit (LoRA-wrapped) model
+    logits = model(input_ids=mb["input_ids"], attention_mask=mb["attention_mask"], use_cache=False).logits
+    loss_ref = task_cross_entropy(logits[omega], targets)
+    loss_ref.backward()
+    ref_grads = {n: p.grad.clone() for c in chunks for n, p in c.trainable_state().items()}
+    for c in chunks:
+        c.zero_grad(set_to_none=True)
+    workers = [StageWorker(chunk=c, alpha=0.5, consistency="reverse", microbatches=1, lr=1e-3, weight_decay=0)
+               for c in chunks]
+    h = mb["input_ids"]
+    for w in workers:
+        h = w.forward(mb, h)
+    loss = workers[-1].bp_loss_backward(mb, h)
+    assert loss.total == pytest.approx(loss_ref.item(), abs=1e-6)
+    for c in chunks:
+        for n, p in c.trainable_state().items():
+            torch.testing.assert_close(p.grad, ref_grads[n], rtol=1e-5, atol=1e-7)
+
+
+def test_no_gradient_crosses_a_chunk_boundary_in_zerolock(split_model):
+    model, chunks = split_model(3)
+    mb = make_batch(model.config.vocab_size)
+    workers = [StageWorker(chunk=c, alpha=0.5, consistency="reverse", microbatches=1, lr=1e-3, weight_decay=0)
+               for c in chunks]
+    # Run chunk by chunk, and after each local backward check which parameters got gradients.
+    x, h_in = mb["input_ids"], None
+    for k, w in enumerate(workers):
+        for c in chunks:
+            c.zero_grad(set_to_none=True)
+        h_out = w.forward(mb, x)
+        if h_in is not None:
+            assert h_in.grad_fn is None and not h_in.requires_grad  # the boundary is detached
+        w.local_backward(mb, h_in, h_out)
+        for j, c in enumerate(chunks):
+            got = [p.grad is not None and bool(p.grad.abs().sum() > 0) for p in c.trainable_state().values()]
+            if j == k:
+                assert any(got), f"chunk {k} got no gradient from its own loss"
+            else:
+                assert not any(got), f"chunk {k}'s loss reached chunk {j}"
+        x = h_out.detach()
+        h_in = x
+    # And the autograd graph of the last chunk's loss does not contain any earlier parameter.
+    omega, targets = answer_positions(mb)
+    h = mb["input_ids"]
+    for c in chunks[:-1]:
+        h = c(h, mb["attention_mask"]).detach()
+    loss = task_cross_entropy(chunks[-1].readout(chunks[-1](h, mb["attention_mask"]), omega), targets)
+    earlier = [p for c in chunks[:-1] for p in c.trainable_state().values()]
+    assert all(g is None for g in torch.autograd.grad(loss, earlier, allow_unused=True))
+
+
+def test_zerolock_microbatch_only_sends_detached_states(split_model):
+    model, chunks = split_model(2)
+    mb = make_batch(model.config.vocab_size)
+    workers = [StageWorker(chunk=c, alpha=0.5, consistency="forward", microbatches=1, lr=1e-3, weight_decay=0)
+               for c in chunks]
+    losses = zerolock_microbatch(workers, mb)
+    assert len(losses) == 2 and losses[0].consistency is None and losses[1].consistency is not None
+
+
+def test_readout_adapter_is_identity_at_init(split_model):
+    model, chunks = split_model(2, readout_adapter=True)
+    h = torch.randn(3, 5, model.config.hidden_size)
+    for c in chunks:
+        assert torch.equal(c.readout_adapter(h), h)
+        omega = torch.ones(3, 5, dtype=torch.bool)
+        assert torch.equal(c.readout(h, omega), c.upstream_readout(h, omega))
+        assert any("readout_adapter" in n for n in c.trainable_state())
+
+
+def test_lora_init_does_not_depend_on_the_split(split_model):
+    _, one = split_model(1)
+    _, four = split_model(4)
+    merged = {n: p for c in four for n, p in c.trainable_state().items()}
+    assert set(merged) == set(one[0].trainable_state())
+    for n, p in one[0].trainable_state().items():
+        assert torch.equal(p, merged[n])
+
+
+@pytest.mark.parametrize("targets,message", [
+    (("no_such_module",), "--lora-targets no_such_module: .*not found"),
+    (("layers.0.self_attn.q_proj",), r"chunk 1 \(layers 2..3\) has no trainable parameter"),
+])
+def test_a_chunk_without_trainable_parameters_is_an_error(split_model, targets, message):
+    with pytest.raises(ConfigError, match=message):
+        split_model(2, lora_targets=targets)

@@ -1,0 +1,59 @@
+"""Every bad flag is rejected before any work starts, with one clear line naming it."""
+import json
+
+import pytest
+
+from zerolock_core.cli import main
+from zerolock_core.config import ConfigError, RunConfig, TrainConfig, replace
+
+
+BAD_FLAGS = [
+    (["--batch", "8", "--microbatches", "3"], "--batch 8 is not divisible by --microbatches 3"),
+    (["--alpha", "0"], r"--alpha 0.0 is outside \(0, 1\]"),
+    (["--alpha", "1.5"], r"--alpha 1.5 is outside \(0, 1\]"),
+    (["--alpha", "0.5,0.5"], "--alpha has 2 values"),
+    (["--method", "gpipe"], "--method 'gpipe' is not available with --runtime reference"),
+    (["--method", "nope"], "--method 'nope'"),
+    (["--stages", "0"], "--stages must be at least 1"),
+    (["--stages", "9"], "--stages 9 must be between 1 and the model's 8 layers"),
+    (["--steps", "0"], "--steps must be at least 1"),
+    (["--lr", "-1"], "--lr must be positive"),
+    (["--seq-len", "4"], "--seq-len must be at least 8"),
+    (["--lora-rank", "0"], "--lora-rank must be at least 1"),
+    (["--dataset", "nope"], "nope"),
+    (["--dataset", "csv:/no/such/file.csv"], "AG News CSV not found: /no/such/file.csv"),
+    (["--model", "/no/such/dir"], "--model /no/such/dir: no such directory"),
+    (["--readout-adapter", "--method", "bp"], "--readout-adapter belongs to ZeroLock"),
+    (["--runtime", "pipeline", "--method", "1f1b", "--stages", "4", "--microbatches", "2", "--batch", "4"],
+     "1f1b needs --microbatches >= --stages"),
+]
+
+
+@pytest.mark.parametrize("flags,message", BAD_FLAGS)
+def test_bad_flags_are_one_clear_line(flags, message, capsys, tmp_path):
+    code = main(["train", "--quiet", "--out", str(tmp_path / "run"), *flags])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("zerolock: error: ")
+    assert len(err.strip().splitlines()) == 1, err
+    import re
+    assert re.search(message, err), err
+    assert not (tmp_path / "run" / "metrics.json").exists()
+
+
+def test_config_round_trips_through_json():
+    cfg = RunConfig(train=TrainConfig(stages=2, method="bp", batch=4, microbatches=2))
+    again = RunConfig.from_dict(json.loads(json.dumps(cfg.to_dict())))
+    assert again == cfg
+
+
+def test_replace_validates():
+    cfg = RunConfig()
+    assert replace(cfg, train={"steps": 3}).train.steps == 3
+    with pytest.raises(ConfigError):
+        replace(cfg, train={"batch": 7})
+
+
+def test_unknown_field_in_config_file_is_named():
+    with pytest.raises(ConfigError, match="unknown TrainConfig field"):
+        RunConfig.from_dict({"train": {"stepz": 3}})

@@ -1,0 +1,136 @@
+"""The multi-process pipeline (gloo, CPU) against the single-process references."""
+import json
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from zerolock_core.artifacts import load_final_weights
+from zerolock_core.config import DataConfig, ObjectiveConfig, RunConfig, TrainConfig
+from zerolock_core.reference_trainer import train_reference
+from zerolock_core.runtime.launch import train_pipeline
+from zerolock_core.runtime.run import Run
+
+pytestmark = pytest.mark.slow
+
+SEQ, BATCH, M, STEPS = 32, 4, 4, 2
+
+
+def cfg_for(out, *, runtime, method, stages=3, steps=STEPS, consistency="reverse"):
+    return RunConfig(data=DataConfig(seq_len=SEQ, eval_size=16),
+                     objective=ObjectiveConfig(alpha=(0.5,), consistency=consistency),
+                     train=TrainConfig(runtime=runtime, method=method, stages=stages, batch=BATCH,
+                                       microbatches=M, steps=steps, threads=1),
+                     out=str(out))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pipeline")
+    out = {}
+    out["ref-zerolock"] = train_reference(cfg_for(root / "ref-zerolock", runtime="reference", method="zerolock"),
+                                          progress=False)
+    out["ref-bp"] = train_reference(cfg_for(root / "ref-bp", runtime="reference", method="bp"), progress=False)
+    for method in ("zerolock", "gpipe", "1f1b", "pipedream"):
+        out[method] = train_pipeline(cfg_for(root / method, runtime="pipeline", method=method), progress=False)
+    return root, out
+
+
+def weights(root, name):
+    return load_final_weights(root / name)
+
+
+def test_pipeline_zerolock_equals_reference_bitwise(runs):
+    root, _ = runs
+    ref, got = weights(root, "ref-zerolock"), weights(root, "zerolock")
+    assert sorted(ref) == sorted(got) == [0, 1, 2]
+    for k in ref:
+        assert ref[k].keys() == got[k].keys()
+        for name in ref[k]:
+            assert torch.equal(ref[k][name], got[k][name]), (k, name)
+
+
+@pytest.mark.parametrize("method", ["gpipe", "1f1b"])
+def test_bp_pipelines_match_the_bp_reference(runs, method):
+    root, m = runs
+    ref, got = weights(root, "ref-bp"), weights(root, method)
+    for k in ref:
+        for name in ref[k]:
+            torch.testing.assert_close(got[k][name], ref[k][name], rtol=1e-5, atol=1e-7)
+    ref_curve = m["ref-bp"]["train"]["curves"][0]["loss"]
+    got_curve = m[method]["train"]["curves"][0]["loss"]
+    assert got_curve == pytest.approx(ref_curve, rel=1e-5)
+
+
+@pytest.mark.parametrize("method,expected", [
+    ("gpipe", [M, M, M]),
+    ("1f1b", [3, 2, 1]),
+    ("zerolock", [1, 1, 1]),
+    ("pipedream", [3, 2, 1]),
+])
+def test_peak_inflight_microbatches(runs, method, expected):
+    _, m = runs
+    assert [s["peak_inflight_microbatches"] for s in m[method]["per_stage"]] == expected
+
+
+def test_zerolock_holds_the_least_activation_memory(runs):
+    _, m = runs
+    peak = {meth: max(s["peak_activation_bytes"] for s in m[meth]["per_stage"])
+            for meth in ("zerolock", "gpipe", "1f1b")}
+    assert peak["zerolock"] < peak["1f1b"] < peak["gpipe"]
+
+
+def test_only_hidden_states_cross_boundaries_in_zerolock(runs):
+    _, m = runs
+    hidden = 128  # the tiny preset's hidden size
+    per_mb = (BATCH // M) * SEQ * hidden * 4
+    n = STEPS * M
+    stages = m["zerolock"]["per_stage"]
+    assert [s["bytes_sent"] for s in stages] == [per_mb * n, per_mb * n, 0]
+    assert [s["bytes_received"] for s in stages] == [0, per_mb * n, per_mb * n]
+    bp = m["gpipe"]["per_stage"]  # hidden states forward and gradients back
+    assert [s["bytes_sent"] for s in bp] == [per_mb * n, 2 * per_mb * n, per_mb * n]
+
+
+def test_pipedream_stashes_weight_versions(runs):
+    _, m = runs
+    versions = [s["stashed_weight_versions"] for s in m["pipedream"]["per_stage"]]
+    assert versions[0] >= 2 and versions[-1] == 1
+
+
+def test_metrics_events_and_trace(runs):
+    root, m = runs
+    for method in ("zerolock", "gpipe", "1f1b", "pipedream"):
+        d = root / method
+        metrics = json.loads((d / "metrics.json").read_text())
+        assert metrics["state"] == "finished" and metrics["steps_done"] == STEPS
+        assert metrics["eval"]["per_chunk"] and metrics["throughput_samples_per_s"] > 0
+        assert 0 <= metrics["bubble_fraction"] < 1
+        events = [json.loads(line) for line in (d / "events.jsonl").read_text().splitlines()]
+        assert {e["stage"] for e in events} == {0, 1, 2}
+        assert all(e["t1"] >= e["t0"] for e in events)
+        trace = json.loads((d / "trace.json").read_text())
+        assert any(e.get("ph") == "X" and e["tid"] == 2 for e in trace["traceEvents"])
+
+
+@pytest.mark.parametrize("stages", [2, 4])
+@pytest.mark.parametrize("method", ["zerolock", "gpipe", "1f1b", "pipedream"])
+def test_every_method_finishes(tmp_path, method, stages):
+    m = train_pipeline(cfg_for(tmp_path, runtime="pipeline", method=method, stages=stages, steps=1),
+                       progress=False)
+    assert m["state"] == "finished" and len(m["per_stage"]) == stages
+
+
+def test_stop_mid_run_ends_every_process_with_valid_metrics(tmp_path):
+    run = Run(cfg_for(tmp_path, runtime="pipeline", method="zerolock", steps=10_000)).start()
+    while run.status()["steps_done"] < 1:
+        assert not run.done, run.metrics
+        time.sleep(0.1)
+    metrics = run.stop()
+    assert run.state == "stopped"
+    assert all(not p.is_alive() for p in run._procs)
+    on_disk = json.loads((Path(tmp_path) / "metrics.json").read_text())
+    assert on_disk["state"] == "stopped" and on_disk["stopped"] is True
+    assert 1 <= on_disk["steps_done"] < 10_000
+    assert json.loads(json.dumps(metrics)) == on_disk

@@ -1,0 +1,60 @@
+"""PipeDream weight stashing: the backward uses the version its forward used."""
+import torch
+from torch import nn
+
+from zerolock_core.runtime.weight_stash import WeightStash
+
+
+def grads_for(module, x, weight):
+    w = weight.clone().requires_grad_(True)
+    (x @ w.T).pow(2).sum().backward()
+    return w.grad
+
+
+def test_backward_uses_the_stashed_version_not_the_current_weights():
+    torch.manual_seed(0)
+    lin = nn.Linear(4, 3, bias=False)
+    opt = torch.optim.SGD(lin.parameters(), lr=0.5)
+    stash = WeightStash(lin)
+    x0, x1 = torch.randn(2, 4), torch.randn(2, 4)
+    w_v0 = lin.weight.detach().clone()
+
+    y0 = stash.forward(0, x0)  # forward of micro-batch 0 with version 0
+    # an optimizer step lands between forward and backward (as in asynchronous 1F1B)
+    lin.weight.grad = torch.ones_like(lin.weight)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    stash.stepped()
+    w_v1 = lin.weight.detach().clone()
+    assert not torch.equal(w_v0, w_v1)
+    y1 = stash.forward(1, x1)  # micro-batch 1 uses version 1
+    assert len(stash.versions) == 2 and stash.peak_versions == 2
+
+    y0.pow(2).sum().backward()
+    stash.after_backward(0)
+    expected_old = grads_for(lin, x0, w_v0)
+    would_be_current = grads_for(lin, x0, w_v1)
+    assert torch.allclose(lin.weight.grad, expected_old)
+    assert not torch.allclose(lin.weight.grad, would_be_current)
+    assert list(stash.versions) == [1]  # version 0 freed once its last user finished
+
+    lin.weight.grad = None
+    y1.pow(2).sum().backward()
+    stash.after_backward(1)
+    assert torch.allclose(lin.weight.grad, grads_for(lin, x1, w_v1))
+
+
+def test_gradients_of_micro_batches_accumulate():
+    lin = nn.Linear(3, 2, bias=False)
+    stash = WeightStash(lin)
+    xs = [torch.randn(1, 3) for _ in range(3)]
+    for i, x in enumerate(xs):
+        stash.forward(i, x).sum().backward()
+        stash.after_backward(i)
+    expected = sum(grads_for(lin, x, lin.weight.detach()) for x in [xs[0]]) * 0  # shape helper
+    total = torch.zeros_like(lin.weight)
+    for x in xs:
+        w = lin.weight.detach().clone().requires_grad_(True)
+        (x @ w.T).sum().backward()
+        total += w.grad
+    assert torch.allclose(lin.weight.grad, total + expected)

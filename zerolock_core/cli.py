@@ -1,0 +1,206 @@
+"""`zerolock` command line: train | pretrain-tiny (more subcommands register themselves here)."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from .config import (CONSISTENCY_DIRECTIONS, LINK_PROFILE_NAMES, METHODS_BY_RUNTIME, ConfigError, DataConfig,
+                     LinkConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig)
+
+
+def _floats(text: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or comma-separated numbers, got {text!r}") from None
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def _bytes(text: str) -> int:
+    units = {"": 1, "b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "kb": 10**3, "mb": 10**6, "gb": 10**9}
+    t = text.strip().lower()
+    num = t.rstrip("abegikmi")
+    try:
+        return int(float(num) * units[t[len(num):]])
+    except (ValueError, KeyError):
+        raise argparse.ArgumentTypeError(f"expected a size like 512MiB or 2e8, got {text!r}") from None
+
+
+def add_run_flags(p: argparse.ArgumentParser) -> None:
+    """The flags shared by every command that trains (train, bench ...)."""
+    d_m, d_d, d_o, d_t = ModelConfig(), DataConfig(), ObjectiveConfig(), TrainConfig()
+    g = p.add_argument_group("model")
+    g.add_argument("--model", default=d_m.model, help="'tiny' (embedded), a local model directory or a hub id")
+    g.add_argument("--lora-rank", type=int, default=d_m.lora_rank)
+    g.add_argument("--lora-alpha", type=float, default=d_m.lora_alpha)
+    g.add_argument("--lora-targets", default=",".join(d_m.lora_targets), help="comma-separated module names")
+    g.add_argument("--readout-adapter", action="store_true", help="train a residual MLP before each readout head")
+    g.add_argument("--boundaries", type=_ints, default=None, help="first layer of chunks 2..K, e.g. 3,6")
+    g = p.add_argument_group("data")
+    g.add_argument("--dataset", default=d_d.dataset, help="topics | needle | ag_news | csv:PATH")
+    g.add_argument("--seq-len", type=int, default=d_d.seq_len)
+    g.add_argument("--eval-size", type=int, default=d_d.eval_size, help="eval examples scored (0 = all)")
+    g = p.add_argument_group("objective")
+    g.add_argument("--alpha", type=_floats, default=d_o.alpha, help="α in (0,1], one value or one per stage")
+    g.add_argument("--consistency", default=d_o.consistency, choices=CONSISTENCY_DIRECTIONS)
+    g = p.add_argument_group("training")
+    g.add_argument("--stages", type=int, default=d_t.stages, help="K, the number of chunks / pipeline stages")
+    g.add_argument("--batch", type=int, default=d_t.batch, help="physical batch b per optimizer step")
+    g.add_argument("--microbatches", type=int, default=d_t.microbatches, help="m micro-batches per step")
+    g.add_argument("--steps", type=int, default=d_t.steps)
+    g.add_argument("--lr", type=float, default=d_t.lr)
+    g.add_argument("--weight-decay", type=float, default=d_t.weight_decay)
+    g.add_argument("--seed", type=int, default=d_t.seed)
+    g.add_argument("--eval-every", type=int, default=d_t.eval_every, help="0 = only at the end")
+    g.add_argument("--threads", type=int, default=d_t.threads, help="torch threads per process (0 = default)")
+    g.add_argument("--device", default=d_t.device, help="cpu or cuda")
+    g.add_argument("--inflight-depth", type=int, default=d_t.inflight_depth,
+                   help="pipeline: hidden states a stage may have sent but its neighbour not yet consumed")
+    g.add_argument("--memory-budget", type=_bytes, default=d_t.memory_budget_bytes,
+                   help="pipeline: fail a stage whose measured activations exceed this (e.g. 64MiB)")
+    g = p.add_argument_group("fault tolerance (pipeline)")
+    g.add_argument("--ckpt-every", type=int, default=d_t.ckpt_every, help="checkpoint every N update windows")
+    g.add_argument("--keep-checkpoints", type=int, default=d_t.keep_checkpoints)
+    g.add_argument("--fail", action="append", default=[], metavar="STAGE@STEP[:MODE]",
+                   help="inject a failure; MODE: kill (default), stop, post-step, mid-ckpt; repeatable")
+    g.add_argument("--heartbeat-timeout", type=float, default=d_t.heartbeat_timeout_s, help="seconds")
+    g.add_argument("--replay-buffer", type=int, default=d_t.replay_buffer,
+                   help="hidden states kept upstream for replay (0 = enough for --ckpt-every)")
+    g = p.add_argument_group("link emulation (pipeline)")
+    g.add_argument("--link", default="none", choices=LINK_PROFILE_NAMES)
+    g.add_argument("--link-bandwidth-mbps", type=float, default=None)
+    g.add_argument("--link-latency-ms", type=float, default=None)
+
+
+def config_from_args(a: argparse.Namespace, *, runtime: str, method: str, out: str | None) -> RunConfig:
+    return RunConfig(
+        model=ModelConfig(model=a.model, lora_rank=a.lora_rank, lora_alpha=a.lora_alpha,
+                          lora_targets=tuple(t for t in a.lora_targets.split(",") if t),
+                          readout_adapter=a.readout_adapter, boundaries=a.boundaries),
+        data=DataConfig(dataset=a.dataset, seq_len=a.seq_len, eval_size=a.eval_size),
+        objective=ObjectiveConfig(alpha=a.alpha, consistency=a.consistency),
+        train=TrainConfig(runtime=runtime, method=method, stages=a.stages, batch=a.batch,
+                          microbatches=a.microbatches, steps=a.steps, lr=a.lr, weight_decay=a.weight_decay,
+                          seed=a.seed, eval_every=a.eval_every, threads=a.threads, device=a.device,
+                          inflight_depth=a.inflight_depth, memory_budget_bytes=a.memory_budget,
+                          ckpt_every=a.ckpt_every, keep_checkpoints=a.keep_checkpoints, failures=tuple(a.fail),
+                          heartbeat_timeout_s=a.heartbeat_timeout, replay_buffer=a.replay_buffer),
+        link=LinkConfig(profile=a.link, bandwidth_mbps=a.link_bandwidth_mbps, latency_ms=a.link_latency_ms),
+        out=out)
+
+
+def cmd_train(a: argparse.Namespace) -> int:
+    if a.runtime == "pipeline" and not a.out and "TORCHELASTIC_RUN_ID" in os.environ:
+        raise ConfigError("under torchrun, give --out (a directory every host shares)")
+    out = a.out or str(Path("runs") / f"{a.method}-{time.strftime('%Y%m%d-%H%M%S')}")
+    cfg = config_from_args(a, runtime=a.runtime, method=a.method, out=out)
+    if cfg.train.runtime == "reference":
+        from .reference_trainer import train_reference
+        metrics = train_reference(cfg, progress=not a.quiet)
+    else:
+        from .runtime.torchrun_entry import train_under_torchrun, under_torchrun
+
+        if under_torchrun():  # one rank per stage; rank 0 reports
+            metrics = train_under_torchrun(cfg)
+            if metrics is None:
+                return 0
+        else:
+            from .runtime.launch import train_pipeline  # local: one spawned process per stage
+            metrics = train_pipeline(cfg, progress=not a.quiet)
+    print(summary(metrics, out))
+    return 0
+
+
+def summary(metrics: dict, out: str) -> str:
+    e = metrics["eval"]
+    if e is None:
+        return f"run {metrics.get('state')} after {metrics.get('steps_done')} steps; no eval; wrote {out}/metrics.json"
+    lines = [f"eval: accuracy {e['accuracy']:.3f}  label accuracy {e['label_accuracy']:.3f}  "
+             f"nll {e['nll']:.3f}  ({e['examples']} examples)"]
+    for c in e["per_chunk"]:
+        lines.append(f"  chunk {c['chunk']}: accuracy {c['accuracy']:.3f}  label accuracy "
+                     f"{c['label_accuracy']:.3f}  nll {c['nll']:.3f}")
+    lines.append(f"train: {metrics['wall_s']:.1f} s, {metrics['samples_per_s']:.1f} samples/s")
+    lines.append(f"wrote {out}/metrics.json and {out}/final/")
+    return "\n".join(lines)
+
+
+def cmd_pretrain_tiny(a: argparse.Namespace) -> int:
+    from .loading import TINY_DIR
+    from .pretrain_tiny import TinyPreset, pretrain_tiny
+
+    preset = TinyPreset(steps=a.steps, seed=a.seed)
+    report = pretrain_tiny(a.out or TINY_DIR, preset, progress=not a.quiet)
+    print(f"pretrain-tiny: {report['parameters']:,} parameters, loss {report['first_loss']:.2f} -> "
+          f"{report['final_loss']:.2f} in {report['wall_s']:.0f} s; wrote {a.out or TINY_DIR}")
+    return 0
+
+
+def _missing_app(err: ImportError) -> int:
+    raise ConfigError(f"the dashboard needs the app extra (pip install -e '.[app]'): {err}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="zerolock", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("train", help="fine-tune with a reference trainer or the multi-process pipeline")
+    p.add_argument("--runtime", default="reference", choices=tuple(METHODS_BY_RUNTIME))
+    p.add_argument("--method", default="zerolock", help="reference: bp | zerolock; pipeline: zerolock | gpipe | 1f1b | pipedream")
+    p.add_argument("--out", default=None, help="run directory (default runs/METHOD-TIMESTAMP)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_run_flags(p)
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("pretrain-tiny", help="rebuild the embedded tiny tokenizer + model")
+    p.add_argument("--out", default=None, help="default: the package's assets/tiny")
+    p.add_argument("--steps", type=int, default=700, help="pretraining steps (the committed preset used 700)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=cmd_pretrain_tiny)
+
+    from .bench import register_benchmarks
+
+    bench = sub.add_parser("bench", help="benchmarks that write results (not tests)")
+    register_benchmarks(bench.add_subparsers(dest="bench", required=True))
+
+    p = sub.add_parser("dashboard", help="the Gradio dashboard (127.0.0.1 unless told otherwise)")
+    try:
+        from app.cli_command import register as register_dashboard
+    except ImportError as err:  # the app extra is not installed
+        p.set_defaults(func=lambda a, err=err: _missing_app(err))
+    else:
+        register_dashboard(p)
+    return parser
+
+
+def _pipeline_failed() -> type[Exception]:
+    from .runtime.launch import PipelineFailed
+    return PipelineFailed
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ConfigError, ValueError, FileNotFoundError, _pipeline_failed()) as err:
+        if os.environ.get("ZEROLOCK_DEBUG"):
+            raise
+        print(f"zerolock: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("zerolock: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,220 @@
+"""Run configuration: keyword-only dataclasses, validated before any work starts.
+
+Every user mistake is a `ConfigError` (a `ValueError`) whose message names the flag, the value
+and what is allowed, so the CLI can print one clear line instead of a traceback.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+FAILURE_MODES = ("kill", "stop", "post-step", "mid-ckpt")
+
+METHODS_BY_RUNTIME = {
+    "reference": ("bp", "zerolock"),
+    "pipeline": ("zerolock", "gpipe", "1f1b", "pipedream"),
+}
+CONSISTENCY_DIRECTIONS = ("reverse", "forward")
+
+
+class ConfigError(ValueError):
+    """A bad user-supplied value; the message is meant to be shown as is."""
+
+
+@dataclass(kw_only=True, frozen=True)
+class FailureSpec:
+    stage: int
+    step: int  # injected once the stage has completed this many optimizer steps
+    mode: str = "kill"
+
+    @staticmethod
+    def parse(text: str) -> "FailureSpec":
+        head, _, mode = text.partition(":")
+        stage, at, step = head.partition("@")
+        try:
+            spec = FailureSpec(stage=int(stage), step=int(step), mode=mode or "kill")
+        except ValueError:
+            raise ConfigError(f"--fail {text!r} is not STAGE@STEP[:MODE] (e.g. 1@3:kill)") from None
+        if not at or spec.mode not in FAILURE_MODES:
+            raise ConfigError(f"--fail {text!r}: mode must be one of {', '.join(FAILURE_MODES)}")
+        return spec
+
+
+@dataclass(kw_only=True, frozen=True)
+class ModelConfig:
+    model: str = "tiny"  # "tiny" (embedded), a local directory, or a hub id
+    lora_rank: int = 4
+    lora_alpha: float = 16.0
+    lora_targets: tuple[str, ...] = ("q_proj", "v_proj")
+    readout_adapter: bool = False  # the paper's option (b): a residual MLP before the frozen head
+    readout_adapter_hidden: int = 64
+    boundaries: tuple[int, ...] | None = None  # first layer of chunks 2..K; None = even split
+
+
+@dataclass(kw_only=True, frozen=True)
+class DataConfig:
+    dataset: str = "topics"  # topics | needle | ag_news | csv:PATH
+    seq_len: int = 128
+    eval_size: int = 256  # eval examples scored (0 = the whole eval split)
+
+
+@dataclass(kw_only=True, frozen=True)
+class ObjectiveConfig:
+    alpha: tuple[float, ...] = (0.5,)  # one value for every chunk, or one per chunk
+    consistency: str = "reverse"  # reverse = KL(p_k || p_{k-1}) (paper Eq. 5); forward = KL(p_{k-1} || p_k)
+
+    def alpha_for(self, chunk: int) -> float:
+        return self.alpha[0] if len(self.alpha) == 1 else self.alpha[chunk]
+
+
+@dataclass(kw_only=True, frozen=True)
+class TrainConfig:
+    runtime: str = "reference"
+    method: str = "zerolock"
+    stages: int = 3
+    batch: int = 8
+    microbatches: int = 4
+    steps: int = 200
+    lr: float = 5e-3
+    weight_decay: float = 0.0
+    seed: int = 0
+    eval_every: int = 0  # 0 = evaluate at the end only
+    threads: int = 0  # torch intra-op threads per process; 0 = leave torch's default
+    device: str = "cpu"
+    inflight_depth: int = 2  # bounded inbound buffer: hidden states sent but not yet consumed
+    memory_budget_bytes: int = 0  # > 0: a stage whose measured activations exceed it fails (OOM-like)
+    ckpt_every: int = 0  # pipeline: each stage checkpoints every N update windows (0 = never)
+    keep_checkpoints: int = 3
+    failures: tuple[str, ...] = ()  # injected failures, "STAGE@STEP[:MODE]"
+    heartbeat_timeout_s: float = 3.0  # a stage silent this long is declared failed
+    replay_buffer: int = 0  # hidden states an upstream stage keeps for replay (0 = what ckpt_every needs)
+
+
+@dataclass(kw_only=True, frozen=True)
+class LinkConfig:
+    """Link emulation between adjacent stages (a real delay on the real transfers).
+    profile: none (no emulation) | local | wifi | mobile | constrained | custom."""
+    profile: str = "none"
+    bandwidth_mbps: float | None = None  # overrides the profile's bandwidth (custom: required)
+    latency_ms: float | None = None  # overrides the profile's one-way latency (custom: required)
+
+
+LINK_PROFILE_NAMES = ("none", "local", "wifi", "mobile", "constrained", "custom")
+
+
+@dataclass(kw_only=True, frozen=True)
+class RunConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    link: LinkConfig = field(default_factory=LinkConfig)
+    out: str | None = None
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> "RunConfig":
+        def tuples(cls: type, values: dict[str, Any]) -> Any:
+            names = {f.name for f in dataclasses.fields(cls)}
+            unknown = set(values) - names
+            if unknown:
+                raise ConfigError(f"unknown {cls.__name__} field(s): {', '.join(sorted(unknown))}")
+            return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
+
+        return RunConfig(
+            model=tuples(ModelConfig, d.get("model", {})),
+            data=tuples(DataConfig, d.get("data", {})),
+            objective=tuples(ObjectiveConfig, d.get("objective", {})),
+            train=tuples(TrainConfig, d.get("train", {})),
+            link=tuples(LinkConfig, d.get("link", {})),
+            out=d.get("out"),
+        )
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+def validate(cfg: RunConfig) -> None:
+    """Checks everything that can be checked without loading the model."""
+    t, o, m, d = cfg.train, cfg.objective, cfg.model, cfg.data
+    _require(t.runtime in METHODS_BY_RUNTIME,
+             f"--runtime {t.runtime!r} is not one of {', '.join(METHODS_BY_RUNTIME)}")
+    allowed = METHODS_BY_RUNTIME[t.runtime]
+    _require(t.method in allowed,
+             f"--method {t.method!r} is not available with --runtime {t.runtime} (choose {', '.join(allowed)})")
+    _require(t.stages >= 1, f"--stages must be at least 1 (got {t.stages})")
+    _require(t.batch >= 1, f"--batch must be at least 1 (got {t.batch})")
+    _require(t.microbatches >= 1, f"--microbatches must be at least 1 (got {t.microbatches})")
+    _require(t.batch % t.microbatches == 0,
+             f"--batch {t.batch} is not divisible by --microbatches {t.microbatches}")
+    _require(t.steps >= 1, f"--steps must be at least 1 (got {t.steps})")
+    _require(t.lr > 0, f"--lr must be positive (got {t.lr})")
+    _require(t.weight_decay >= 0, f"--weight-decay must be >= 0 (got {t.weight_decay})")
+    _require(t.eval_every >= 0, f"--eval-every must be >= 0 (got {t.eval_every})")
+    _require(t.threads >= 0, f"--threads must be >= 0 (got {t.threads})")
+    _require(t.device == "cpu" or t.device.startswith("cuda"),
+             f"--device {t.device!r} is not 'cpu' or 'cuda[:N]'")
+    if t.method == "1f1b":
+        _require(t.microbatches >= t.stages,
+                 f"--method 1f1b needs --microbatches >= --stages (got m={t.microbatches}, K={t.stages})")
+    _require(t.ckpt_every >= 0, f"--ckpt-every must be >= 0 (got {t.ckpt_every})")
+    _require(t.keep_checkpoints >= 2, f"--keep-checkpoints must be at least 2 (got {t.keep_checkpoints})")
+    _require(t.heartbeat_timeout_s > 0, f"--heartbeat-timeout must be positive (got {t.heartbeat_timeout_s})")
+    _require(t.replay_buffer >= 0, f"--replay-buffer must be >= 0 (got {t.replay_buffer})")
+    for text in t.failures:
+        f = FailureSpec.parse(text)
+        _require(t.runtime == "pipeline", "--fail needs --runtime pipeline")
+        _require(0 <= f.stage < t.stages, f"--fail {text!r}: stage {f.stage} is not in 0..{t.stages - 1}")
+        _require(1 <= f.step < t.steps, f"--fail {text!r}: step {f.step} must be in 1..{t.steps - 1}")
+        _require(t.ckpt_every > 0, f"--fail {text!r} needs checkpoints to recover from: set --ckpt-every")
+        _require(t.method != "pipedream", "--fail: recovery is built for zerolock (local) and gpipe/1f1b (global "
+                                          "rollback); PipeDream's unflushed pipeline has no consistent checkpoint")
+    _require(t.inflight_depth >= 1, f"--inflight-depth must be at least 1 (got {t.inflight_depth})")
+    _require(t.memory_budget_bytes >= 0, f"--memory-budget must be >= 0 (got {t.memory_budget_bytes})")
+    lk = cfg.link
+    _require(lk.profile in LINK_PROFILE_NAMES,
+             f"--link {lk.profile!r} is not one of {', '.join(LINK_PROFILE_NAMES)}")
+    _require(lk.profile != "custom" or (lk.bandwidth_mbps is not None and lk.latency_ms is not None),
+             "--link custom needs --link-bandwidth-mbps and --link-latency-ms")
+    _require(lk.bandwidth_mbps is None or lk.bandwidth_mbps > 0,
+             f"--link-bandwidth-mbps must be positive (got {lk.bandwidth_mbps})")
+    _require(lk.latency_ms is None or lk.latency_ms >= 0, f"--link-latency-ms must be >= 0 (got {lk.latency_ms})")
+    _require(lk.profile == "none" or t.runtime == "pipeline", "--link emulation needs --runtime pipeline")
+    _require(len(o.alpha) >= 1, "--alpha needs at least one value")
+    for a in o.alpha:
+        _require(0.0 < a <= 1.0, f"--alpha {a} is outside (0, 1]")
+    _require(len(o.alpha) in (1, t.stages),
+             f"--alpha has {len(o.alpha)} values; give one, or one per stage ({t.stages})")
+    _require(o.consistency in CONSISTENCY_DIRECTIONS,
+             f"--consistency {o.consistency!r} is not one of {', '.join(CONSISTENCY_DIRECTIONS)}")
+    _require(m.lora_rank >= 1, f"--lora-rank must be at least 1 (got {m.lora_rank})")
+    _require(m.lora_alpha > 0, f"--lora-alpha must be positive (got {m.lora_alpha})")
+    _require(len(m.lora_targets) >= 1, "--lora-targets needs at least one module name")
+    _require(not m.readout_adapter or t.method == "zerolock",
+             f"--readout-adapter belongs to ZeroLock's local objective; --method {t.method} has no local readout")
+    _require(m.readout_adapter_hidden >= 1,
+             f"--readout-adapter-hidden must be at least 1 (got {m.readout_adapter_hidden})")
+    if m.boundaries is not None:
+        _require(len(m.boundaries) == t.stages - 1,
+                 f"--boundaries has {len(m.boundaries)} values; --stages {t.stages} needs {t.stages - 1}")
+        _require(all(b > 0 for b in m.boundaries) and list(m.boundaries) == sorted(set(m.boundaries)),
+                 f"--boundaries {list(m.boundaries)} must be strictly increasing layer indices > 0")
+    _require(d.seq_len >= 8, f"--seq-len must be at least 8 (got {d.seq_len})")
+    _require(d.eval_size >= 0, f"--eval-size must be >= 0 (got {d.eval_size})")
+
+
+def replace(cfg: RunConfig, **sections: dict[str, Any]) -> RunConfig:
+    """`replace(cfg, train={"steps": 3})`: a validated copy with some fields changed."""
+    parts = {name: dataclasses.replace(getattr(cfg, name), **changes)
+             for name, changes in sections.items() if name != "out"}
+    if "out" in sections:
+        parts["out"] = sections["out"]
+    return dataclasses.replace(cfg, **parts)

@@ -1,0 +1,172 @@
+"""Examples -> fixed-shape tensors for a causal LM, and deterministic micro-batches.
+
+Layout of one row (length ``seq_len``)::
+
+    [BOS] text-tokens  tokens("\\n" + cue)  tokens(" " + label_word)  pad pad ...
+    |<---------------- prompt, length P ---------------->|<-- answer, A -->|
+
+The prompt is tokenised in two pieces, tokens(text) + tokens("\\n" + cue).
+For byte-level BPE (GPT-2 style) this equals tokens(text + "\\n" + cue)
+because the pre-tokenizer splits at the newline; the split is what lets us
+truncate the text without touching the cue.  The answer is tokenised on its
+own, so its ids are exactly ``label_tokens(...)`` for that label (no EOS).
+
+``labels`` is already shifted: ``labels[:, i]`` is the token that the logits at
+position ``i`` must predict.  It is set only on the answer mask
+Omega = {P-1, ..., P+A-2} (the positions whose NEXT token is an answer token)
+and is -100 everywhere else (prompt and padding).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from transformers import PreTrainedTokenizerBase
+
+from .examples import Example
+
+IGNORE_INDEX = -100
+MIN_TEXT_TOKENS = 4
+
+
+# eq=False: the generated __eq__ would compare tensors, which has no single truth value.
+@dataclass(kw_only=True, frozen=True, eq=False)
+class EncodedSplit:
+    input_ids: torch.Tensor  # [N, S] long
+    attention_mask: torch.Tensor  # [N, S] long, 1 = real token (prompt + answer), 0 = padding
+    labels: torch.Tensor  # [N, S] long, shifted next-token targets on Omega, -100 elsewhere
+    label_index: torch.Tensor  # [N] long
+
+    def __post_init__(self) -> None:
+        n, s = self.input_ids.shape
+        assert self.attention_mask.shape == self.labels.shape == (n, s), "mask/labels shape differs from input_ids"
+        assert self.label_index.shape == (n,), "label_index must be [N]"
+
+    def __len__(self) -> int:
+        return self.input_ids.shape[0]
+
+
+@dataclass(kw_only=True, frozen=True)
+class LabelTokens:
+    token_ids: tuple[tuple[int, ...], ...]  # per label word, the ids of " " + word as tokenised after the cue
+
+
+def label_tokens(tokenizer: PreTrainedTokenizerBase, label_words: Sequence[str]) -> LabelTokens:
+    """Token ids of each answer ``" " + word``; they must be non-empty and distinct."""
+    if not label_words:
+        raise ValueError("label_words is empty")
+    ids = tokenizer([" " + w for w in label_words], add_special_tokens=False)["input_ids"]
+    token_ids = tuple(tuple(int(t) for t in row) for row in ids)
+    for word, row in zip(label_words, token_ids):
+        if not row:
+            raise ValueError(f"label word {word!r} tokenises to no tokens")
+    if len(set(token_ids)) != len(token_ids):
+        raise ValueError(f"label words {tuple(label_words)} do not all tokenise differently: {token_ids}")
+    return LabelTokens(token_ids=token_ids)
+
+
+def _pad_id(tokenizer: PreTrainedTokenizerBase) -> int:
+    for tid in (tokenizer.pad_token_id, tokenizer.eos_token_id):
+        if tid is not None:
+            return int(tid)
+    return 0
+
+
+def encode_split(
+    examples: Sequence[Example],
+    *,
+    tokenizer: PreTrainedTokenizerBase,
+    cue: str,
+    label_words: Sequence[str],
+    seq_len: int,
+) -> EncodedSplit:
+    """Encode ``examples`` as ``[N, seq_len]`` tensors (right-padded; see module docstring).
+
+    Too-long prompts lose the END of their text: the beginning is kept (the
+    needle task states its key early), and BOS, the cue and the answer always
+    survive.  The text budget is the same for every label (it reserves the
+    LONGEST answer), so where a prompt gets cut never depends on its label.
+    """
+    answers = label_tokens(tokenizer, label_words).token_ids
+    bos = [] if tokenizer.bos_token_id is None else [int(tokenizer.bos_token_id)]
+    cue_ids = [int(t) for t in tokenizer("\n" + cue, add_special_tokens=False)["input_ids"]]
+    fixed = len(bos) + len(cue_ids) + max(len(a) for a in answers)
+    budget = seq_len - fixed
+    if budget < MIN_TEXT_TOKENS:
+        raise ValueError(
+            f"seq_len {seq_len} is too small: BOS + cue + longest answer take {fixed} tokens "
+            f"and at least {MIN_TEXT_TOKENS} text tokens are needed (seq_len >= {fixed + MIN_TEXT_TOKENS})"
+        )
+    for i, ex in enumerate(examples):
+        if not 0 <= ex.label < len(answers):
+            raise ValueError(f"example {i}: label {ex.label} is out of range for {len(answers)} label words")
+
+    n = len(examples)
+    texts = tokenizer(
+        [ex.text for ex in examples], add_special_tokens=False, return_attention_mask=False, return_token_type_ids=False
+    )["input_ids"] if n else []
+    if not bos and not cue_ids:  # an empty text would leave nothing to predict the answer from
+        raise ValueError(f"cue {cue!r} tokenises to no tokens and the tokenizer has no BOS token")
+    pad = _pad_id(tokenizer)
+    rows, prompt_len, answer_len = [], [], []
+    for ex, text in zip(examples, texts):
+        answer = answers[ex.label]
+        row = bos + list(text[:budget]) + cue_ids + list(answer)
+        prompt_len.append(len(row) - len(answer))
+        answer_len.append(len(answer))
+        rows.append(row + [pad] * (seq_len - len(row)))
+
+    input_ids = torch.tensor(rows, dtype=torch.long).reshape(n, seq_len)
+    p = torch.tensor(prompt_len, dtype=torch.long).reshape(n, 1)
+    a = torch.tensor(answer_len, dtype=torch.long).reshape(n, 1)
+    pos = torch.arange(seq_len).reshape(1, seq_len)
+    attention_mask = (pos < p + a).long()
+    omega = (pos >= p - 1) & (pos < p - 1 + a)
+    shifted = torch.full_like(input_ids, IGNORE_INDEX)
+    shifted[:, :-1] = input_ids[:, 1:]
+    labels = shifted.masked_fill(~omega, IGNORE_INDEX)
+    label_index = torch.tensor([ex.label for ex in examples], dtype=torch.long)
+    return EncodedSplit(input_ids=input_ids, attention_mask=attention_mask, labels=labels, label_index=label_index)
+
+
+def steps_per_epoch(n_examples: int, batch: int) -> int:
+    """Full batches per epoch; the last ``n_examples % batch`` of each permutation are skipped."""
+    return n_examples // batch
+
+
+def microbatches(
+    split: EncodedSplit, *, seed: int, step: int, batch: int, microbatches: int
+) -> list[dict[str, torch.Tensor]]:
+    """The ``step``-th batch of ``batch`` examples, cut into ``microbatches`` equal parts.
+
+    Epoch e uses ``torch.randperm(N)`` from a generator seeded with ``seed + e``
+    and yields ``N // batch`` whole batches from it; the leftover
+    ``N % batch`` examples of that permutation are skipped, so a batch never
+    straddles two epochs (the leftovers differ every epoch, so nothing is
+    skipped for good).  When ``batch`` divides N this is ``epoch = step * batch
+    // N``.  The result depends only on (split, seed, step, batch, microbatches).
+    """
+    n = len(split)
+    if batch < 1 or microbatches < 1:
+        raise ValueError(f"batch and microbatches must be >= 1, got {batch} and {microbatches}")
+    if batch % microbatches != 0:
+        raise ValueError(f"batch {batch} is not divisible by microbatches {microbatches}")
+    if batch > n:
+        raise ValueError(f"batch {batch} is larger than the split ({n} examples)")
+    if step < 0:
+        raise ValueError(f"step must be >= 0, got {step}")
+    per_epoch = steps_per_epoch(n, batch)
+    epoch, within = divmod(step, per_epoch)
+    generator = torch.Generator().manual_seed(seed + epoch)
+    index = torch.randperm(n, generator=generator)[within * batch : (within + 1) * batch]
+    size = batch // microbatches
+    fields = {
+        "input_ids": split.input_ids,
+        "attention_mask": split.attention_mask,
+        "labels": split.labels,
+        "label_index": split.label_index,
+    }
+    chunks = {k: v.index_select(0, index).split(size) for k, v in fields.items()}
+    return [{k: chunks[k][j] for k in fields} for j in range(microbatches)]

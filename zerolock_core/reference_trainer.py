@@ -1,0 +1,105 @@
+"""Single-process trainers: `bp` (backprop through the whole split model) and `zerolock`
+(the chunks one after another, boundaries detached). They are the oracles the multi-process
+pipeline must reproduce."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from .artifacts import save_final_weights, write_json_atomic
+from .config import RunConfig
+from .evaluation import evaluate_chunks
+from .run_report import LossCurves, eval_block
+from .stage_worker import StageWorker, StepLoss
+from .workbench import Workbench, build_workbench, set_threads
+
+
+def make_workers(bench: Workbench) -> list[StageWorker]:
+    cfg = bench.cfg
+    return [StageWorker(chunk=c, alpha=cfg.objective.alpha_for(c.index), consistency=cfg.objective.consistency,
+                        microbatches=cfg.train.microbatches, lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
+            for c in bench.chunks]
+
+
+def zerolock_microbatch(workers: list[StageWorker], mb: dict[str, torch.Tensor]) -> list[StepLoss]:
+    losses, x, h_in = [], mb["input_ids"], None
+    for w in workers:
+        h_out = w.forward(mb, x)
+        x = h_out.detach()  # early forwarding: what the next stage gets, before the local step
+        losses.append(w.local_backward(mb, h_in, h_out))
+        h_in = x
+    return losses
+
+
+def bp_microbatch(workers: list[StageWorker], mb: dict[str, torch.Tensor]) -> StepLoss:
+    h = mb["input_ids"]
+    for w in workers:
+        h = w.forward(mb, h)
+    return workers[-1].bp_loss_backward(mb, h)
+
+
+def train_reference(cfg: RunConfig, *, progress: bool = True,
+                    on_step: Callable[[int, dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    set_threads(cfg.train.threads)
+    t0 = time.perf_counter()
+    bench = build_workbench(cfg)
+    workers = make_workers(bench)
+    setup_s = time.perf_counter() - t0
+    method, steps = cfg.train.method, cfg.train.steps
+    names = [f"chunk{k}" for k in range(len(workers))] if method == "zerolock" else ["global"]
+    curves = LossCurves(names=names)
+    history: list[dict[str, Any]] = []
+
+    bar = _progress(steps, enabled=progress, desc=f"{method} K={cfg.train.stages}")
+    t_train = time.perf_counter()
+    for step in range(steps):
+        per_chunk: dict[str, list[StepLoss]] = {n: [] for n in names}
+        for mb in bench.microbatches(step):
+            if method == "zerolock":
+                for name, loss in zip(names, zerolock_microbatch(workers, mb)):
+                    per_chunk[name].append(loss)
+            else:
+                per_chunk["global"].append(bp_microbatch(workers, mb))
+        for w in workers:
+            w.optimizer_step()
+        curves.add(step + 1, per_chunk)
+        last = curves.values[names[-1]]["loss"][-1]
+        if cfg.train.eval_every and (step + 1) % cfg.train.eval_every == 0 and step + 1 < steps:
+            history.append({"step": step + 1, **eval_block(_evaluate(bench))})
+        if on_step is not None:
+            on_step(step + 1, {"loss": last})
+        bar.set_postfix(loss=f"{last:.3f}")
+        bar.update(1)
+    train_s = time.perf_counter() - t_train
+    bar.close()
+
+    final_eval = eval_block(_evaluate(bench))
+    history.append({"step": steps, **final_eval})
+    metrics = {
+        "config": cfg.to_dict(),
+        "eval": final_eval,
+        "eval_history": history,
+        "train": {"curves": curves.to_json()},
+        "setup_s": setup_s,
+        "wall_s": train_s,
+        "samples_per_s": steps * cfg.train.batch / train_s,
+        "layers": [list(c.layer_range) for c in bench.chunks],
+    }
+    if cfg.out:
+        for c in bench.chunks:
+            save_final_weights(cfg.out, c.index, c.trainable_state())
+        write_json_atomic(Path(cfg.out) / "metrics.json", metrics)
+    return metrics
+
+
+def _evaluate(bench: Workbench) -> list[dict[str, float]]:
+    return evaluate_chunks(bench.chunks, bench.eval, bench.label_first_tokens, limit=bench.cfg.data.eval_size)
+
+
+def _progress(total: int, *, enabled: bool, desc: str):
+    from tqdm import tqdm
+
+    return tqdm(total=total, disable=not enabled, desc=desc, unit="step", dynamic_ncols=True)

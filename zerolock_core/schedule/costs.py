@@ -1,0 +1,117 @@
+"""Cost model of the simulator: compute seconds per action kind, and the link."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from .action import COMPUTE_KINDS, Kind
+
+StageCosts = Mapping[int, Mapping[str, float]] | Callable[[int, str], float]
+
+
+def _check_seconds(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+        raise ValueError(f"{name} must be a finite number of seconds >= 0 (got {value!r})")
+
+
+@dataclass(kw_only=True, frozen=True)
+class Costs:
+    """Seconds per compute action and bytes per transfer.
+
+    ``per_stage`` overrides the defaults: either ``{stage: {"F": 2.0, ...}}`` (kind
+    codes; missing entries fall back) or a callable ``(stage, kind_code) -> seconds``.
+    Sends and receives cost no compute time; transfers are timed by the ``Link``.
+    """
+
+    forward: float = 1.0
+    local: float = 1.0
+    backward: float = 1.0
+    step: float = 0.0
+    ckpt: float = 0.0
+    replay: float = 1.0
+    hidden_bytes: int = 0
+    grad_bytes: int = 0
+    per_stage: StageCosts | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("forward", "local", "backward", "step", "ckpt", "replay"):
+            _check_seconds(name, getattr(self, name))
+        for name in ("hidden_bytes", "grad_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be an int >= 0 (got {value!r})")
+        if self.per_stage is not None and not (callable(self.per_stage) or isinstance(self.per_stage, Mapping)):
+            raise ValueError(f"per_stage must be a mapping or a callable (got {type(self.per_stage).__name__})")
+
+    def default_s(self, kind: Kind | str) -> float:
+        kind = Kind(kind)
+        if kind not in COMPUTE_KINDS:
+            raise ValueError(f"{kind} is not a compute action; it has no compute cost")
+        return {
+            Kind.F: self.forward,
+            Kind.L: self.local,
+            Kind.B: self.backward,
+            Kind.STEP: self.step,
+            Kind.CKPT: self.ckpt,
+            Kind.REPLAY: self.replay,
+        }[kind]
+
+    def compute_s(self, stage: int, kind: Kind | str) -> float:
+        """Seconds ``stage`` spends on one action of compute ``kind``."""
+        kind = Kind(kind)
+        default = self.default_s(kind)
+        if self.per_stage is None:
+            return default
+        if isinstance(self.per_stage, Mapping):
+            seconds = self.per_stage.get(stage, {}).get(kind.value, default)
+        else:
+            seconds = self.per_stage(stage, kind.value)
+        _check_seconds(f"cost of {kind} on stage {stage}", seconds)
+        return float(seconds)
+
+
+@dataclass(kw_only=True, frozen=True)
+class Link:
+    """One link per direction per hop: ``bytes / bandwidth`` on the wire, plus ``latency_s``."""
+
+    bandwidth_bytes_per_s: float = math.inf
+    latency_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        bw = self.bandwidth_bytes_per_s
+        if isinstance(bw, bool) or not isinstance(bw, (int, float)) or not bw > 0:
+            raise ValueError(f"bandwidth_bytes_per_s must be > 0 (inf allowed) (got {bw!r})")
+        _check_seconds("latency_s", self.latency_s)
+
+    def wire_s(self, nbytes: int) -> float:
+        """Seconds the link is occupied by ``nbytes`` (0 on an infinite link)."""
+        return 0.0 if math.isinf(self.bandwidth_bytes_per_s) else nbytes / self.bandwidth_bytes_per_s
+
+    def transfer_s(self, nbytes: int) -> float:
+        """Seconds from the start of an uncontended transfer to its arrival."""
+        return self.latency_s + self.wire_s(nbytes)
+
+    @classmethod
+    def profile(cls, name: str) -> Link:
+        """A named profile from ``LINK_PROFILES``."""
+        try:
+            return LINK_PROFILES[name]
+        except (KeyError, TypeError):
+            raise ValueError(f"unknown link profile {name!r}; expected one of: {', '.join(LINK_PROFILES)}") from None
+
+
+def _mbps(megabits_per_s: float) -> float:
+    return megabits_per_s * 1e6 / 8
+
+
+# Our chosen values: the paper only gives the two ends (local ~1 Gbps, constrained ~50 Mbps / 30 ms);
+# "wifi" and "mobile" are interpolated. "ideal" is an infinite, zero-latency link.
+LINK_PROFILES: dict[str, Link] = {
+    "ideal": Link(bandwidth_bytes_per_s=math.inf, latency_s=0.0),
+    "local": Link(bandwidth_bytes_per_s=_mbps(1000), latency_s=0.0),
+    "wifi": Link(bandwidth_bytes_per_s=_mbps(300), latency_s=0.005),
+    "mobile": Link(bandwidth_bytes_per_s=_mbps(100), latency_s=0.015),
+    "constrained": Link(bandwidth_bytes_per_s=_mbps(50), latency_s=0.030),
+}

@@ -1,0 +1,75 @@
+"""What one pipeline stage does to its chunk: forward, local step, BP backward, optimizer step.
+
+The single-process reference trainers and the multi-process executors both call exactly these
+methods, so a pipeline run and a reference run perform the same floating-point operations.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .chunks import Chunk
+from .objectives import LocalLoss, local_loss, task_cross_entropy
+
+
+@dataclass(kw_only=True, frozen=True)
+class StepLoss:
+    total: float
+    task: float
+    consistency: float | None
+
+
+def answer_positions(mb: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Ω as a [B, S] boolean mask and the target token at each position in Ω."""
+    labels = mb["labels"]
+    omega = labels != -100
+    return omega, labels[omega]
+
+
+class StageWorker:
+    def __init__(self, *, chunk: Chunk, alpha: float, consistency: str, microbatches: int,
+                 lr: float, weight_decay: float) -> None:
+        self.chunk = chunk
+        self.alpha = alpha
+        self.consistency = consistency
+        self.microbatches = microbatches
+        self.params = [p for p in chunk.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(self.params, lr=lr, weight_decay=weight_decay, foreach=False)
+        self.steps_done = 0
+
+    def forward(self, mb: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        return self.chunk(x, mb["attention_mask"])
+
+    def local_backward(self, mb: dict[str, torch.Tensor], h_in: torch.Tensor | None,
+                       h_out: torch.Tensor) -> StepLoss:
+        """ZeroLock: readout + local loss + backward into this chunk's parameters only.
+        `h_in` is the detached upstream hidden state (None on chunk 0)."""
+        omega, targets = answer_positions(mb)
+        prev = None if h_in is None else self.chunk.upstream_readout(h_in, omega)
+        loss: LocalLoss = local_loss(logits=self.chunk.readout(h_out, omega), targets=targets,
+                                     prev_logits=prev, alpha=self.alpha, direction=self.consistency)
+        (loss.total / self.microbatches).backward()
+        return _detach(loss)
+
+    def bp_loss_backward(self, mb: dict[str, torch.Tensor], h_out: torch.Tensor) -> StepLoss:
+        """Last stage of a BP pipeline: the ordinary task loss at the final readout."""
+        omega, targets = answer_positions(mb)
+        loss = task_cross_entropy(self.chunk.readout(h_out, omega), targets)
+        (loss / self.microbatches).backward()
+        value = float(loss.detach())
+        return StepLoss(total=value, task=value, consistency=None)
+
+    def bp_backward(self, h_out: torch.Tensor, grad_out: torch.Tensor) -> None:
+        """Inner stage of a BP pipeline: backward of the received output gradient."""
+        h_out.backward(grad_out)
+
+    def optimizer_step(self) -> None:
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.steps_done += 1
+
+
+def _detach(loss: LocalLoss) -> StepLoss:
+    return StepLoss(total=float(loss.total.detach()), task=float(loss.task.detach()),
+                    consistency=None if loss.consistency is None else float(loss.consistency.detach()))
