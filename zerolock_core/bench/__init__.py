@@ -10,6 +10,20 @@ import importlib
 
 BENCHMARKS = {
     "quick": ("zerolock_core.bench.quick", "the four pipeline methods side by side, one table"),
+    "recovery": (
+        "zerolock_core.bench.recovery",
+        "E2: local replay (ZeroLock) vs global rollback (1F1B) after a failure",
+    ),
+    "memory": ("zerolock_core.bench.memory", "Fig. 4: per-stage peak memory of the four methods"),
+    "geometry": ("zerolock_core.bench.geometry", "Fig. 5: activation peak and throughput over b and b/m"),
+    "envelope": ("zerolock_core.bench.envelope", "the largest batch each method fits under --memory-budget"),
+    "throughput": ("zerolock_core.bench.throughput", "Fig. 6a: samples/s and active fraction vs K"),
+    "links": ("zerolock_core.bench.links", "Fig. 6b: throughput per emulated link profile"),
+    "quality": ("zerolock_core.bench.quality", "Fig. 3: accuracy and NLL curves, BP / 1F1B / ZeroLock variants"),
+    "readout": ("zerolock_core.bench.readout", "time and memory of the readout + local loss vs vocabulary size"),
+    "crosscheck": ("zerolock_core.bench.crosscheck", "our GPipe/1F1B vs torch.distributed.pipelining's"),
+    "efficiency": ("zerolock_core.bench.efficiency", "throughput vs the slowest-stage bound; bubbles vs textbook"),
+    "simulator": ("zerolock_core.bench.simulator", "simulator predictions vs measured runs, then extrapolations"),
 }
 
 

@@ -316,7 +316,9 @@ class Run:
                 ckpt_bytes = sum(x[2] for x in parsed)
                 caught = time.monotonic_ns()
                 replayed = max(0, r["frontier_step"] - r["rollback_step"]) * m * self.K
-                resent = 0
+                # the replay sends every hidden state and every gradient across every hop again
+                per_mb = self._get("meta/hidden_bytes_per_microbatch", 0, int)
+                resent = max(0, r["frontier_step"] - r["rollback_step"]) * m * (self.K - 1) * 2 * per_mb
             rec = {"stage": s, "mode": r["mode"], "kind": r["kind"], "reason": r["reason"],
                    "detect_s": (r["t_detect"] - r["t_fail"]) / 1e9,
                    "restore_s": (t_restored - r["t_detect"]) / 1e9,
@@ -324,7 +326,7 @@ class Run:
                    "total_s": (max(caught, t_restored) - r["t_fail"]) / 1e9,
                    "replayed_microbatches": replayed,
                    "bytes_transferred": resent + ckpt_bytes, "checkpoint_bytes_read": ckpt_bytes,
-                   "hidden_bytes_resent": resent}
+                   "activation_bytes_resent": resent}
             for key in ("rollback_step", "fallback"):
                 if key in r:
                     rec[key] = r[key]

@@ -120,6 +120,7 @@ def _run_stage(cfg: RunConfig, launch: StageLaunch, store: dist.Store, state_key
     worker = StageWorker(chunk=chunk, alpha=cfg.objective.alpha_for(stage), consistency=cfg.objective.consistency,
                          microbatches=t.microbatches, lr=t.lr, weight_decay=t.weight_decay)
     shape = (t.batch // t.microbatches, cfg.data.seq_len, chunk.config.hidden_size)
+    store.set("meta/hidden_bytes_per_microbatch", str(shape[0] * shape[1] * shape[2] * 4))
     events = EventWriter(run_dir / "events.jsonl")
 
     # ---- fault tolerance: checkpoints, restore, replay bookkeeping --------------------------

@@ -1,0 +1,62 @@
+"""Exports of a run: events as CSV, the Chrome/Perfetto trace, a figure as PNG."""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import plotly.graph_objects as go
+
+from zerolock_core.telemetry import read_events, write_chrome_trace
+
+EVENT_COLUMNS = ["stage", "kind", "mb", "t0", "t1", "act_bytes", "inflight", "sent", "recv", "step", "gen"]
+
+
+class ExportError(RuntimeError):
+    """An export could not be made; the message says why and what to do instead."""
+
+
+def export_dir(run_dir: Path) -> Path:
+    out = run_dir / "exports"
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def events_csv(run_dir: str | Path) -> Path:
+    run_dir = Path(run_dir)
+    events, _ = read_events(run_dir / "events.jsonl")
+    if not events:
+        raise ExportError(f"{run_dir.name} has no events (reference runs record none)")
+    extra = sorted({k for e in events for k in e} - set(EVENT_COLUMNS))  # keep fields newer engines add
+    path = export_dir(run_dir) / "events.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=EVENT_COLUMNS + extra, restval="")
+        w.writeheader()
+        w.writerows(events)
+    return path
+
+
+def chrome_trace(run_dir: str | Path) -> Path:
+    """The run's trace.json (written by the engine at the end); built from the events if the run
+    never got there (stopped by a crash)."""
+    run_dir = Path(run_dir)
+    path = run_dir / "trace.json"
+    if path.exists():
+        return path
+    events, _ = read_events(run_dir / "events.jsonl")
+    if not events:
+        raise ExportError(f"{run_dir.name} has no events to make a trace from")
+    stages = 1 + max(e["stage"] for e in events)
+    path = export_dir(run_dir) / "trace.json"
+    write_chrome_trace(path, events, stages=stages)
+    return path
+
+
+def figure_png(fig: go.Figure, path: str | Path, *, width: int = 1200) -> Path:
+    """PNG through plotly's `write_image` (kaleido, which drives a local Chrome/Chromium)."""
+    path = Path(path)
+    try:
+        fig.write_image(str(path), format="png", width=width, scale=2)
+    except Exception as err:  # kaleido missing, or no Chrome/Chromium for it to drive
+        raise ExportError(f"PNG export needs kaleido and Chrome/Chromium ({type(err).__name__}: {err}); "
+                          "use the camera button in the plot's toolbar instead") from None
+    return path

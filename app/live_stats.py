@@ -1,0 +1,58 @@
+"""Per-stage numbers computed from events while a run goes (metrics.json has them only at the end)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .palette import COMPUTE_KINDS
+from .timebase import Events
+
+
+@dataclass(kw_only=True, frozen=True)
+class StageStats:
+    stage: int
+    actions: int
+    busy_s: float  # compute time; waiting on receives is idle
+    span_s: float  # first start to last end on this stage
+    peak_act_bytes: int  # after-action samples (metrics.json's peak also sees inside actions)
+    peak_inflight: int
+    steps: int
+    bytes_sent: int
+    bytes_received: int
+
+    @property
+    def active_fraction(self) -> float:
+        return self.busy_s / self.span_s if self.span_s > 0 else 0.0
+
+
+def stage_stats(events: Events, *, stages: int) -> list[StageStats]:
+    acc = [dict(actions=0, busy=0, first=None, last=0, peak=0, inflight=0, steps=0, sent=0, recv=0)
+           for _ in range(stages)]
+    for e in events:
+        a = acc[e["stage"]]
+        a["actions"] += 1
+        if e["kind"] in COMPUTE_KINDS:
+            a["busy"] += e["t1"] - e["t0"]
+        a["first"] = e["t0"] if a["first"] is None else min(a["first"], e["t0"])
+        a["last"] = max(a["last"], e["t1"])
+        a["peak"] = max(a["peak"], e.get("act_bytes", 0))
+        a["inflight"] = max(a["inflight"], e.get("inflight", 0))
+        a["steps"] = max(a["steps"], e.get("step", 0))
+        a["sent"] += e.get("sent", 0)
+        a["recv"] += e.get("recv", 0)
+    return [StageStats(stage=s, actions=a["actions"], busy_s=a["busy"] / 1e9,
+                       span_s=(a["last"] - a["first"]) / 1e9 if a["first"] is not None else 0.0,
+                       peak_act_bytes=a["peak"], peak_inflight=a["inflight"], steps=a["steps"],
+                       bytes_sent=a["sent"], bytes_received=a["recv"]) for s, a in enumerate(acc)]
+
+
+def bubble_fraction(stats: list[StageStats], makespan_s: float) -> float:
+    """1 - mean busy / makespan (the engine's definition in metrics.json)."""
+    if makespan_s <= 0 or not stats:
+        return 0.0
+    return 1.0 - sum(s.busy_s for s in stats) / len(stats) / makespan_s
+
+
+def live_throughput(stats: list[StageStats], *, elapsed_s: float, batch: int) -> float | None:
+    """Samples per second so far: optimizer steps every stage has finished x batch / elapsed."""
+    steps = min((s.steps for s in stats), default=0)
+    return steps * batch / elapsed_s if steps and elapsed_s > 0 else None

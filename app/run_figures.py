@@ -1,0 +1,77 @@
+"""Figures of one run's numbers: loss curves and eval accuracy per chunk, active vs idle per stage."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .layout import fast_figure, frame
+from .live_stats import StageStats
+from .palette import stage_colour
+from .timeline import lane_axis
+
+
+def _chunk_index(name: str) -> int | None:
+    return int(name.removeprefix("chunk")) if name.startswith("chunk") and name[5:].isdigit() else None
+
+
+def training_figure(metrics: dict[str, Any] | None, *, title: str = "") -> go.Figure:
+    """Left: every chunk's local training loss per step (BP: the one global loss).
+    Right: eval accuracy of every chunk's own readout (the last chunk is the model's answer)."""
+    curves = ((metrics or {}).get("train") or {}).get("curves") or []
+    per_chunk = ((metrics or {}).get("eval") or {}).get("per_chunk") or []
+    if not curves and not per_chunk:
+        return placeholder_figure("The loss curves and the eval accuracy arrive when the run ends<br>"
+                                  "(the stages report their losses at the end).", title=title, height=340)
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.62, 0.38], horizontal_spacing=0.12,
+                        subplot_titles=("training loss", "eval accuracy per chunk"))
+    for c in curves:
+        k = _chunk_index(c["chunk"])
+        colour = stage_colour(k) if k is not None else "#222222"
+        fig.add_trace(go.Scatter(x=c["step"], y=c["loss"], mode="lines+markers", marker=dict(size=4),
+                                 name="loss of the whole model (backprop)" if k is None else f"chunk {k} local loss",
+                                 line=dict(color=colour, width=2)), row=1, col=1)
+    if per_chunk:
+        ks = [p["chunk"] for p in per_chunk]
+        fig.add_trace(go.Bar(x=[f"chunk {k}" for k in ks], y=[p["label_accuracy"] for p in per_chunk],
+                             marker=dict(color=[stage_colour(k) for k in ks]), name="label accuracy",
+                             showlegend=False, text=[f"{p['label_accuracy']:.2f}" for p in per_chunk],
+                             textposition="auto",
+                             hovertemplate="%{x}: label accuracy %{y:.3f}<extra></extra>"), row=1, col=2)
+    if not per_chunk:
+        fig.add_annotation(text="no eval (the run stopped early or failed)", showarrow=False,
+                           xref="paper", yref="paper", x=0.88, y=0.5)
+    fig.update_xaxes(title_text="optimizer step", row=1, col=1)
+    fig.update_yaxes(title_text="loss (nats)", row=1, col=1)
+    fig.update_yaxes(title_text="label accuracy", range=[0, 1], row=1, col=2)
+    last = max((c["step"][-1] for c in curves if c["step"]), default=1)
+    fig.update_xaxes(dtick=max(1, -(-last // 10)), row=1, col=1)  # whole steps only
+    frame(fig, title=title, height=340, subplot_titles=True, left=60)
+    return fig
+
+
+def placeholder_figure(message: str, *, title: str = "", height: int = 300) -> go.Figure:
+    """A figure with a message and no axes (for data that does not exist yet)."""
+    layout = dict(xaxis=dict(visible=False), yaxis=dict(visible=False),
+                  annotations=[dict(text=message, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5,
+                                    font=dict(size=13, color="#666666"))])
+    return fast_figure([], layout, title=title, height=height, legend=False)
+
+
+def activity_figure(stats: Sequence[StageStats], *, bubble: float | None = None, title: str = "") -> go.Figure:
+    """Per stage lane (stage 0 on top): the share of its time spent computing vs idle/waiting."""
+    stages = len(stats)
+    active = [round(100 * s.active_fraction, 2) for s in stats]
+    ys = list(range(stages))
+    head = title or "active vs idle per stage"
+    if bubble is not None:
+        head += f" · bubble {100 * bubble:.0f}%"
+    data = [dict(type="bar", x=active, y=ys, orientation="h", name="computing", marker=dict(color="#2F6FDB"),
+                 text=[f"{a:.0f}%" for a in active], textposition="inside",
+                 hovertemplate="stage %{y}: computing %{x:.1f}%<extra></extra>"),
+            dict(type="bar", x=[round(100 - a, 2) for a in active], y=ys, orientation="h", name="idle / waiting",
+                 marker=dict(color="#D9D9D9"), hovertemplate="stage %{y}: idle %{x:.1f}%<extra></extra>")]
+    layout = dict(barmode="stack", yaxis=lane_axis(stages),
+                  xaxis=dict(title=dict(text="% of the stage's time"), range=[0, 100]))
+    return fast_figure(data, layout, title=head, height=max(240, 150 + 36 * stages))

@@ -1,0 +1,41 @@
+"""The runs root: every run directory in it, newest first, as table rows."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .run_data import RunData, is_run_dir, load_run
+
+COLUMNS = ["run", "method", "K", "b", "m", "steps", "state", "label acc.", "samples/s", "peak act. MiB"]
+
+
+def list_runs(root: str | Path) -> list[RunData]:
+    """Run directories directly under `root` (and one level deeper, for grouped runs), newest first."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    found = []
+    for p in root.iterdir():
+        if is_run_dir(p):
+            found.append(p)
+        elif p.is_dir():
+            found += [q for q in p.iterdir() if is_run_dir(q)]
+    found.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+    return [load_run(p, with_events=False) for p in found]
+
+
+def run_row(r: RunData, root: Path) -> list[Any]:
+    t = r.config.get("train", {})
+    m = r.metrics or {}
+    acc = (m.get("eval") or {}).get("label_accuracy")
+    tput = m.get("throughput_samples_per_s", m.get("samples_per_s"))
+    peaks = [p.get("peak_activation_bytes", 0) for p in m.get("per_stage") or []]
+    return [str(r.dir.relative_to(root)) if r.dir.is_relative_to(root) else str(r.dir), r.label.split(" K=")[0],
+            t.get("stages"), t.get("batch"), t.get("microbatches"), t.get("steps"), r.state,
+            None if acc is None else round(acc, 3), None if tput is None else round(tput, 1),
+            round(max(peaks) / 2**20, 2) if peaks else None]
+
+
+def runs_table(root: str | Path) -> list[list[Any]]:
+    root = Path(root)
+    return [run_row(r, root) for r in list_runs(root)]

@@ -1,0 +1,67 @@
+"""Launching the dashboard: loopback by default; any other address needs a password."""
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+from zerolock_core.config import ConfigError
+
+from .controller import EngineController
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+@dataclass(kw_only=True, frozen=True)
+class ServeOptions:
+    host: str = "127.0.0.1"
+    port: int | None = None  # None: 7860, or the next free port
+    user: str = "zerolock"
+    password: str | None = None
+    runs_dir: str = "runs"
+    open_browser: bool = True
+    poll_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        check_binding(self.host, self.password)
+        if self.port is not None and not 1 <= self.port <= 65535:
+            raise ConfigError(f"--port must be in 1..65535 (got {self.port})")
+        if not self.user:
+            raise ConfigError("--user must not be empty")
+
+    @property
+    def auth(self) -> list[tuple[str, str]] | None:
+        return [(self.user, self.password)] if self.password else None
+
+
+def check_binding(host: str, password: str | None) -> None:
+    """The dashboard starts training processes on this machine: never expose it without a password."""
+    if host not in LOOPBACK and not password:
+        raise ConfigError(f"--host {host} would let anyone on the network start and stop training here; "
+                          "give --password too (or set ZEROLOCK_DASHBOARD_PASSWORD), or use --host 127.0.0.1")
+
+
+def serve(opts: ServeOptions) -> int:
+    """Build the app, serve it until Ctrl-C (or SIGTERM), then stop the app's runs."""
+    from .ui import build_app
+
+    runs_root = Path(opts.runs_dir).resolve()
+    controller = EngineController(runs_root)
+    demo = build_app(controller, poll_s=opts.poll_s)
+
+    def interrupt(signum, frame):  # SIGTERM ends the app like Ctrl-C, so its runs are stopped
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        demo.launch(server_name=opts.host, server_port=opts.port, auth=opts.auth, inbrowser=opts.open_browser,
+                    allowed_paths=[str(runs_root)], footer_links=["api", "settings"],
+                    run_history=False)  # the 2 Hz poll would fill the browser's run history
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        print("zerolock dashboard: stopping its runs ...", flush=True)
+        controller.close()
+        demo.close()
+    return 0

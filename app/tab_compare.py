@@ -1,0 +1,85 @@
+"""Compare tab: several runs side by side (timelines on one time axis, memory per stage,
+throughput and accuracy). By default the latest comparison the app ran."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradio as gr
+
+from .compare_figures import Series, compare_memory_figure, compare_summary_figure, compare_timeline_figure
+from .controller import EngineController
+from .palette import METHOD_LABELS
+from .run_data import load_run
+from .runs_index import list_runs
+
+GUIDE = """Choose several methods on the **Run** tab and press Run: they train one after another on the same
+config, and appear here. **Why does ZeroLock need less memory?** Look at the timelines: in GPipe / 1F1B a stage
+keeps each micro-batch's activations from its forward (F, blue) until the gradient comes back and its backward
+(B, orange) runs; the pink bars are stages waiting for that gradient. ZeroLock's stages compute a local loss
+(L, green) right after each forward and free the activations at once, so the memory curves below stay at one
+micro-batch's worth while GPipe's climb with every forward. The charts open on the first three optimizer
+steps; the toolbar's *autoscale* shows the whole runs."""
+
+
+@dataclass(kw_only=True)
+class CompareTab:
+    runs: gr.Dropdown
+    show: gr.Button
+    note: gr.Markdown
+    timeline: gr.Plot
+    memory: gr.Plot
+    summary: gr.Plot
+
+    @property
+    def outputs(self) -> list[gr.components.Component]:
+        return [self.note, self.timeline, self.memory, self.summary]
+
+
+def build_compare_tab() -> CompareTab:
+    gr.Markdown(GUIDE)
+    with gr.Row():
+        runs = gr.Dropdown(choices=[], multiselect=True, label="runs to compare (newest first)", scale=5,
+                           allow_custom_value=True,  # API clients name runs directly
+                           elem_id="compare-runs")
+        show = gr.Button("Compare", scale=1, elem_id="compare-button")
+    note = gr.Markdown()
+    timeline = gr.Plot(show_label=False, elem_id="compare-timeline")
+    memory = gr.Plot(show_label=False, elem_id="compare-memory")
+    summary = gr.Plot(show_label=False, elem_id="compare-summary")
+    return CompareTab(runs=runs, show=show, note=note, timeline=timeline, memory=memory, summary=summary)
+
+
+def run_choices(controller: EngineController) -> tuple[list[str], list[str]]:
+    """All run names under the runs root, and the latest batch's (the default selection)."""
+    names = [str(r.dir.relative_to(controller.runs_root)) for r in list_runs(controller.runs_root)]
+    batch = [t.name for t in controller.batch() if t.name in names]
+    return names, batch or names[:1]
+
+
+def compare(controller: EngineController, names: list[str] | None) -> tuple:
+    if not names:
+        return ("Nothing selected.", gr.skip(), gr.skip(), gr.skip())
+    try:
+        data = [load_run(Path(controller.runs_root) / n) for n in names]
+    except FileNotFoundError as err:
+        return (f"⚠️ {err}", gr.skip(), gr.skip(), gr.skip())
+    order = list(METHOD_LABELS)  # ZeroLock first, the BP reference last
+    data.sort(key=lambda d: (order.index(d.method) if d.method in order else len(order), d.name))
+    series = [Series(label=d.label, events=d.events, stages=d.stages, method=d.method, metrics=d.metrics)
+              for d in data]
+    notes = []
+    if len({(d.config.get("train", {}).get("stages"), d.config.get("train", {}).get("batch"),
+             d.config.get("train", {}).get("microbatches")) for d in data}) > 1:
+        notes.append("These runs differ in K, b or m: compare with care.")
+    unfinished = [d.name for d in data if d.metrics is None]
+    if unfinished:
+        notes.append(f"Still running or without metrics: {', '.join(unfinished)}.")
+    cores = os.cpu_count() or 1
+    if any(d.stages > cores for d in data):
+        notes.append(f"K > {cores} cores here: stages take turns on the cores, which hides bubbles and "
+                     "flatters the BP baselines' throughput. Memory is unaffected.")
+    return (" ".join(notes), compare_timeline_figure(series, title="Timelines on one time axis"),
+            compare_memory_figure(series, title="Activation memory per stage (measured)"),
+            compare_summary_figure(series, title="Throughput, accuracy, idle time"))

@@ -1,0 +1,33 @@
+"""Explain tab: the paper's Fig. 1 from the schedule simulator, redrawn at once for any K and m."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gradio as gr
+
+from .explain import explain
+
+
+@dataclass(kw_only=True)
+class ExplainTab:
+    inputs: list[gr.components.Component]
+    outputs: list[gr.components.Component]
+
+
+def build_explain_tab() -> ExplainTab:
+    with gr.Row():
+        k = gr.Slider(2, 8, value=3, step=1, label="stages K", elem_id="explain-k")
+        m = gr.Slider(1, 12, value=4, step=1, label="micro-batches m", elem_id="explain-m")
+        bp = gr.Radio([("GPipe", "gpipe"), ("1F1B", "1f1b")], value="gpipe", label="backprop pipeline")
+    text = gr.Markdown(elem_id="explain-text")
+    timeline = gr.Plot(show_label=False, elem_id="explain-timeline")
+    memory = gr.Plot(show_label=False, elem_id="explain-memory")
+    return ExplainTab(inputs=[k, m, bp], outputs=[text, timeline, memory])
+
+
+def draw(k: float, m: float, bp: str) -> tuple:
+    try:
+        e = explain(stages=int(k), microbatches=int(m), bp_method=bp)
+    except ValueError as err:
+        return f"⚠️ {err}", gr.skip(), gr.skip()
+    return e.text, e.timeline, e.memory

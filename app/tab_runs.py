@@ -1,0 +1,76 @@
+"""Runs tab: every run directory under the runs root, reopen one, export its files."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradio as gr
+
+from .controller import EngineController
+from .exports import ExportError, chrome_trace, events_csv, export_dir, figure_png
+from .run_data import load_run
+from .runs_index import COLUMNS, runs_table
+from .timeline import timeline_figure
+from .memory import memory_figure
+
+EXPORTS = ("events CSV", "Chrome / Perfetto trace", "PNG: timeline", "PNG: memory")
+
+
+@dataclass(kw_only=True)
+class RunsTab:
+    table: gr.Dataframe
+    run: gr.Dropdown
+    refresh: gr.Button
+    open: gr.Button
+    export_kind: gr.Radio
+    export: gr.Button
+    file: gr.File
+    message: gr.Markdown
+
+
+def build_runs_tab(runs_root: Path) -> RunsTab:
+    gr.Markdown(f"Runs under `{runs_root}`: each keeps its config, events, metrics and trace, so it can be "
+                "reopened after a restart. Open the trace at ui.perfetto.dev.")
+    table = gr.Dataframe(headers=COLUMNS, interactive=False, elem_id="runs-table")
+    with gr.Row():
+        run = gr.Dropdown(choices=[], label="run", scale=4, elem_id="runs-pick", allow_custom_value=True)
+        refresh = gr.Button("Refresh", scale=1)
+        open_ = gr.Button("Open in Watch live", scale=1, elem_id="runs-open")
+    with gr.Row():
+        kind = gr.Radio(list(EXPORTS), value=EXPORTS[0], label="export", scale=4)
+        export = gr.Button("Export", scale=1, elem_id="runs-export")
+    file = gr.File(label="exported file", interactive=False, height=90)
+    message = gr.Markdown()
+    return RunsTab(table=table, run=run, refresh=refresh, open=open_, export_kind=kind, export=export, file=file,
+                   message=message)
+
+
+def refresh(controller: EngineController, current: str | None) -> tuple:
+    rows = runs_table(controller.runs_root)
+    names = [r[0] for r in rows]
+    return rows, gr.Dropdown(choices=names, value=current if current in names else (names[0] if names else None))
+
+
+def export(controller: EngineController, name: str | None, kind: str) -> tuple[str | None, str]:
+    if not name:
+        return None, "Choose a run first."
+    run_dir = Path(controller.runs_root) / name
+    try:
+        if kind == "events CSV":
+            path = events_csv(run_dir)
+        elif kind == "Chrome / Perfetto trace":
+            path = chrome_trace(run_dir)
+        else:
+            data = load_run(run_dir)
+            if not data.events:
+                raise ExportError(f"{name} has no events to draw (reference runs record none)")
+            if kind == "PNG: timeline":
+                fig, stem = timeline_figure(data.events, stages=data.stages, title=data.label), "timeline"
+            else:
+                peaks = [p["peak_activation_bytes"] for p in (data.metrics or {}).get("per_stage") or []]
+                fig, stem = memory_figure(data.events, stages=data.stages, title=data.label,
+                                          peak_bytes=peaks if len(peaks) == data.stages else None), "memory"
+            path = figure_png(fig, export_dir(run_dir) / f"{stem}.png")
+    except (ExportError, OSError) as err:
+        return None, f"⚠️ {err}"
+    return str(path), f"Wrote `{path}`."

@@ -1,0 +1,59 @@
+"""One time base for every view: events carry monotonic nanoseconds; figures show milliseconds
+since a shared origin, so timeline lanes and memory curves line up."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+Events = Sequence[dict[str, Any]]
+NS_PER_MS = 1e6
+
+
+def time_origin(events: Events) -> int:
+    """The earliest start among `events` (0 if there are none)."""
+    return min((e["t0"] for e in events), default=0)
+
+
+def time_end(events: Events) -> int:
+    return max((e["t1"] for e in events), default=0)
+
+
+def recent(events: Events, window_s: float | None) -> list[dict[str, Any]]:
+    """Events that end within the last `window_s` seconds of the latest event (all if None)."""
+    if window_s is None:
+        return list(events)
+    if window_s <= 0:
+        raise ValueError(f"window_s must be positive or None (got {window_s})")
+    cutoff = time_end(events) - int(window_s * 1e9)
+    return [e for e in events if e["t1"] >= cutoff]
+
+
+def to_ms(t_ns: int, origin_ns: int) -> float:
+    return (t_ns - origin_ns) / NS_PER_MS
+
+
+def span_s(events: Events) -> float:
+    return (time_end(events) - time_origin(events)) / 1e9 if events else 0.0
+
+
+def first_steps_ms(events: Events, steps: int) -> float | None:
+    """Milliseconds from the first event until every stage finished its `steps`-th optimizer step
+    (None if the run has not got that far): a readable initial zoom for long runs."""
+    done: dict[int, int] = {}
+    for e in events:
+        if e["kind"] == "STEP" and e.get("step", 0) == steps:
+            done[e["stage"]] = max(done.get(e["stage"], 0), e["t1"])
+    stages = {e["stage"] for e in events}
+    if not events or set(done) != stages:
+        return None
+    return to_ms(max(done.values()), time_origin(events))
+
+
+def recent_window_s(events: Events, *, max_s: float, max_events: int) -> float | None:
+    """The live view's window: the last `max_s` seconds, shortened so that it holds at most about
+    `max_events` actions (every drawn bar costs the browser time at each redraw); None when
+    everything fits."""
+    if len(events) <= max_events and span_s(events) <= max_s:
+        return None
+    ends = sorted(e["t1"] for e in events)
+    by_count = (ends[-1] - ends[-max_events]) / 1e9 if len(ends) > max_events else max_s
+    return max(1e-3, min(max_s, by_count))

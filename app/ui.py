@@ -1,0 +1,103 @@
+"""The Gradio Blocks app: Run | Watch live | Compare | Explain | Runs, over one EngineController."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from . import tab_compare, tab_explain, tab_run, tab_runs, tab_watch
+from .controller import EngineController
+
+MIN_POLL_S = 0.5  # the watch view polls at most twice a second
+DEFAULT_POLL_S = 1.0
+
+
+def build_app(controller: EngineController | None = None, *, runs_root: str | Path = "runs",
+              poll_s: float = DEFAULT_POLL_S) -> gr.Blocks:
+    """The dashboard. One controller per app process: every browser session shares it."""
+    if poll_s < MIN_POLL_S:
+        raise ValueError(f"poll_s must be at least {MIN_POLL_S} s (at most 2 redraws a second), got {poll_s}")
+    controller = controller or EngineController(runs_root)
+    with gr.Blocks(title="ZeroLock dashboard", analytics_enabled=False) as demo:
+        demo.controller = controller  # the CLI closes it when the app ends (which stops its runs)
+        gr.Markdown("## ZeroLock: pipeline fine-tuning without update locking")
+        timer = gr.Timer(poll_s, active=False)
+        drawn = gr.State(None)
+        with gr.Tabs(selected="run", elem_id="tabs") as tabs:
+            with gr.Tab("Run", id="run", elem_id="tab-run"):
+                run_tab = tab_run.build_run_tab()
+            with gr.Tab("Watch live", id="watch", elem_id="tab-watch"):
+                watch = tab_watch.build_watch_tab(controller)
+            with gr.Tab("Compare", id="compare", elem_id="tab-compare") as compare_item:
+                cmp = tab_compare.build_compare_tab()
+            with gr.Tab("Explain", id="explain", elem_id="tab-explain"):
+                expl = tab_explain.build_explain_tab()
+            with gr.Tab("Runs", id="runs", elem_id="tab-runs") as runs_item:
+                runs = tab_runs.build_runs_tab(controller.runs_root)
+
+        # ---- Run / Stop --------------------------------------------------------------------
+        def on_run(*values: Any) -> tuple:
+            message, started = tab_run.start_runs(controller, *values)
+            if not started:
+                return message, gr.skip(), gr.skip()
+            return message, gr.Timer(active=True), gr.Tabs(selected="watch")
+
+        run_tab.run.click(on_run, run_tab.inputs, [run_tab.message, timer, tabs], api_name="start_run",
+                          show_progress="hidden")
+
+        def on_stop() -> str:
+            return controller.stop()
+
+        run_tab.stop.click(on_stop, None, run_tab.message, api_name="stop_run", show_progress="hidden")
+
+        # ---- Watch live --------------------------------------------------------------------
+        def on_tick(state: tuple | None, window: str) -> tuple:
+            return tab_watch.poll(controller, state, window)
+
+        timer.tick(on_tick, [drawn, watch.window], [*watch.outputs, timer, drawn], api_name="poll",
+                   show_progress="hidden")
+        watch.window.change(on_tick, [drawn, watch.window], [*watch.outputs, timer, drawn], show_progress="hidden")
+
+        def status() -> dict:
+            return tab_watch.watched_status(controller)
+
+        gr.api(status, api_name="status")
+
+        # ---- Compare -----------------------------------------------------------------------
+        def on_compare_tab() -> tuple:
+            names, chosen = tab_compare.run_choices(controller)
+            return (gr.Dropdown(choices=names, value=chosen), *tab_compare.compare(controller, chosen))
+
+        compare_item.select(on_compare_tab, None, [cmp.runs, *cmp.outputs], show_progress="hidden")
+        cmp.show.click(lambda names: tab_compare.compare(controller, names), cmp.runs, cmp.outputs,
+                       api_name="compare")
+
+        # ---- Explain -----------------------------------------------------------------------
+        for widget in expl.inputs:
+            widget.change(tab_explain.draw, expl.inputs, expl.outputs, show_progress="hidden")
+        demo.load(tab_explain.draw, expl.inputs, expl.outputs, api_name="explain")
+
+        # ---- Runs --------------------------------------------------------------------------
+        def on_refresh(current: str | None) -> tuple:
+            return tab_runs.refresh(controller, current)
+
+        runs.refresh.click(on_refresh, runs.run, [runs.table, runs.run], api_name="list_runs")
+        runs_item.select(on_refresh, runs.run, [runs.table, runs.run], show_progress="hidden")
+
+        def on_open(name: str | None) -> tuple:
+            if not name:
+                return "Choose a run first.", gr.skip(), gr.skip(), gr.skip()
+            try:
+                controller.open(Path(controller.runs_root) / name)
+            except (RuntimeError, FileNotFoundError) as err:
+                return f"⚠️ {err}", gr.skip(), gr.skip(), gr.skip()
+            return f"Opened `{name}`.", gr.Timer(active=True), gr.Tabs(selected="watch"), None
+
+        runs.open.click(on_open, runs.run, [runs.message, timer, tabs, drawn], api_name="open_run")
+        runs.export.click(lambda name, kind: tab_runs.export(controller, name, kind), [runs.run, runs.export_kind],
+                          [runs.file, runs.message], api_name="export")
+
+        # a new page (or a reload during a run) picks up whatever is being watched
+        demo.load(lambda: gr.Timer(active=True), None, timer)
+    return demo

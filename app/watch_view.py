@@ -1,0 +1,127 @@
+"""Everything the Watch tab shows for one run, computed from its events / metrics (no Gradio here)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import plotly.graph_objects as go
+
+from .controller import Tracked
+from .live_stats import bubble_fraction, live_throughput
+from .memory import memory_figure
+from .palette import method_label
+from .run_figures import activity_figure, placeholder_figure, training_figure
+from .timebase import span_s
+from .timeline import timeline_figure
+
+TABLE_COLUMNS = ["stage", "layers", "steps", "computing %", "peak act. MiB", "peak in-flight mb",
+                 "sent MiB", "received MiB"]
+STATE_WORDS = {
+    "queued": "queued",
+    "starting": "starting: every stage process loads the model and its chunk",
+    "running": "running",
+    "finishing": "training ended; evaluating the final weights",
+    "stopping": "stopping",
+    "finished": "finished",
+    "stopped": "stopped",
+    "failed": "failed",
+    "cancelled": "cancelled (stopped before it started)",
+    "interrupted": "interrupted (no metrics.json: the app ended while it ran)",
+}
+
+
+@dataclass(kw_only=True)
+class WatchView:
+    status_md: str
+    timeline: go.Figure
+    memory: go.Figure
+    training: go.Figure | None  # None: unchanged (it changes only when the run's results arrive)
+    activity: go.Figure
+    table: list[list[Any]]
+    status: dict[str, Any]
+
+
+def _seconds(s: float | None) -> str:
+    if s is None:
+        return "–"
+    return f"{s:.0f} s" if s >= 10 else f"{s:.1f} s"
+
+
+def title_of(t: Tracked) -> str:
+    tr = t.cfg["train"]
+    name = method_label(t.method)
+    if tr["runtime"] == "reference":
+        name += " (1 process)" if t.method == "bp" else " (reference trainer, 1 process)"
+    return f"{name} · K={tr['stages']} · b={tr['batch']} · m={tr['microbatches']}"
+
+
+def status_markdown(t: Tracked, st: dict[str, Any], *, position: str = "") -> str:
+    m = t.metrics or {}
+    parts = [f"**{title_of(t)}**", STATE_WORDS.get(t.state, t.state)]
+    if st.get("steps_done") is not None and t.state in ("running", "starting", "stopping"):
+        parts.append(f"step {st['steps_done']} / {st['total_steps']}")
+        parts.append(f"ETA {_seconds(st.get('eta_s'))}")
+    if st.get("elapsed_s") is not None and not t.engine_done:
+        parts.append(f"elapsed {_seconds(st['elapsed_s'])}")
+    tput = m.get("throughput_samples_per_s", m.get("samples_per_s"))
+    if tput is None and t.events:
+        tput = live_throughput(t.stage_stats(), elapsed_s=span_s(t.events), batch=t.cfg["train"]["batch"])
+    if tput:
+        parts.append(f"{tput:.1f} samples/s")
+    ev = m.get("eval")
+    if ev:
+        parts.append(f"eval label accuracy {ev['label_accuracy']:.3f} (strict accuracy {ev['accuracy']:.3f})")
+    if position:
+        parts.append(position)
+    lines = [" · ".join(parts), f"`{t.dir}`"]
+    errors = m.get("errors") or {}
+    if errors or st.get("error"):
+        first = next(iter(errors.values()), st.get("error", ""))
+        lines.append(f"**Error:** `{first.strip().splitlines()[-1] if first.strip() else first}`")
+    return "  \n".join(lines)
+
+
+def stage_table(t: Tracked) -> list[list[Any]]:
+    stats = t.stage_stats()
+    per_stage = {p["stage"]: p for p in (t.metrics or {}).get("per_stage") or []}
+    rows = []
+    for s in stats:
+        p = per_stage.get(s.stage, {})
+        layers = p.get("layers")
+        peak = p.get("peak_activation_bytes", s.peak_act_bytes)
+        rows.append([s.stage, f"{layers[0]}–{layers[1] - 1}" if layers else "", s.steps,
+                     round(100 * p.get("active_fraction", s.active_fraction), 1), round(peak / 2**20, 3),
+                     p.get("peak_inflight_microbatches", s.peak_inflight),
+                     round(p.get("bytes_sent", s.bytes_sent) / 2**20, 2),
+                     round(p.get("bytes_received", s.bytes_received) / 2**20, 2)])
+    return rows
+
+
+def watch_view(t: Tracked, *, window_s: float | None, position: str = "",
+               status: dict[str, Any] | None = None, with_training: bool = True) -> WatchView:
+    st = status if status is not None else t.status()
+    events = t.events
+    stages = t.stages
+    window = window_s if window_s is not None and span_s(events) > window_s else None
+    shown = f" (the last {_seconds(window)} of {_seconds(span_s(events))})" if window else ""
+    key = t.name  # zoom is kept while the same run is watched
+    per_stage = (t.metrics or {}).get("per_stage") or []
+    peaks = [p["peak_activation_bytes"] for p in per_stage] if len(per_stage) == stages else None
+    stats = t.stage_stats()
+    bubble = (t.metrics or {}).get("bubble_fraction", bubble_fraction(stats, span_s(events)) if events else None)
+    if t.runtime == "reference":
+        note = "The reference trainer runs in one process: no per-stage telemetry. Its results appear below."
+        timeline = placeholder_figure(note, title="Timeline per stage", height=230)
+        memory = placeholder_figure(note, title="Activation memory per stage", height=230)
+    else:
+        timeline = timeline_figure(events, stages=stages, window_s=window, uirevision=key,
+                                   title=f"Timeline per stage{shown}")
+        memory = memory_figure(events, stages=stages, window_s=window, peak_bytes=peaks, uirevision=key,
+                               title=f"Activation memory per stage{shown}")
+    return WatchView(
+        status_md=status_markdown(t, st, position=position), timeline=timeline, memory=memory,
+        training=training_figure(t.metrics, title="Training loss and eval accuracy") if with_training else None,
+        activity=activity_figure(stats, bubble=bubble) if t.runtime == "pipeline" else
+        placeholder_figure("pipeline runs only", title="active vs idle per stage", height=240),
+        table=stage_table(t) if t.runtime == "pipeline" else [],
+        status=st)

@@ -1,0 +1,168 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 1 · Update locking, and what ZeroLock removes (the paper's Fig. 1)
+#
+# **What this notebook shows.** With backpropagation (BP), stage $s$ of a pipeline cannot update —
+# cannot even run its backward pass — before every stage after it has run forward *and* backward:
+# that is **update locking**, and it costs idle time (bubbles) and memory (activations kept alive
+# while waiting). ZeroLock gives every stage its own local loss, so a stage's backward needs nothing
+# from downstream. We rebuild the paper's Fig. 1 from the project's schedule simulator:
+#
+# * (a)/(b) per-stage **timelines** of BP (GPipe and 1F1B) and ZeroLock, $K = 3$ stages, 3 micro-batches;
+# * (c)/(d) the **activations held** per stage over time;
+# * the dependency that makes BP wait, checked action by action; the textbook bubble formula; and the
+#   in-flight counts the design notes predict (GPipe $m$, 1F1B $K - s$, ZeroLock 1).
+#
+# The schedules are plain data (`zerolock_core.schedule`): the same objects the multi-process runtime
+# executes. Time here is *modelled* (a forward costs 1 unit), not measured — notebook 6 runs the real
+# thing. Figures use the dashboard's own builders (`app.figures`). Every check is an `assert`.
+
+# %%
+import os
+import pathlib
+import sys
+
+root = pathlib.Path.cwd().resolve()
+while not (root / "pyproject.toml").exists() and root != root.parent:
+    root = root.parent
+os.chdir(root)
+sys.path.insert(0, str(root))
+
+import plotly.graph_objects as go
+
+from app.figures import KIND_COLOURS, memory_figure, simulated_events, timeline_figure
+from zerolock_core.schedule import Costs, Link, build_schedule, inflight_peak, simulate, textbook_bubble
+
+K, M = 3, 3
+
+# %% [markdown]
+# ## 1. Schedules are data
+#
+# Each stage gets a list of actions: `F` forward, `SF`/`RF` send/receive a hidden state, `B` backward,
+# `SB`/`RB` send/receive a gradient, `L` ZeroLock's local step (frozen-head readout + local loss + local
+# backward), `STEP` the optimizer step. `"1F2"` means "stage 1, forward, micro-batch 2". Here is the
+# order in which each stage *could* run them if every action took one tick:
+
+# %%
+schedules = {m: build_schedule(m, stages=K, microbatches=M) for m in ("gpipe", "1f1b", "zerolock")}
+print("GPipe\n" + schedules["gpipe"].grid())
+print("\nZeroLock\n" + schedules["zerolock"].grid())
+assert "L" not in {a.kind.value for row in schedules["gpipe"].actions for a in row}
+assert not {"B", "SB", "RB"} & {a.kind.value for row in schedules["zerolock"].actions for a in row}
+
+# %% [markdown]
+# Look at stage 0 under GPipe: after `0F2` it has nothing to do until `0RB0` — the gradient of
+# micro-batch 0 has to come all the way back from stage 2. Under ZeroLock stage 0 runs `0L0` right after
+# sending `0SF0` (*early forwarding*: the hidden state leaves **before** the local step) and never waits.
+#
+# ## 2. Costed timelines: Fig. 1 (a) and (b)
+#
+# Costs: forward 1 unit, backward 2 units (the usual ≈ 2× rule), ZeroLock's local step 2.2 units
+# (its backward plus the readout head and local loss — a little *more* work than BP's backward, to be
+# fair to BP). A "local" 1 Gb/s link with a 64 KiB hidden state (negligible here).
+
+# %%
+costs = Costs(forward=1.0, backward=2.0, local=2.2, hidden_bytes=64 * 1024, grad_bytes=64 * 1024)
+link = Link.profile("local")
+results = {m: simulate(s, costs=costs, link=link) for m, s in schedules.items()}
+events = {m: simulated_events(s, costs, link) for m, s in schedules.items()}
+
+for m in ("gpipe", "1f1b", "zerolock"):
+    r = results[m]
+    print(f"{m:<9} makespan {r.makespan_s:5.2f} units   bubble {r.bubble_fraction:5.1%}   "
+          f"activations held at peak per stage {r.inflight_peak}")
+
+titles = {"gpipe": "(a) BP with GPipe", "1f1b": "(a') BP with 1F1B", "zerolock": "(b) ZeroLock"}
+for m in ("gpipe", "1f1b", "zerolock"):
+    timeline_figure(events[m], stages=K, title=f"{titles[m]}: K={K} stages, m={M} micro-batches").show()
+
+# %% [markdown]
+# (The simulator's time is in seconds and the figure builders draw milliseconds, so one cost unit
+# appears as 1000 ms on the axis.) Under BP the long pink bars are stages *waiting for a gradient*;
+# under ZeroLock there are none — each stage's only waits are for its input at the very start.
+#
+# ## 3. The dependency that makes BP wait, checked
+#
+# Under BP, stage 0's backward of micro-batch 0 can only start after stage 2 has finished **its**
+# backward of micro-batch 0 (and stage 1 after it). Under ZeroLock, stage 0's local step of micro-batch 0
+# starts as soon as its own forward is done — before stage 2 has even *received* micro-batch 0.
+
+# %%
+for m in ("gpipe", "1f1b"):
+    r = results[m]
+    b0 = {s: r.record_of(f"{s}B0") for s in range(K)}
+    print(f"{m}: 2B0 ends {b0[2].end_s:.1f}, 1B0 runs {b0[1].start_s:.1f}-{b0[1].end_s:.1f}, 0B0 starts {b0[0].start_s:.1f}")
+    assert b0[0].start_s >= b0[1].end_s >= b0[1].start_s >= b0[2].end_s       # the chain rule, in time
+z = results["zerolock"]
+print(f"zerolock: 0F0 ends {z.record_of('0F0').end_s:.1f}, 0L0 starts {z.record_of('0L0').start_s:.1f}, "
+      f"2RF0 completes {z.record_of('2RF0').end_s:.1f}")
+assert z.record_of("0L0").start_s == z.record_of("0F0").end_s                   # no wait at all
+assert z.record_of("0L0").start_s < z.record_of("2RF0").end_s                   # ... not even for stage 2
+
+# %% [markdown]
+# ## 4. Activations held: Fig. 1 (c) and (d)
+#
+# A stage must keep a micro-batch's activations from the start of its forward until its backward
+# (BP) or local step (ZeroLock) consumes them. Under BP stage 0 keeps **all three** micro-batches alive
+# at once ($A_1$–$A_3$ in the paper's figure) because their backwards are stuck behind the downstream
+# stages; under ZeroLock each one is freed by the stage's own local step, so it holds **one**.
+
+# %%
+for m in ("gpipe", "1f1b", "zerolock"):
+    memory_figure(events[m], stages=K, measure="inflight", title=f"{titles[m]}: micro-batches of activations held").show()
+
+expected = {"gpipe": (M,) * K, "1f1b": tuple(K - s for s in range(K)), "zerolock": (1,) * K}
+for m, want in expected.items():
+    assert results[m].inflight_peak == want, (m, results[m].inflight_peak)
+    assert tuple(inflight_peak(schedules[m], s) for s in range(K)) == want      # static analysis agrees
+    peaks = [max(e["inflight"] for e in events[m] if e["stage"] == s) for s in range(K)]
+    assert tuple(peaks) == want                                                   # ... and so do the events
+
+# %% [markdown]
+# ## 5. The bubble, and why no schedule removes it
+#
+# With equal stages, GPipe's idle fraction is the textbook $(K-1)/(m+K-1)$; 1F1B only reorders the
+# same work (its bubble is the same here; what it saves is memory). ZeroLock's remaining idle time is
+# pipeline fill/drain only. More micro-batches shrink BP's bubble but never remove it, because the
+# dependency — not the order — is the bottleneck.
+
+# %%
+uniform = Costs(forward=1.0, backward=2.0, local=2.0)
+rows = []
+for m_ in (3, 6, 12, 24):
+    r = {meth: simulate(build_schedule(meth, stages=K, microbatches=m_), costs=uniform, link=Link.profile("ideal"))
+         for meth in ("gpipe", "1f1b", "zerolock")}
+    rows.append((m_, r["gpipe"].bubble_fraction, textbook_bubble("gpipe", K, m_), r["1f1b"].bubble_fraction,
+                 r["zerolock"].bubble_fraction, r["gpipe"].makespan_s / r["zerolock"].makespan_s))
+print(f"{'m':>3} {'GPipe bubble':>13} {'(K-1)/(m+K-1)':>14} {'1F1B':>7} {'ZeroLock':>9} {'BP/ZeroLock time':>17}")
+for m_, g, tb, o, zl, ratio in rows:
+    print(f"{m_:>3} {g:>13.3f} {tb:>14.3f} {o:>7.3f} {zl:>9.3f} {ratio:>17.2f}")
+    assert abs(g - tb) < 1e-12                       # the simulator reproduces the textbook formula
+    assert zl < o <= g + 1e-12
+fig = go.Figure([go.Scatter(x=[r[0] for r in rows], y=[r[i] for r in rows], mode="lines+markers", name=name,
+                            line=dict(color=colour))
+                 for i, name, colour in ((1, "GPipe", KIND_COLOURS["B"]), (3, "1F1B", KIND_COLOURS["RB"]),
+                                         (4, "ZeroLock", KIND_COLOURS["L"]))])
+fig.update_layout(title="Idle fraction vs micro-batches per update (K = 3, equal stages)", xaxis_title="m",
+                  yaxis_title="bubble fraction", xaxis_type="log", height=360, template="plotly_white")
+fig.show()
+
+# %% [markdown]
+# **Takeaway.** BP's pipeline schedules trade bubbles for memory but cannot escape the chain rule:
+# a stage's update waits on everything downstream. ZeroLock's local losses cut that dependency: each
+# stage forwards, sends, and immediately takes its own local step, holding one micro-batch of
+# activations. Whether that is *allowed* — whether the decoupled chunks still optimise the right thing —
+# is the theory of notebooks 2–5. Notebook 6 runs a real multi-process pipeline and draws its measured
+# telemetry with the same figure builders.

@@ -1,0 +1,154 @@
+"""API tier: the dashboard launched in-process on 127.0.0.1, driven with gradio_client."""
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import time
+
+import pytest
+from gradio_client import Client
+
+from app.cli_command import register
+from app.form import RunForm, config_for
+from app.reference_job import reference_argv
+from app.server import ServeOptions, check_binding
+from app.ui import build_app
+from zerolock_core.cli import add_run_flags, config_from_args
+from zerolock_core.config import ConfigError
+
+pytestmark = [pytest.mark.filterwarnings("ignore:.*no_silent_downcasting"),  # inside gradio's queue, harmless
+              pytest.mark.filterwarnings("ignore:The copy keyword is deprecated")]
+
+# the tiny run of the issue: K=2, 3 steps, batch 4 in 2 micro-batches, sequence length 32
+TINY = dict(methods=["zerolock"], stages=2, batch=4, microbatches=2, alpha="0.5", consistency="reverse", steps=3,
+            seed=0, link="none", seq_len=32, eval_size=8, lr=2e-3)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    root = tmp_path_factory.mktemp("runs")
+    demo = build_app(runs_root=root)
+    port = free_port()
+    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True)
+    client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+    yield client, demo, root
+    demo.controller.close()
+    demo.close()
+
+
+def start(client: Client, **changes) -> str:
+    values = {**TINY, **changes}
+    message, *_ = client.predict(*values.values(), api_name="/start_run")
+    return message
+
+
+def test_invalid_combination_is_explained_not_raised(app):
+    client, demo, _ = app
+    message = start(client, batch=6, microbatches=4)
+    assert "Cannot start" in message and "--batch 6 is not divisible by --microbatches 4" in message
+    assert "1f1b needs --microbatches >= --stages" in start(client, methods=["1f1b"], stages=3, microbatches=2,
+                                                            batch=4)
+    assert "α" in start(client, alpha="half")
+    assert "choose at least one method" in start(client, methods=[])
+    assert not demo.controller.busy
+
+
+def test_explain_is_instant_and_needs_no_model(app):
+    client, _, _ = app
+    t0 = time.monotonic()
+    text, timeline, memory = client.predict(4, 6, "gpipe", api_name="/explain")
+    assert time.monotonic() - t0 < 5
+    assert "update locking" in text and "6, 6, 6, 6" in text and "1, 1, 1, 1" in text
+    assert timeline is not None and memory is not None
+
+
+@pytest.mark.slow
+def test_start_poll_stop_a_tiny_run(app):
+    client, demo, root = app
+    assert start(client).startswith("Started 1 run")
+    assert "already in progress" in start(client)  # one batch at a time per app
+    deadline = time.monotonic() + 240
+    status = client.predict(api_name="/status")
+    while status.get("events", 0) == 0 and status.get("busy") and time.monotonic() < deadline:
+        time.sleep(0.5)
+        status = client.predict(api_name="/status")
+    assert status["events"] > 0, f"no events arrived: {status}"
+    md, timeline, memory, training, activity, table, polled, timer = client.predict(api_name="/poll")
+    assert "ZeroLock" in md and polled["name"] == status["name"] and timeline is not None
+    assert "stopping" in client.predict(api_name="/stop_run") or not demo.controller.busy
+    while demo.controller.busy and time.monotonic() < deadline:
+        time.sleep(0.5)
+    status = client.predict(api_name="/status")
+    assert status["state"] in ("stopped", "finished"), status
+    run_dir = root / status["name"]
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["state"] == status["state"] and len(metrics["per_stage"]) == 2
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert {e["stage"] for e in events} == {0, 1}
+    record = json.loads((run_dir / "dashboard.json").read_text())
+    assert record["state"] == status["state"] and record["method"] == "zerolock"
+    # the run is listed and can be reopened (as after a restart), and exported
+    rows, _ = client.predict(None, api_name="/list_runs")
+    assert rows["data"][0][0] == status["name"]
+    message, *_ = client.predict(status["name"], api_name="/open_run")
+    assert message.startswith("Opened")
+    path, message = client.predict(status["name"], "events CSV", api_name="/export")
+    assert message.startswith("Wrote") and (run_dir / "exports" / "events.csv").read_text().startswith("stage,kind")
+
+
+def test_binding_elsewhere_needs_a_password():
+    check_binding("127.0.0.1", None)
+    with pytest.raises(ConfigError, match="--password"):
+        check_binding("0.0.0.0", None)
+    check_binding("0.0.0.0", "s3cret")
+    assert ServeOptions(host="0.0.0.0", password="s3cret").auth == [("zerolock", "s3cret")]
+    parser = argparse.ArgumentParser()
+    register(parser)
+    args = parser.parse_args(["--host", "0.0.0.0", "--password", ""])
+    with pytest.raises(ConfigError, match="--password"):
+        args.func(args)
+    with pytest.raises(ConfigError, match="--poll"):
+        args = parser.parse_args(["--poll", "0.1"])
+        args.func(args)
+
+
+def test_zerolock_dashboard_command_refuses_an_open_host_without_password(capsys):
+    from zerolock_core.cli import main
+
+    assert main(["dashboard", "--host", "0.0.0.0", "--no-browser"]) == 2
+    assert "--password" in capsys.readouterr().err
+
+
+def test_png_export_or_a_clear_reason(tmp_path):
+    """plotly's write_image needs kaleido and a Chrome/Chromium; without them the export explains."""
+    from app.exports import ExportError, figure_png
+    from app.timeline import timeline_figure
+
+    fig = timeline_figure([{"stage": 0, "kind": "F", "mb": 0, "t0": 0, "t1": 5_000_000}], stages=1)
+    try:
+        path = figure_png(fig, tmp_path / "t.png", width=400)
+    except ExportError as err:
+        assert "camera button" in str(err)
+    else:
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_reference_command_line_reproduces_the_config(tmp_path):
+    cfg = config_for(RunForm(methods=("bp",), stages=3, batch=6, microbatches=3, alpha="1,0.5,0.25", steps=7,
+                             seq_len=40, eval_size=5, lr=1e-3, seed=4), "bp", out=str(tmp_path))
+    argv = reference_argv(cfg)
+    assert argv[1:4] == ["-m", "zerolock_core", "train"]
+    parser = argparse.ArgumentParser()
+    for flag in ("--runtime", "--method", "--out"):
+        parser.add_argument(flag)
+    parser.add_argument("--quiet", action="store_true")
+    add_run_flags(parser)
+    args = parser.parse_args(argv[4:])
+    assert config_from_args(args, runtime=args.runtime, method=args.method, out=args.out) == cfg

@@ -1,0 +1,468 @@
+"""Benchmarks: small, fast versions of every experiment's code path produce well-formed results.
+
+The slow tests share one set of pipeline runs (K=2, b=4, m=2, seq 32, 2 steps): every benchmark
+that asks for the same config gets the cached run, so the file spawns few pipelines.
+"""
+
+import math
+import time
+from pathlib import Path
+
+import pytest
+
+from zerolock_core.bench import BENCHMARKS
+from zerolock_core.bench.envelope import Probe, run_envelope, search_largest
+from zerolock_core.bench.figures import png_export_error, save_figures
+from zerolock_core.bench.memory import run_memory, stage_breakdown
+from zerolock_core.bench.runs import PipelineRuns
+from zerolock_core.bench.settings import METHODS, BenchSettings
+from zerolock_core.config import LinkConfig
+from zerolock_core.runtime.link_emulation import EmulatedHop, link_model
+from zerolock_core.schedule import LINK_PROFILES, Costs, Link, build_schedule, simulate
+
+K, B, M, SEQ, STEPS = 2, 4, 2, 32, 2
+SETTINGS = BenchSettings(seq_len=SEQ, steps=STEPS, threads=1)
+
+
+# ---- fast: no process spawned --------------------------------------------------------------
+
+
+def test_every_benchmark_registers_with_the_cli():
+    from zerolock_core.cli import build_parser
+
+    parser = build_parser()
+    for name in BENCHMARKS:
+        args = parser.parse_args(["bench", name, "--out", "/tmp/x"])
+        assert callable(args.func), name
+    for name in (
+        "memory",
+        "geometry",
+        "envelope",
+        "throughput",
+        "links",
+        "quality",
+        "readout",
+        "crosscheck",
+        "efficiency",
+        "simulator",
+    ):
+        assert name in BENCHMARKS
+
+
+@pytest.mark.parametrize(
+    "threshold,max_multiple,expected", [(0, 10, 0), (1, 10, 1), (7, 10, 7), (10, 10, 10), (25, 10, 10)]
+)
+def test_envelope_search_finds_the_largest_fitting_batch(threshold, max_multiple, expected):
+    per_multiple = 1000  # activations grow linearly: j * 1000 bytes + a constant
+
+    def probe(j):
+        fits = j <= threshold
+        return Probe(multiple=j, batch=4 * j, fits=fits, max_activation_bytes=j * per_multiple + 100 if fits else None)
+
+    largest, probes = search_largest(probe, budget_bytes=threshold * per_multiple + 150, max_multiple=max_multiple)
+    assert largest == expected
+    assert len({p.multiple for p in probes}) == len(probes)  # never probes a batch twice
+    assert len(probes) <= 5
+    if expected < max_multiple and expected > 0:
+        assert {expected, expected + 1} <= {p.multiple for p in probes}  # the boundary is witnessed
+
+
+def test_envelope_search_bisects_when_the_linear_guess_is_wrong():
+    def probe(j):  # memory grows faster than linearly past j = 3
+        fits = j <= 5
+        return Probe(multiple=j, batch=j, fits=fits, max_activation_bytes=j if fits else None)
+
+    largest, probes = search_largest(probe, budget_bytes=100, max_multiple=40)
+    assert largest == 5 and {5, 6} <= {p.multiple for p in probes}
+
+
+def test_link_emulator_delays_by_the_modelled_time():
+    """Checked on byte counts and modelled times (lower bounds only, never a wall-clock limit)."""
+    model = Link(bandwidth_bytes_per_s=2e6, latency_s=0.015)
+    hop = EmulatedHop(model)
+    started: list[float] = []
+
+    class Done:
+        def wait(self):
+            return True
+
+    def start():
+        started.append(time.perf_counter())
+        return Done()
+
+    sizes = [20_000, 40_000]  # 10 ms and 20 ms on the wire
+    before = time.perf_counter()
+    works = [hop.submit(n, start) for n in sizes]
+    after = time.perf_counter()
+    for w in works:
+        assert w.wait()
+    hop.close()
+    arrivals = [w._p.arrival_s for w in works]
+    first = model.transfer_s(sizes[0])
+    assert before + first <= arrivals[0] <= after + first
+    # the second message queues behind the first on the hop: it leaves after the first's wire time
+    assert arrivals[1] - arrivals[0] == pytest.approx(model.wire_s(sizes[1]), abs=1e-6)
+    # the real transfer never starts before the modelled arrival
+    assert all(s >= a - 1e-4 for s, a in zip(started, arrivals))
+    assert [w._p.nbytes for w in works] == sizes
+
+
+def test_link_profiles_match_the_paper_ends():
+    constrained = link_model(LinkConfig(profile="constrained"))
+    assert constrained.bandwidth_bytes_per_s == pytest.approx(50e6 / 8) and constrained.latency_s == 0.030
+    custom = link_model(LinkConfig(profile="custom", bandwidth_mbps=8, latency_ms=5))
+    assert custom.transfer_s(1_000_000) == pytest.approx(1.0 + 0.005)
+    assert link_model(LinkConfig()) is None
+
+
+def test_simulated_timeline_round_trips_through_the_measurement_code():
+    """Treat a simulation as if it were measured: the costs read back equal the costs put in, and the
+    prediction from them equals the 'measured' throughput."""
+    from zerolock_core.bench.prediction import predict
+    from zerolock_core.bench.timeline import costs_from_spans, spans_from_sim, throughput, window_start
+
+    per_stage = {
+        0: {"F": 0.01, "B": 0.02, "L": 0.015, "STEP": 0.001},
+        1: {"F": 0.012, "B": 0.025, "L": 0.02, "STEP": 0.001},
+    }
+    for method in METHODS:
+        costs = Costs(
+            forward=0.0, local=0.0, backward=0.0, step=0.0, hidden_bytes=1000, grad_bytes=1000, per_stage=per_stage
+        )
+        link = LINK_PROFILES["wifi"]
+        sim = simulate(
+            build_schedule(method, stages=2, microbatches=4, windows=3), costs=costs, link=link, inflight_limit=2
+        )
+        spans = spans_from_sim(sim)
+        start = window_start(spans, microbatches=4, skip_windows=1)
+        back = costs_from_spans(
+            spans, stages=2, hidden_bytes=1000, grad_bytes=1000, skip_before=start, fold_sends=False
+        )
+        for s in (0, 1):
+            for kind, value in back.per_stage[s].items():
+                assert value == pytest.approx(per_stage[s][kind]), (method, s, kind)
+        measured = throughput(spans, batch=8, microbatches=4, windows=3, skip_windows=1)
+        pred = predict(
+            method=method,
+            stages=2,
+            batch=8,
+            microbatches=4,
+            windows=3,
+            costs=back,
+            link=link,
+            inflight_limit=2,
+            skip_windows=1,
+        )
+        assert pred.samples_per_s == pytest.approx(measured)
+        assert pred.inflight_peak == sim.inflight_peak
+
+
+def test_readout_line_item_is_well_formed():
+    from zerolock_core.bench.readout import measure_readout
+
+    import torch
+
+    rows = {
+        v: measure_readout(
+            vocab=512,
+            hidden=16,
+            seq_len=32,
+            microbatch=2,
+            answer_tokens=1,
+            variant=v,
+            alpha=0.5,
+            consistency="reverse",
+            device=torch.device("cpu"),
+            repeats=2,
+        )
+        for v in ("omega", "full")
+    }
+    assert rows["omega"]["logit_rows"] == 2 and rows["full"]["logit_rows"] == 64
+    assert rows["full"]["transient_peak_bytes"] > rows["omega"]["transient_peak_bytes"] > 0
+    assert rows["full"]["would_ship_bytes"] == 2 * 32 * 512 * 4 and rows["omega"]["would_ship_bytes"] == 0
+    assert all(r["time_s"] > 0 and r["saved_bytes"] > 0 for r in rows.values())
+    with pytest.raises(ValueError, match="answer-tokens"):
+        measure_readout(
+            vocab=64,
+            hidden=8,
+            seq_len=8,
+            microbatch=1,
+            answer_tokens=8,
+            variant="omega",
+            alpha=0.5,
+            consistency="reverse",
+            device=torch.device("cpu"),
+            repeats=1,
+        )
+
+
+def test_random_llama_preset_builds_and_loads(tmp_path):
+    from zerolock_core.bench.presets import LlamaShape, build_random_llama
+    from zerolock_core.loading import load_causal_lm, load_tokenizer
+
+    shape = LlamaShape(layers=2, hidden=32, heads=4, kv_heads=2, intermediate=64, vocab=3000, max_positions=64)
+    path = build_random_llama(tmp_path / "shape", shape)
+    model = load_causal_lm(str(path))
+    assert model.config.num_hidden_layers == 2 and model.config.vocab_size == 3000
+    assert model.config.num_key_value_heads == 2
+    assert max(load_tokenizer(str(path)).get_vocab().values()) < 3000
+    with pytest.raises(ValueError, match="smaller than the tiny tokenizer"):
+        build_random_llama(
+            tmp_path / "small", LlamaShape(layers=1, hidden=8, heads=2, kv_heads=1, intermediate=8, vocab=10)
+        )
+
+
+def test_figures_fall_back_to_html(tmp_path):
+    import plotly.graph_objects as go
+
+    res = save_figures({"a": go.Figure(go.Bar(x=[1], y=[2]))}, tmp_path, png=False)
+    assert res["format"] == "html" and "<html>" in Path(res["files"][0]).read_text()
+    assert "why_not_png" in res
+
+
+@pytest.mark.skipif(png_export_error() is not None, reason="no browser for kaleido on this machine")
+def test_figures_as_png(tmp_path):
+    import plotly.graph_objects as go
+
+    res = save_figures({"a": go.Figure(go.Bar(x=[1], y=[2]))}, tmp_path)
+    assert res["format"] == "png" and Path(res["files"][0]).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_memory_breakdown_adds_up():
+    stage = {
+        "model_bytes": 1000,
+        "trainable_bytes": 100,
+        "optimizer_bytes": 200,
+        "stashed_weight_versions": 2,
+        "peak_activation_bytes": 5000,
+        "peak_rss_bytes": 10**8,
+    }
+    b = stage_breakdown(stage)
+    assert b == {
+        "model_state_bytes": 1300,
+        "weight_cache_bytes": 200,
+        "activation_bytes": 5000,
+        "peak_bytes": 6500,
+        "peak_rss_bytes": 10**8,
+    }
+
+
+def test_bad_settings_are_clear_value_errors():
+    with pytest.raises(ValueError, match="--threads"):
+        BenchSettings(threads=0)
+    from zerolock_core.bench.geometry import grid
+
+    with pytest.raises(ValueError, match="divides"):
+        grid((3,), (2,))
+
+
+# ---- slow: real pipelines (shared) ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    return PipelineRuns(tmp_path_factory.mktemp("bench"), verbose=False)
+
+
+@pytest.mark.slow
+def test_memory_bench(runs):
+    from zerolock_core.bench.memory import figures, format_report
+
+    report = run_memory(SETTINGS, runs=runs, out=runs.root, stages=K, batch=B, microbatches=M)
+    res = report["results"]
+    assert list(res) == list(METHODS)
+    assert res["gpipe"]["peak_inflight"] == [M, M] and res["zerolock"]["peak_inflight"] == [1, 1]
+    assert res["1f1b"]["peak_inflight"] == [2, 1]
+    assert res["pipedream"]["per_stage"][0]["weight_cache_bytes"] > 0
+    assert all(s["weight_cache_bytes"] == 0 for m in ("gpipe", "1f1b", "zerolock") for s in res[m]["per_stage"])
+    z, g = res["zerolock"]["summary"], res["gpipe"]["summary"]
+    assert z["mean_activation_bytes"] < g["mean_activation_bytes"]
+    assert report["vs"]["activation"]["gpipe"]["ours"] < 0 and report["vs"]["activation"]["gpipe"]["paper"] == -0.754
+    text = format_report(report)
+    assert "machine:" in text and "vs gpipe" in text
+    assert set(figures(report)) == {"memory_per_stage", "memory_mean_max"}
+
+
+@pytest.mark.slow
+def test_efficiency_bench(runs):
+    from zerolock_core.bench.efficiency import format_report, run_efficiency
+
+    report = run_efficiency(SETTINGS, runs=runs, stages=K, batch=B, microbatches=M)
+    for m, r in report["results"].items():
+        assert 0 < r["efficiency"] and math.isfinite(r["efficiency"]), m
+        assert 0 <= r["bubble_fraction"] < 1
+        assert (r["textbook_bubble"] is not None) == (m in ("gpipe", "1f1b"))
+    assert report["results"]["gpipe"]["textbook_bubble"] == pytest.approx((K - 1) / (M + K - 1))
+    assert report["results"]["1f1b"]["textbook_bubble"] == pytest.approx((K - 1) / M)
+    assert "textbook" in format_report(report)
+
+
+@pytest.mark.slow
+def test_simulator_bench(runs):
+    from zerolock_core.bench.simulator import figures, format_report, run_simulator
+
+    report = run_simulator(
+        SETTINGS, runs=runs, stages=(K,), batch=B, microbatches=M, extrapolate_to=(4,), with_probe=False
+    )
+    for r in report["validation"]:
+        assert r["inflight_exact"], r  # the schedule fixes the in-flight counts exactly
+        assert r["measured_held_activation_bytes"] == r["predicted_held_activation_bytes"], r
+        assert r["predicted_samples_per_s"] > 0 and math.isfinite(r["error"])
+    assert {p["link"] for p in report["predictions"]} >= {"local", "constrained"}
+    assert all(p["stages"] == 4 and p["microbatches"] == 8 for p in report["predictions"])
+    assert "PREDICTIONS" in format_report(report)
+    assert "simulator_predictions" in figures(report)
+
+
+@pytest.mark.slow
+def test_throughput_and_geometry_benches(runs):
+    from zerolock_core.bench.geometry import format_report as geometry_text, run_geometry
+    from zerolock_core.bench.throughput import format_report as throughput_text, run_throughput
+
+    t = run_throughput(SETTINGS, runs=runs, stages=(K,), batch=B, microbatches=M)
+    rows = t["results"][str(K)]["rows"]
+    assert [r["method"] for r in rows] == list(METHODS)
+    for r in rows:
+        assert len(r["measured"]["active_fraction"]) == K and r["predicted"]["samples_per_s"] > 0
+        assert r["oversubscribed"] is (K > __import__("zerolock_core.bench.machine", fromlist=["cores"]).cores())
+    assert set(t["results"][str(K)]["zerolock_vs"]) == {"gpipe", "1f1b", "pipedream"}
+    assert "K" in throughput_text(t)
+    g = run_geometry(SETTINGS, runs=runs, stages=K, batches=(B,), sizes=(B // M,), methods=METHODS)
+    assert [(r["batch"], r["microbatches"], r["method"]) for r in g["results"]] == [(B, M, m) for m in METHODS]
+    assert all(r["max_activation_bytes"] >= r["mean_activation_bytes"] > 0 for r in g["results"])
+    assert "b/m" in geometry_text(g)
+    skipped = run_geometry(SETTINGS, runs=runs, stages=K, batches=(B,), sizes=(B,), methods=("1f1b",))
+    assert skipped["results"] == [] and skipped["skipped"][0]["microbatches"] == 1  # 1F1B needs m >= K
+
+
+@pytest.mark.slow
+def test_links_bench_pays_the_emulated_link(runs):
+    """A constrained link: every hidden state arrives no earlier than the link model allows."""
+    from zerolock_core.bench.links import format_report, run_links
+
+    report = run_links(
+        SETTINGS,
+        runs=runs,
+        stages=K,
+        batch=B,
+        microbatches=M,
+        profiles=("constrained",),
+        methods=("zerolock",),
+        simulate=False,
+    )
+    row = report["results"]["constrained"]["rows"][0]
+    events = __import__("json").loads(
+        "[" + ",".join((Path(row["measured"]["run"]) / "events.jsonl").read_text().splitlines()) + "]"
+    )
+    model = LINK_PROFILES["constrained"]
+    hidden = (B // M) * SEQ * 128 * 4  # the tiny model's hidden size is 128, fp32
+    sends = {e["mb"]: e for e in events if e["kind"] == "SF"}
+    recvs = {e["mb"]: e for e in events if e["kind"] == "RF"}
+    assert set(sends) == set(recvs) == set(range(STEPS * M))
+    for mb, s in sends.items():
+        assert s["sent"] == hidden and recvs[mb]["recv"] == hidden
+        assert (recvs[mb]["t1"] - s["t0"]) / 1e9 >= model.transfer_s(hidden) - 1e-3
+    assert "constrained" in format_report(report)
+
+
+@pytest.mark.slow
+def test_envelope_counts_memory_budget_failures_as_oom(runs):
+    report = run_envelope(
+        SETTINGS, runs=runs, stages=K, microbatches=M, budget_bytes=1024, max_batch=2 * M, methods=("gpipe",)
+    )
+    r = report["results"]["gpipe"]
+    assert r["largest_batch"] == 0 and r["first_oom_batch"] == M
+    assert not r["probes"][0]["fits"] and "MemoryBudgetExceeded" in r["probes"][0]["error"]
+
+
+@pytest.mark.slow
+def test_quality_bench(runs):
+    from zerolock_core.bench.quality import figures, format_report, run_quality
+
+    report = run_quality(
+        SETTINGS,
+        runs=runs,
+        out=runs.root / "quality",
+        seeds=(0,),
+        stages=K,
+        batch=B,
+        microbatches=M,
+        eval_every=1,
+        eval_size=1,
+        arms=("bp", "1f1b", "zerolock a=0.5 reverse", "zerolock a=1"),
+    )
+    res = report["results"]
+    assert res["bp"]["curves"][0]["step"] == [1, 2] and len(res["1f1b"]["curves"][0]["step"]) == 1
+    for arm, r in res.items():
+        assert 0 <= r["final"]["accuracy"]["mean"] <= 1 and r["final"]["nll"]["mean"] > 0, arm
+    # 1F1B is BP, pipelined: the same training loss
+    assert res["1f1b"]["curves"][0]["train_loss"] == pytest.approx(res["bp"]["curves"][0]["train_loss"], rel=1e-5)
+    assert "accuracy" in format_report(report) and figures(report)
+
+
+@pytest.mark.slow
+def test_crosscheck_agrees_with_torch_pipelining_on_loss(runs):
+    from zerolock_core.bench.crosscheck import format_report, run_crosscheck
+
+    report = run_crosscheck(SETTINGS, out=runs.root / "crosscheck", runs=runs, batch=B, microbatches=M)
+    for name, r in report["results"].items():
+        assert r["losses_agree"], (name, r["ours_losses"], r["torch_losses"])
+        assert len(r["torch_losses"]) == STEPS
+        assert r["torch_samples_per_s"] > 0 and r["ours_samples_per_s"] > 0
+    assert "loss agrees" in format_report(report)
+
+
+def test_readout_command_end_to_end(tmp_path, capsys):
+    """The whole CLI path of a benchmark (flags, run, figures, JSON, table) on the in-process one."""
+    import json
+
+    from zerolock_core.cli import main
+
+    rc = main(
+        [
+            "bench",
+            "readout",
+            "--vocabs",
+            "256,1024",
+            "--seq-len",
+            "32",
+            "--timings",
+            "1",
+            "--no-png",
+            "--out",
+            str(tmp_path),
+        ]
+    )
+    assert rc == 0
+    report = json.loads((tmp_path / "readout.json").read_text())
+    assert report["engine"]["reads_out_at"] == "omega" and report["command"].startswith("zerolock bench")
+    assert [r["vocab"] for r in report["results"]] == [256, 256, 1024, 1024]
+    assert report["figures"]["format"] == "html" and all(Path(f).exists() for f in report["figures"]["files"])
+    out = capsys.readouterr().out
+    assert "machine:" in out and "reads out at omega" in out
+
+
+def test_repeats_run_round_robin_and_keep_the_best(tmp_path, monkeypatch):
+    from zerolock_core.bench.runs import RunOutcome
+
+    order: list[tuple[str, int]] = []
+    speed = {("gpipe", 0): 10.0, ("gpipe", 1): 30.0, ("zerolock", 0): 25.0, ("zerolock", 1): 20.0}
+
+    def fake_once(self, cfg, repeat):
+        order.append((cfg.train.method, repeat))
+        return RunOutcome(
+            cfg=cfg,
+            dir=self.dir_for(cfg, repeat),
+            metrics={"throughput_samples_per_s": speed[(cfg.train.method, repeat)]},
+        )
+
+    monkeypatch.setattr(PipelineRuns, "_run_once", fake_once)
+    runs = PipelineRuns(tmp_path, repeats=2, verbose=False)
+    cfgs = [SETTINGS.pipeline(method=m, stages=K, batch=B, microbatches=M, out=tmp_path) for m in ("gpipe", "zerolock")]
+    runs.prefetch(cfgs + cfgs)  # duplicates run once
+    assert order == [("gpipe", 0), ("zerolock", 0), ("gpipe", 1), ("zerolock", 1)]  # round-robin
+    assert runs.run(cfgs[0]).metrics["throughput_samples_per_s"] == 30.0  # best of the repeats
+    assert runs.run(cfgs[1]).dir.name.endswith("-r0")
+    assert len(order) == 4  # nothing ran again
+    with pytest.raises(ValueError, match="--repeats"):
+        PipelineRuns(tmp_path, repeats=0)

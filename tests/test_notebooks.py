@@ -1,0 +1,120 @@
+"""The teaching notebooks: every one executes top to bottom (their `assert`s are the checks).
+
+Sources are jupytext `py:percent` files in `notebooks/`; the .ipynb is built in memory here and
+never written to the repository. Each notebook runs in a fresh `python3` kernel started from
+*this* interpreter, with the repository root as working directory.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NB_DIR = ROOT / "notebooks"
+NOTEBOOKS = sorted(NB_DIR.glob("[0-9][0-9]_*.py"))
+EXPECTED = ["01_update_locking.py", "02_bregman.py", "03_lemma1_prox.py", "04_lemma2_targets.py",
+            "05_prop1_theorem1.py", "06_run_a_pipeline.py"]
+
+
+def _read(path: Path):
+    jupytext = pytest.importorskip("jupytext")
+    return jupytext.read(path, fmt="py:percent")
+
+
+# ---------------------------------------------------------------------------
+# Fast structural checks
+# ---------------------------------------------------------------------------
+
+def test_all_six_notebooks_exist_and_ipynb_files_are_ignored():
+    assert [p.name for p in NOTEBOOKS] == EXPECTED
+    ignored = (NB_DIR / ".gitignore").read_text().split()
+    assert "*.ipynb" in ignored, "commit the py:percent sources only"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_source_is_a_well_formed_percent_notebook(path):
+    nb = _read(path)
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    assert nb.cells[0].cell_type == "markdown"
+    assert "What this notebook shows" in nb.cells[0].source
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert "assert " in code, "a notebook must assert its checks"
+    compile(code, str(path), "exec")  # plain Python: the notebooks use no IPython magics
+
+
+def test_jupyter_server_opens_the_py_files_as_notebooks():
+    """What `jupyter lab notebooks/` does when a .py file is opened with "Open With -> Notebook":
+    jupytext's contents manager serves it as a notebook. Needs jupyter_server (from jupyterlab)."""
+    pytest.importorskip("jupyter_server")
+    from jupyter_server.services.contents.largefilemanager import LargeFileManager
+
+    try:  # jupytext >= 1.16
+        from jupytext.sync_contentsmanager import build_sync_jupytext_contents_manager_class as build
+    except ImportError:  # older jupytext
+        from jupytext.contentsmanager import build_jupytext_contents_manager_class as build
+
+    manager = build(LargeFileManager)(root_dir=str(NB_DIR))
+    for path in NOTEBOOKS:
+        model = manager.get(path.name, type="notebook", content=True)
+        assert model["type"] == "notebook"
+        assert model["content"]["cells"][0]["cell_type"] == "markdown"
+        assert model["content"]["metadata"]["kernelspec"]["name"] == "python3"
+
+
+# ---------------------------------------------------------------------------
+# Execution
+# ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def python3_kernel(tmp_path_factory):
+    """A `python3` kernel spec that runs *this* interpreter, found first on JUPYTER_PATH.
+
+    A fresh machine where only `pip install -e .[app,notebooks,test]` ran may have no `python3`
+    kernel spec, or one (from another install) pointing at a different Python. Rather than
+    installing anything into the user's Jupyter directories, write a spec to a temporary
+    data directory and put it first on JUPYTER_PATH for the duration of the tests.
+    """
+    pytest.importorskip("ipykernel")
+    data_dir = tmp_path_factory.mktemp("jupyter_data")
+    spec_dir = data_dir / "kernels" / "python3"
+    spec_dir.mkdir(parents=True)
+    (spec_dir / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "Python 3 (ZeroLock tests)",
+        "language": "python",
+        "metadata": {"debugger": False},
+    }))
+    old = os.environ.get("JUPYTER_PATH")
+    os.environ["JUPYTER_PATH"] = os.pathsep.join([str(data_dir)] + ([old] if old else []))
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    spec = KernelSpecManager().get_kernel_spec("python3")
+    assert spec.argv[0] == sys.executable
+    yield "python3"
+    if old is None:
+        os.environ.pop("JUPYTER_PATH", None)
+    else:
+        os.environ["JUPYTER_PATH"] = old
+
+
+def execute_notebook(path: Path, kernel_name: str, timeout: int = 600) -> float:
+    """Execute one py:percent notebook in memory; return its wall time in seconds."""
+    nbclient = pytest.importorskip("nbclient")
+    nb = _read(path)
+    client = nbclient.NotebookClient(nb, timeout=timeout, kernel_name=kernel_name,
+                                     resources={"metadata": {"path": str(ROOT)}})
+    t0 = time.perf_counter()
+    client.execute()
+    return time.perf_counter() - t0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_executes_top_to_bottom(path, python3_kernel):
+    seconds = execute_notebook(path, python3_kernel)
+    print(f"{path.name}: {seconds:.1f} s")

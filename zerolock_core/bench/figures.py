@@ -1,0 +1,46 @@
+"""Write plotly figures as PNG (kaleido + a local Chromium), or as HTML where no image export works.
+
+kaleido 1.x drives a Chrome/Chromium it finds on PATH (Debian: `apt-get install chromium`); with
+none installed `write_image` fails, and the figure is written as a self-contained HTML file instead
+(the report records which format each figure got, and why).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+_EXPORT_ERROR: list[str | None] = []  # cached: [None] = PNG export works, [message] = it does not
+
+
+def png_export_error() -> str | None:
+    """None when PNG export works on this machine, else why it does not (checked once)."""
+    if not _EXPORT_ERROR:
+        try:
+            import plotly.graph_objects as go
+
+            go.Figure(go.Scatter(x=[0, 1], y=[0, 1])).to_image(format="png", width=64, height=64)
+            _EXPORT_ERROR.append(None)
+        except Exception as err:  # kaleido missing, or no browser for it
+            first = str(err).strip().splitlines()
+            _EXPORT_ERROR.append(f"{type(err).__name__}: {first[0] if first else ''}")
+    return _EXPORT_ERROR[0]
+
+
+def save_figures(figs: dict[str, Any], out: Path, *, png: bool = True) -> dict[str, Any]:
+    """Write each figure as out/NAME.png (or out/NAME.html). Returns {"files": [...], "format": ...}."""
+    out.mkdir(parents=True, exist_ok=True)
+    error = png_export_error() if png else "PNG export switched off (--no-png)"
+    files: list[str] = []
+    if error is None:
+        import plotly.io as pio
+
+        paths = [out / f"{name}.png" for name in figs]
+        pio.write_images(list(figs.values()), paths, width=1000, height=560, scale=1)
+        files = [str(p) for p in paths]
+        return {"files": files, "format": "png"}
+    for name, fig in figs.items():
+        path = out / f"{name}.html"
+        fig.write_html(path, include_plotlyjs=True, full_html=True)
+        files.append(str(path))
+    return {"files": files, "format": "html", "why_not_png": error}

@@ -1,0 +1,183 @@
+"""`zerolock bench geometry` (paper Fig. 5): peak activation memory and throughput over a grid of
+physical batch b and micro-batch size b/m.
+
+Activation peaks are measured (the engine's saved-tensor meter). Throughput is measured too; at
+K > cores the runs are oversubscribed and the quoted number is the simulator's (see `throughput`).
+1F1B needs m >= K: cells with fewer micro-batches are skipped for it, and say so.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from . import paper
+from .measure import Probes, best_estimate, measure_and_predict
+from .publish import publish
+from .runs import PipelineRuns
+from .settings import (
+    METHOD_COLORS,
+    METHODS,
+    BenchSettings,
+    add_common_flags,
+    ints_arg,
+    methods_arg,
+    report_header,
+    results_dir,
+    settings_from_args,
+)
+from .table import markdown_table, mib
+
+
+def grid(batches: tuple[int, ...], sizes: tuple[int, ...]) -> list[tuple[int, int]]:
+    """(b, m) for every b and micro-batch size b/m that divides it."""
+    cells = [(b, b // s) for b in batches for s in sizes if b % s == 0]
+    if not cells:
+        raise ValueError(f"no micro-batch size in {list(sizes)} divides a batch in {list(batches)}")
+    return cells
+
+
+def run_geometry(
+    settings: BenchSettings,
+    *,
+    runs: PipelineRuns,
+    stages: int,
+    batches: tuple[int, ...],
+    sizes: tuple[int, ...],
+    methods: tuple[str, ...] = METHODS,
+    simulate: bool = True,
+) -> dict[str, Any]:
+    probes = Probes(settings=settings) if simulate else None
+    cells, skipped = [], []
+    runs.prefetch(
+        [
+            settings.pipeline(method=method, stages=stages, batch=b, microbatches=m, out=runs.root)
+            for b, m in grid(batches, sizes)
+            for method in methods
+            if not (method == "1f1b" and m < stages)
+        ]
+    )
+    for b, m in grid(batches, sizes):
+        for method in methods:
+            if method == "1f1b" and m < stages:
+                skipped.append({"method": method, "batch": b, "microbatches": m, "why": f"1F1B needs m >= K={stages}"})
+                continue
+            row = measure_and_predict(
+                settings, runs=runs, probes=probes, method=method, stages=stages, batch=b, microbatches=m
+            )
+            peaks = row["measured"]["peak_activation_bytes"]
+            row.update(
+                microbatch_size=b // m,
+                max_activation_bytes=max(peaks),
+                mean_activation_bytes=sum(peaks) / len(peaks),
+                quoted_samples_per_s=best_estimate(row)[0],
+                quoted_from=best_estimate(row)[1],
+            )
+            cells.append(row)
+    return {
+        **report_header("geometry", settings),
+        "config": {"stages": stages, "batches": list(batches), "microbatch_sizes": list(sizes)},
+        "paper": paper.DIRECTIONS["geometry"],
+        "results": cells,
+        "skipped": skipped,
+    }
+
+
+def format_report(report: dict[str, Any]) -> str:
+    c = report["config"]
+    lines = [
+        f"machine: {report['machine']}",
+        f"K={c['stages']}; activation MiB (max stage / mean); samples/s "
+        "quoted (measured where K <= cores, else simulated)",
+    ]
+    rows = [
+        [
+            r["batch"],
+            r["microbatch_size"],
+            r["microbatches"],
+            r["method"],
+            mib(r["max_activation_bytes"]),
+            mib(r["mean_activation_bytes"]),
+            str(r["measured"]["peak_inflight"]),
+            f"{r['quoted_samples_per_s']:.1f} ({r['quoted_from']})",
+        ]
+        for r in report["results"]
+    ]
+    lines.append(markdown_table(["b", "b/m", "m", "method", "max act", "mean act", "in-flight", "samples/s"], rows))
+    for s in report["skipped"]:
+        lines.append(f"skipped {s['method']} at b={s['batch']}, m={s['microbatches']}: {s['why']}")
+    lines.append(f"paper: {report['paper']}")
+    return "\n".join(lines)
+
+
+def figures(report: dict[str, Any]):
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    res = report["results"]
+    batches = sorted({r["batch"] for r in res})
+    methods = [m for m in METHODS if any(r["method"] == m for r in res)]
+    mem = make_subplots(rows=1, cols=len(batches), subplot_titles=[f"b = {b}" for b in batches], shared_yaxes=True)
+    tput = make_subplots(rows=1, cols=len(batches), subplot_titles=[f"b = {b}" for b in batches], shared_yaxes=True)
+    colors = METHOD_COLORS
+    for i, b in enumerate(batches, start=1):
+        for m in methods:
+            pts = sorted((r["microbatch_size"], r) for r in res if r["batch"] == b and r["method"] == m)
+            x = [p[0] for p in pts]
+            mem.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=[p[1]["max_activation_bytes"] / 2**20 for p in pts],
+                    name=m,
+                    line={"color": colors[m]},
+                    showlegend=i == 1,
+                    mode="lines+markers",
+                ),
+                row=1,
+                col=i,
+            )
+            tput.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=[p[1]["quoted_samples_per_s"] for p in pts],
+                    name=m,
+                    line={"color": colors[m]},
+                    showlegend=i == 1,
+                    mode="lines+markers",
+                ),
+                row=1,
+                col=i,
+            )
+        mem.update_xaxes(title_text="b/m", type="log", row=1, col=i)
+        tput.update_xaxes(title_text="b/m", type="log", row=1, col=i)
+    mem.update_yaxes(title_text="max-stage activation peak (MiB)", row=1, col=1)
+    tput.update_yaxes(title_text="samples/s", row=1, col=1)
+    k = report["config"]["stages"]
+    mem.update_layout(title=f"Activation memory vs micro-batch size, K={k} (cf. paper Fig. 5)")
+    tput.update_layout(title=f"Throughput vs micro-batch size, K={k}")
+    return {"geometry_memory": mem, "geometry_throughput": tput}
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    add_common_flags(p, steps=3)
+    p.add_argument("--stages", type=int, default=3)
+    p.add_argument("--batches", type=ints_arg, default=(8,), help="physical batch sizes b")
+    p.add_argument("--microbatch-sizes", type=ints_arg, default=(1, 2, 4), help="b/m values")
+    p.add_argument("--methods", type=methods_arg, default=METHODS)
+    p.add_argument("--no-simulate", action="store_true")
+
+    def run(a: argparse.Namespace) -> int:
+        settings, out = settings_from_args(a), results_dir("geometry", a.out)
+        report = run_geometry(
+            settings,
+            runs=PipelineRuns(out, repeats=a.repeats),
+            stages=a.stages,
+            batches=a.batches,
+            sizes=a.microbatch_sizes,
+            methods=a.methods,
+            simulate=not a.no_simulate,
+        )
+        print(publish(report, out=out, name="geometry", figures=figures, format_report=format_report, png=not a.no_png))
+        return 0
+
+    p.set_defaults(func=run)

@@ -1,0 +1,265 @@
+"""`zerolock bench quality` (paper Fig. 3): accuracy and NLL over training for BP, 1F1B and ZeroLock
+(α = 0.5 with both consistency directions, and α = 1), over several seeds.
+
+Arms and where their numbers come from:
+* `bp`: the single-process BP reference, evaluated every `--eval-every` steps;
+* `1f1b`: the real multi-process pipeline; the engine evaluates a pipeline run at its end only, so
+  its curve is the training loss per step plus the final eval (the test suite checks that 1F1B
+  and GPipe reproduce the BP reference's weights, so its eval curve is BP's);
+* `zerolock a=0.5 reverse` (the paper's Eq. 5), `zerolock a=0.5 forward` (the authors' code),
+  `zerolock a=1` (task term only; no consistency term, so no direction): the single-process
+  ZeroLock reference, which the test suite checks is bitwise equal to the pipeline.
+Accuracy is strict (argmax over the whole vocabulary is the label token), label accuracy picks
+among the label words only, NLL is per answer token; all at the last chunk's readout.
+
+The default is small enough for minutes on 2 cores; the paper's protocol is
+`--model DIR --dataset csv:agnews.csv --seq-len 128 --steps 1250 --seeds 0,1,2 --lr 1e-4`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from pathlib import Path
+from typing import Any
+
+from ..config import DataConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig
+from ..reference_trainer import train_reference
+from . import paper
+from .machine import cores
+from .presets import resolve_bench_model
+from .publish import publish
+from .runs import PipelineRuns
+from .settings import BenchSettings, add_common_flags, ints_arg, report_header, results_dir, settings_from_args
+from .table import markdown_table
+
+ARMS: dict[str, dict[str, Any]] = {
+    "bp": {"runtime": "reference", "method": "bp", "alpha": 0.5, "consistency": "reverse"},
+    "1f1b": {"runtime": "pipeline", "method": "1f1b", "alpha": 0.5, "consistency": "reverse"},
+    "zerolock a=0.5 reverse": {"runtime": "reference", "method": "zerolock", "alpha": 0.5, "consistency": "reverse"},
+    "zerolock a=0.5 forward": {"runtime": "reference", "method": "zerolock", "alpha": 0.5, "consistency": "forward"},
+    "zerolock a=1": {"runtime": "reference", "method": "zerolock", "alpha": 1.0, "consistency": "reverse"},
+}
+
+
+def arm_config(
+    settings: BenchSettings,
+    arm: str,
+    *,
+    seed: int,
+    stages: int,
+    batch: int,
+    microbatches: int,
+    eval_every: int,
+    eval_size: int,
+    out: Path,
+) -> RunConfig:
+    a = ARMS[arm]
+    threads = settings.threads if a["runtime"] == "pipeline" else max(settings.threads, cores())
+    return RunConfig(
+        model=ModelConfig(model=resolve_bench_model(settings.model)),
+        data=DataConfig(dataset=settings.dataset, seq_len=settings.seq_len, eval_size=eval_size),
+        objective=ObjectiveConfig(alpha=(a["alpha"],), consistency=a["consistency"]),
+        train=TrainConfig(
+            runtime=a["runtime"],
+            method=a["method"],
+            stages=stages,
+            batch=batch,
+            microbatches=microbatches,
+            steps=settings.steps,
+            lr=settings.lr,
+            seed=seed,
+            eval_every=eval_every if a["runtime"] == "reference" else 0,
+            threads=threads,
+            device=settings.device,
+            inflight_depth=settings.inflight_depth,
+        ),
+        out=str(out),
+    )
+
+
+def _curve(metrics: dict[str, Any]) -> dict[str, list[float]]:
+    """eval curves (reference runs) or the final eval at the last step (pipeline runs)."""
+    hist = metrics.get("eval_history") or [{"step": metrics["config"]["train"]["steps"], **metrics["eval"]}]
+    train = metrics["train"]["curves"][-1]
+    return {
+        "step": [h["step"] for h in hist],
+        "accuracy": [h["accuracy"] for h in hist],
+        "label_accuracy": [h["label_accuracy"] for h in hist],
+        "nll": [h["nll"] for h in hist],
+        "train_step": train["step"],
+        "train_loss": train["task"],
+        "final_per_chunk": metrics["eval"]["per_chunk"],
+    }
+
+
+def _mean_sd(values: list[float]) -> dict[str, float]:
+    return {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0}
+
+
+def run_quality(
+    settings: BenchSettings,
+    *,
+    runs: PipelineRuns,
+    out: Path,
+    seeds: tuple[int, ...],
+    stages: int,
+    batch: int,
+    microbatches: int,
+    eval_every: int,
+    eval_size: int,
+    arms: tuple[str, ...] = tuple(ARMS),
+) -> dict[str, Any]:
+    unknown = [a for a in arms if a not in ARMS]
+    if unknown:
+        raise ValueError(f"unknown quality arm(s) {unknown}; choose from {list(ARMS)}")
+    res: dict[str, Any] = {}
+    for arm in arms:
+        per_seed = []
+        for seed in seeds:
+            cfg = arm_config(
+                settings,
+                arm,
+                seed=seed,
+                stages=stages,
+                batch=batch,
+                microbatches=microbatches,
+                eval_every=eval_every,
+                eval_size=eval_size,
+                out=out / "arms" / f"{arm.replace(' ', '_').replace('=', '')}-seed{seed}",
+            )
+            print(f"  {arm}, seed {seed} ...", flush=True)
+            metrics = (
+                train_reference(cfg, progress=False) if ARMS[arm]["runtime"] == "reference" else runs.run(cfg).metrics
+            )
+            per_seed.append(_curve(metrics))
+        final = {k: _mean_sd([c[k][-1] for c in per_seed]) for k in ("accuracy", "label_accuracy", "nll")}
+        res[arm] = {"seeds": list(seeds), "curves": per_seed, "final": final, "source": ARMS[arm]["runtime"]}
+    return {
+        **report_header("quality", settings),
+        "config": {
+            "stages": stages,
+            "batch": batch,
+            "microbatches": microbatches,
+            "steps": settings.steps,
+            "eval_every": eval_every,
+            "eval_size": eval_size,
+            "seeds": list(seeds),
+        },
+        "paper": paper.DIRECTIONS["quality"],
+        "results": res,
+    }
+
+
+def format_report(report: dict[str, Any]) -> str:
+    c = report["config"]
+    s = report["settings"]
+    lines = [
+        f"machine: {report['machine']}",
+        f"dataset {s['dataset']}, model {s['model']}, K={c['stages']}, b={c['batch']}, m={c['microbatches']}, "
+        f"{c['steps']} steps, lr {s['lr']}, seeds {c['seeds']}, eval on {c['eval_size'] or 'all'} examples",
+    ]
+    rows = []
+    for arm, r in report["results"].items():
+        f = r["final"]
+        chunks = r["curves"][0]["final_per_chunk"]
+        rows.append(
+            [
+                arm,
+                f"{f['accuracy']['mean']:.3f} ± {f['accuracy']['sd']:.3f}",
+                f"{f['label_accuracy']['mean']:.3f} ± {f['label_accuracy']['sd']:.3f}",
+                f"{f['nll']['mean']:.3f} ± {f['nll']['sd']:.3f}",
+                " / ".join(f"{x['label_accuracy']:.2f}" for x in chunks),
+            ]
+        )
+    lines.append(markdown_table(["arm", "accuracy", "label accuracy", "NLL", "label acc. per chunk (seed 1)"], rows))
+    lines.append(f"paper: {report['paper']}")
+    return "\n".join(lines)
+
+
+def figures(report: dict[str, Any]):
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(
+        rows=1, cols=3, subplot_titles=("accuracy (eval)", "NLL per answer token (eval)", "training task loss")
+    )
+    palette = ("#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a")
+    for i, (arm, r) in enumerate(report["results"].items()):
+        color = palette[i % len(palette)]
+        for j, c in enumerate(r["curves"]):
+            show = j == 0
+            fig.add_trace(
+                go.Scatter(
+                    x=c["step"],
+                    y=c["accuracy"],
+                    name=arm,
+                    legendgroup=arm,
+                    showlegend=show,
+                    line={"color": color},
+                    mode="lines+markers",
+                ),
+                row=1,
+                col=1,
+            )
+            fig.add_trace(
+                go.Scatter(
+                    x=c["step"],
+                    y=c["nll"],
+                    name=arm,
+                    legendgroup=arm,
+                    showlegend=False,
+                    line={"color": color},
+                    mode="lines+markers",
+                ),
+                row=1,
+                col=2,
+            )
+            fig.add_trace(
+                go.Scatter(
+                    x=c["train_step"],
+                    y=c["train_loss"],
+                    name=arm,
+                    legendgroup=arm,
+                    showlegend=False,
+                    line={"color": color, "width": 1},
+                ),
+                row=1,
+                col=3,
+            )
+    fig.update_xaxes(title_text="step")
+    s = report["settings"]
+    fig.update_layout(
+        title=f"Quality over training, {s['dataset']} ({len(report['config']['seeds'])} seeds; cf. paper Fig. 3)"
+    )
+    return {"quality_curves": fig}
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    add_common_flags(p, steps=60)
+    p.add_argument("--stages", type=int, default=3)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--microbatches", type=int, default=4)
+    p.add_argument("--seeds", type=ints_arg, default=(0, 1))
+    p.add_argument("--eval-every", type=int, default=0, help="0 = steps // 6")
+    p.add_argument("--eval-size", type=int, default=128, help="eval examples (0 = the whole eval split)")
+    p.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated, from: {', '.join(ARMS)}")
+
+    def run(a: argparse.Namespace) -> int:
+        settings, out = settings_from_args(a), results_dir("quality", a.out)
+        report = run_quality(
+            settings,
+            runs=PipelineRuns(out),  # deterministic: --repeats has no effect here
+            out=out,
+            seeds=a.seeds,
+            stages=a.stages,
+            batch=a.batch,
+            microbatches=a.microbatches,
+            eval_every=a.eval_every or max(1, a.steps // 6),
+            eval_size=a.eval_size,
+            arms=tuple(x.strip() for x in a.arms.split(",") if x.strip()),
+        )
+        print(publish(report, out=out, name="quality", figures=figures, format_report=format_report, png=not a.no_png))
+        return 0
+
+    p.set_defaults(func=run)

@@ -1,0 +1,145 @@
+"""`zerolock bench recovery`: the paper's E2 — a stage fails mid-run; ZeroLock recovers it locally
+(restore + replay from the upstream buffer), 1F1B rolls every stage back. Latency broken into
+detect / restore / replay, and the bytes each recovery moved. Repeated runs, side by side."""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from ..artifacts import write_json_atomic
+from ..config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from ..runtime.launch import train_pipeline
+from .machine import machine_line
+
+PAPER = {"zerolock": {"total_ms": 2013.1, "MiB": 96}, "1f1b": {"total_ms": 2381.2, "MiB": 192}}
+
+
+def run_recovery(
+    *,
+    out: Path,
+    model: str,
+    stages: int,
+    batch: int,
+    microbatches: int,
+    steps: int,
+    fail_stage: int,
+    fail_step: int,
+    ckpt_every: int,
+    mode: str,
+    repeats: int,
+    seq_len: int,
+    threads: int,
+) -> dict[str, Any]:
+    rows: dict[str, list[dict[str, Any]]] = {"zerolock": [], "1f1b": []}
+    for r in range(repeats):
+        for method in rows:
+            cfg = RunConfig(
+                model=ModelConfig(model=model),
+                data=DataConfig(seq_len=seq_len, eval_size=16),
+                train=TrainConfig(
+                    runtime="pipeline",
+                    method=method,
+                    stages=stages,
+                    batch=batch,
+                    microbatches=microbatches,
+                    steps=steps,
+                    threads=threads,
+                    ckpt_every=ckpt_every,
+                    failures=(f"{fail_stage}@{fail_step}:{mode}",),
+                ),
+                out=str(out / f"{method}-{r}"),
+            )
+            m = train_pipeline(cfg, progress=False)
+            rows[method].extend(m["recovery"])
+    summary = {}
+    for method, recs in rows.items():
+
+        def stat(key: str) -> dict[str, float]:
+            xs = [x[key] for x in recs]
+            return {"mean": statistics.fmean(xs), "std": statistics.pstdev(xs) if len(xs) > 1 else 0.0}
+
+        summary[method] = {
+            k: stat(k)
+            for k in ("detect_s", "restore_s", "replay_s", "total_s", "replayed_microbatches", "bytes_transferred")
+        }
+    report = {
+        "machine": machine_line(),
+        "config": {
+            "stages": stages,
+            "batch": batch,
+            "microbatches": microbatches,
+            "steps": steps,
+            "fail": f"{fail_stage}@{fail_step}:{mode}",
+            "ckpt_every": ckpt_every,
+            "repeats": repeats,
+            "seq_len": seq_len,
+            "model": model,
+        },
+        "runs": rows,
+        "summary": summary,
+        "paper": PAPER,
+    }
+    write_json_atomic(out / "recovery.json", report)
+    return report
+
+
+def format_table(report: dict[str, Any]) -> str:
+    lines = [
+        f"machine: {report['machine']}",
+        "config: " + ", ".join(f"{k}={v}" for k, v in report["config"].items()),
+        f"{'method':<9} {'detect ms':>10} {'restore ms':>11} {'replay ms':>10} {'total ms':>14} "
+        f"{'replayed mb':>12} {'MiB moved':>10} {'paper total ms':>15} {'paper MiB':>10}",
+    ]
+    for method, s in report["summary"].items():
+        p = report["paper"][method]
+        lines.append(
+            f"{method:<9} {s['detect_s']['mean'] * 1e3:>10.0f} {s['restore_s']['mean'] * 1e3:>11.0f} "
+            f"{s['replay_s']['mean'] * 1e3:>10.0f} "
+            f"{s['total_s']['mean'] * 1e3:>8.0f} ± {s['total_s']['std'] * 1e3:<4.0f}"
+            f"{s['replayed_microbatches']['mean']:>12.1f} {s['bytes_transferred']['mean'] / 2**20:>10.3f} "
+            f"{p['total_ms']:>15.1f} {p['MiB']:>10}"
+        )
+    return "\n".join(lines)
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default="tiny")
+    p.add_argument("--stages", type=int, default=3)
+    p.add_argument("--batch", type=int, default=8, help="physical batch: the paper's b=1 per micro-batch × m=8")
+    p.add_argument("--microbatches", type=int, default=8)
+    p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--fail-stage", type=int, default=1)
+    p.add_argument("--fail-step", type=int, default=5)
+    p.add_argument("--ckpt-every", type=int, default=2)
+    p.add_argument("--mode", default="kill", choices=("kill", "stop", "post-step", "mid-ckpt"))
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--out", default=None)
+
+    def run(a: argparse.Namespace) -> int:
+        out = Path(a.out or f"results/recovery-{time.strftime('%Y%m%d-%H%M%S')}")
+        report = run_recovery(
+            out=out,
+            model=a.model,
+            stages=a.stages,
+            batch=a.batch,
+            microbatches=a.microbatches,
+            steps=a.steps,
+            fail_stage=a.fail_stage,
+            fail_step=a.fail_step,
+            ckpt_every=a.ckpt_every,
+            mode=a.mode,
+            repeats=a.repeats,
+            seq_len=a.seq_len,
+            threads=a.threads,
+        )
+        print(format_table(report))
+        print(f"wrote {out}/recovery.json")
+        return 0
+
+    p.set_defaults(func=run)

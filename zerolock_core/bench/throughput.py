@@ -1,0 +1,198 @@
+"""`zerolock bench throughput` (paper Fig. 6a): samples/s and per-stage active fraction for
+K in {2, 3, 4} (more where the model's layers allow).
+
+Every cell is a real run. Where K stage processes have fewer cores than they need (DESIGN §6:
+they take turns and bubbles stop costing time, which flatters the BP baselines) the measured
+number is labelled oversubscribed and the quoted number is the simulator's, costed with
+per-action times probed in this process; `zerolock bench simulator` shows how well those
+predictions match real runs where the cores suffice.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from . import paper
+from .measure import Probes, best_estimate, measure_and_predict
+from .publish import publish
+from .runs import PipelineRuns
+from .settings import (
+    METHOD_COLORS,
+    METHODS,
+    BenchSettings,
+    add_common_flags,
+    ints_arg,
+    methods_arg,
+    report_header,
+    results_dir,
+    settings_from_args,
+)
+from .table import markdown_table, pct
+
+
+def advantage(rows: list[dict[str, Any]], source: str = "quoted") -> dict[str, float]:
+    """ZeroLock's throughput over each baseline's, for one configuration, from the `quoted` numbers
+    (measured unless oversubscribed), the `measured` ones or the `predicted` (simulated) ones."""
+    if source == "quoted":
+        value = {r["method"]: best_estimate(r)[0] for r in rows}
+    else:
+        value = {r["method"]: r[source]["samples_per_s"] for r in rows if source in r}
+    z = value.get("zerolock")
+    return {m: z / v - 1.0 for m, v in value.items() if m != "zerolock" and z is not None and v > 0}
+
+
+def run_throughput(
+    settings: BenchSettings,
+    *,
+    runs: PipelineRuns,
+    stages: tuple[int, ...],
+    batch: int,
+    microbatches: int,
+    methods: tuple[str, ...] = METHODS,
+    simulate: bool = True,
+) -> dict[str, Any]:
+    probes = Probes(settings=settings) if simulate else None
+    by_k: dict[str, Any] = {}
+    runs.prefetch(
+        [
+            settings.pipeline(method=m, stages=k, batch=batch, microbatches=microbatches, out=runs.root)
+            for k in stages
+            for m in methods
+            if not (m == "1f1b" and microbatches < k)
+        ]
+    )
+    for k in stages:
+        rows = [
+            measure_and_predict(
+                settings, runs=runs, probes=probes, method=m, stages=k, batch=batch, microbatches=microbatches
+            )
+            for m in methods
+            if not (m == "1f1b" and microbatches < k)
+        ]
+        by_k[str(k)] = {"rows": rows, "zerolock_vs": advantage(rows)}
+    return {
+        **report_header("throughput", settings),
+        "config": {"stages": list(stages), "batch": batch, "microbatches": microbatches},
+        "paper": paper.DIRECTIONS["throughput"],
+        "results": by_k,
+    }
+
+
+def format_report(report: dict[str, Any]) -> str:
+    c = report["config"]
+    lines = [
+        f"machine: {report['machine']}",
+        f"b={c['batch']}, m={c['microbatches']}; samples/s after the first "
+        "window; * = oversubscribed (more stage threads than cores): quoted = simulator",
+    ]
+    rows = []
+    for k, block in report["results"].items():
+        for r in block["rows"]:
+            q, src = best_estimate(r)
+            meas = r.get("measured", {})
+            rows.append(
+                [
+                    k,
+                    r["method"],
+                    f"{meas.get('samples_per_s', 0):.1f}" + ("*" if r["oversubscribed"] else ""),
+                    f"{r['predicted']['samples_per_s']:.1f}" if "predicted" in r else "—",
+                    f"{q:.1f}",
+                    src,
+                    " ".join(f"{a:.2f}" for a in meas.get("active_fraction", [])),
+                    " ".join(f"{a:.2f}" for a in r.get("predicted", {}).get("active_fraction", [])),
+                ]
+            )
+    lines.append(
+        markdown_table(
+            ["K", "method", "measured", "simulated", "quoted", "from", "active (measured)", "active (simulated)"], rows
+        )
+    )
+    base = ("gpipe", "1f1b", "pipedream")
+    adv = []
+    for k, block in report["results"].items():
+        over = any(r["oversubscribed"] for r in block["rows"])
+        for source, label in (
+            ("measured", "measured" + (" (oversubscribed)" if over else "")),
+            ("predicted", "simulated"),
+        ):
+            vs = advantage(block["rows"], source)
+            if vs:
+                adv.append([k, label, *[pct(vs.get(b)) for b in base]])
+    lines.append("ZeroLock throughput vs baseline, measured and simulated (own core per stage):")
+    lines.append(markdown_table(["K", "from", "vs gpipe", "vs 1f1b", "vs pipedream"], adv))
+    lines.append(f"paper: {report['paper']}")
+    return "\n".join(lines)
+
+
+def figures(report: dict[str, Any]):
+    import plotly.graph_objects as go
+
+    res = report["results"]
+    methods = sorted({r["method"] for b in res.values() for r in b["rows"]}, key=list(METHODS).index)
+    fig = go.Figure()
+    for m in methods:
+        ks, quoted, meas = [], [], []
+        for k, b in res.items():
+            for r in b["rows"]:
+                if r["method"] == m:
+                    ks.append(f"K={k}")
+                    quoted.append(best_estimate(r)[0])
+                    meas.append(r.get("measured", {}).get("samples_per_s"))
+        fig.add_trace(go.Bar(name=f"{m} (quoted)", x=ks, y=quoted, marker_color=METHOD_COLORS[m], offsetgroup=m))
+        fig.add_trace(
+            go.Scatter(
+                name=f"{m} measured",
+                x=ks,
+                y=meas,
+                mode="markers",
+                offsetgroup=m,
+                marker={"symbol": "x", "size": 10, "color": "black"},
+            )
+        )
+    fig.update_layout(
+        barmode="group",
+        scattermode="group",
+        yaxis_title="samples/s",
+        title="Throughput vs stages (cf. paper Fig. 6a); bars: measured where K <= cores, else simulated; x: measured",
+    )
+    act = go.Figure()
+    for k, b in res.items():
+        for r in b["rows"]:
+            if "measured" in r:
+                act.add_trace(
+                    go.Bar(
+                        name=f"K={k} {r['method']}",
+                        x=[f"stage {i}" for i in range(len(r["measured"]["active_fraction"]))],
+                        y=r["measured"]["active_fraction"],
+                    )
+                )
+    act.update_layout(barmode="group", yaxis_title="active fraction (measured)", title="Active fraction per stage")
+    return {"throughput_vs_stages": fig, "active_fraction": act}
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    add_common_flags(p, steps=4)
+    p.add_argument("--stages", type=ints_arg, default=(2, 3, 4), help="comma-separated K values")
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--microbatches", type=int, default=4)
+    p.add_argument("--methods", type=methods_arg, default=METHODS)
+    p.add_argument("--no-simulate", action="store_true", help="measured numbers only")
+
+    def run(a: argparse.Namespace) -> int:
+        settings, out = settings_from_args(a), results_dir("throughput", a.out)
+        report = run_throughput(
+            settings,
+            runs=PipelineRuns(out, repeats=a.repeats),
+            stages=a.stages,
+            batch=a.batch,
+            microbatches=a.microbatches,
+            methods=a.methods,
+            simulate=not a.no_simulate,
+        )
+        print(
+            publish(report, out=out, name="throughput", figures=figures, format_report=format_report, png=not a.no_png)
+        )
+        return 0
+
+    p.set_defaults(func=run)
