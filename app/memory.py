@@ -14,8 +14,8 @@ import plotly.graph_objects as go
 
 from .layout import amount, fast_figure, subplot_title
 from .palette import stage_colour
-from .timeline import lane_axis
 from .timebase import Events, time_origin, to_ms
+from .timeline import lane_axis
 
 MEASURES = {"act_bytes": ("activation memory", "MiB", 1 / 2**20),
             "inflight": ("activations held", "micro-batches", 1.0)}

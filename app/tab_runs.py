@@ -8,10 +8,10 @@ import gradio as gr
 
 from .controller import EngineController
 from .exports import ExportError, chrome_trace, events_csv, export_dir, figure_png
+from .memory import memory_figure
 from .run_data import load_run
 from .runs_index import COLUMNS, runs_table
 from .timeline import timeline_figure
-from .memory import memory_figure
 
 EXPORTS = ("events CSV", "Chrome / Perfetto trace", "PNG: timeline", "PNG: memory")
 

@@ -60,7 +60,8 @@ def _bar_trace(lane: KindLane, *, showlegend: bool, outline: bool) -> dict[str, 
         # a thin white edge keeps back-to-back bars of one kind apart (F0 F1 F2 in GPipe)
         marker=dict(color=kind_colour(lane.kind), line=dict(color="white", width=1 if outline else 0)),
         customdata=custom,
-        hovertemplate=f"stage %{{y}} · {what}<br>%{{base:.2f}} → %{{customdata[1]:.2f}} ms (%{{x:.2f}} ms)<extra></extra>")
+        hovertemplate=(f"stage %{{y}} · {what}<br>"
+                       "%{base:.2f} → %{customdata[1]:.2f} ms (%{x:.2f} ms)<extra></extra>"))
 
 
 def _segment_trace(lane: KindLane, *, showlegend: bool) -> dict[str, Any]:

@@ -103,6 +103,37 @@ def test_start_poll_stop_a_tiny_run(app):
     assert message.startswith("Wrote") and (run_dir / "exports" / "events.csv").read_text().startswith("stage,kind")
 
 
+@pytest.mark.slow
+def test_closing_the_app_stops_its_runs(tmp_path):
+    """The controller (one per app) stops a running batch and cancels the rest when the app closes."""
+    import psutil
+
+    from app.controller import EngineController
+
+    controller = EngineController(tmp_path)
+    form = RunForm(**{**TINY, "methods": ("zerolock", "gpipe"), "steps": 400})
+    configs = [config_for(form, m, out=str(controller.new_run_dir(m, 2))) for m in form.methods]
+    first, second = controller.start(configs)
+    deadline = time.monotonic() + 240
+    while not first.events and time.monotonic() < deadline:
+        time.sleep(0.5)
+        first.refresh()
+    assert first.events, "no events arrived"
+    stage_procs = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if "spawn_main" in " ".join(p.cmdline()):  # the stage processes (multiprocessing spawn)
+                stage_procs.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    assert stage_procs
+    controller.close()
+    assert first.state == "stopped" and second.state == "cancelled"
+    _, alive = psutil.wait_procs(stage_procs, timeout=30)
+    assert not alive, alive
+    assert not second.dir.exists()  # a cancelled run never starts
+
+
 def test_binding_elsewhere_needs_a_password():
     check_binding("127.0.0.1", None)
     with pytest.raises(ConfigError, match="--password"):
