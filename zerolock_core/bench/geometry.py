@@ -29,8 +29,13 @@ from .settings import (
 from .table import markdown_table, mib
 
 
-def grid(batches: tuple[int, ...], sizes: tuple[int, ...]) -> list[tuple[int, int]]:
-    """(b, m) for every b and micro-batch size b/m that divides it."""
+def grid(batches: tuple[int, ...], sizes: tuple[int, ...], microbatches: int | None = None) -> list[tuple[int, int]]:
+    """(b, m) for every b and micro-batch size b/m that divides it; with `microbatches` fixed, b = m × b/m
+    for every size instead (the batch grows with the micro-batch size)."""
+    if microbatches is not None:
+        if microbatches < 1:
+            raise ValueError(f"--microbatches must be at least 1 (got {microbatches})")
+        return [(microbatches * s, microbatches) for s in sizes]
     cells = [(b, b // s) for b in batches for s in sizes if b % s == 0]
     if not cells:
         raise ValueError(f"no micro-batch size in {list(sizes)} divides a batch in {list(batches)}")
@@ -46,18 +51,20 @@ def run_geometry(
     sizes: tuple[int, ...],
     methods: tuple[str, ...] = METHODS,
     simulate: bool = True,
+    microbatches: int | None = None,
 ) -> dict[str, Any]:
+    """Every (b, m) of `grid`; with `microbatches` set, m is fixed and b = m × b/m."""
     probes = Probes(settings=settings) if simulate else None
     cells, skipped = [], []
     runs.prefetch(
         [
             settings.pipeline(method=method, stages=stages, batch=b, microbatches=m, out=runs.root)
-            for b, m in grid(batches, sizes)
+            for b, m in grid(batches, sizes, microbatches)
             for method in methods
             if not (method == "1f1b" and m < stages)
         ]
     )
-    for b, m in grid(batches, sizes):
+    for b, m in grid(batches, sizes, microbatches):
         for method in methods:
             if method == "1f1b" and m < stages:
                 skipped.append({"method": method, "batch": b, "microbatches": m, "why": f"1F1B needs m >= K={stages}"})
@@ -72,11 +79,19 @@ def run_geometry(
                 mean_activation_bytes=sum(peaks) / len(peaks),
                 quoted_samples_per_s=best_estimate(row)[0],
                 quoted_from=best_estimate(row)[1],
+                series=f"b = {b}" if microbatches is None else f"m = {m}",
             )
             cells.append(row)
     return {
         **report_header("geometry", settings),
-        "config": {"stages": stages, "batches": list(batches), "microbatch_sizes": list(sizes)},
+        "config": {
+            "stages": stages,
+            "batches": list(batches)
+            if microbatches is None
+            else sorted({b for b, _ in grid(batches, sizes, microbatches)}),
+            "microbatch_sizes": list(sizes),
+            "fixed_microbatches": microbatches,
+        },
         "paper": paper.DIRECTIONS["geometry"],
         "results": cells,
         "skipped": skipped,
@@ -87,8 +102,9 @@ def format_report(report: dict[str, Any]) -> str:
     c = report["config"]
     lines = [
         f"machine: {report['machine']}",
-        f"K={c['stages']}; activation MiB (max stage / mean); samples/s "
-        "quoted (measured where K <= cores, else simulated)",
+        f"K={c['stages']}"
+        + (f", m fixed at {c['fixed_microbatches']}" if c.get("fixed_microbatches") else f", b in {c['batches']}")
+        + "; activation MiB (max stage / mean); samples/s quoted (measured where K <= cores, else simulated)",
     ]
     rows = [
         [
@@ -115,14 +131,21 @@ def figures(report: dict[str, Any]):
     from plotly.subplots import make_subplots
 
     res = report["results"]
-    batches = sorted({r["batch"] for r in res})
+    series = list(dict.fromkeys(r.get("series", f"b = {r['batch']}") for r in res))
     methods = [m for m in METHODS if any(r["method"] == m for r in res)]
-    mem = make_subplots(rows=1, cols=len(batches), subplot_titles=[f"b = {b}" for b in batches], shared_yaxes=True)
-    tput = make_subplots(rows=1, cols=len(batches), subplot_titles=[f"b = {b}" for b in batches], shared_yaxes=True)
+    mem = make_subplots(rows=1, cols=len(series), subplot_titles=series, shared_yaxes=True)
+    tput = make_subplots(rows=1, cols=len(series), subplot_titles=series, shared_yaxes=True)
     colors = METHOD_COLORS
-    for i, b in enumerate(batches, start=1):
+    for i, name in enumerate(series, start=1):
         for m in methods:
-            pts = sorted((r["microbatch_size"], r) for r in res if r["batch"] == b and r["method"] == m)
+            pts = sorted(
+                (
+                    (r["microbatch_size"], r)
+                    for r in res
+                    if r.get("series", f"b = {r['batch']}") == name and r["method"] == m
+                ),
+                key=lambda p: p[0],
+            )
             x = [p[0] for p in pts]
             mem.add_trace(
                 go.Scatter(
@@ -163,6 +186,12 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stages", type=int, default=3)
     p.add_argument("--batches", type=ints_arg, default=(8,), help="physical batch sizes b")
     p.add_argument("--microbatch-sizes", type=ints_arg, default=(1, 2, 4), help="b/m values")
+    p.add_argument(
+        "--microbatches",
+        type=int,
+        default=None,
+        help="fix m and grow b = m × b/m instead of fixing b (--batches is then ignored)",
+    )
     p.add_argument("--methods", type=methods_arg, default=METHODS)
     p.add_argument("--no-simulate", action="store_true")
 
@@ -176,6 +205,7 @@ def register(p: argparse.ArgumentParser) -> None:
             sizes=a.microbatch_sizes,
             methods=a.methods,
             simulate=not a.no_simulate,
+            microbatches=a.microbatches,
         )
         print(publish(report, out=out, name="geometry", figures=figures, format_report=format_report, png=not a.no_png))
         return 0

@@ -79,14 +79,17 @@ class PipelineRuns:
 
     def prefetch(self, cfgs: list[RunConfig]) -> None:
         """Run every config `repeats` times, round-robin (configs already run are skipped)."""
-        unique = list({config_key(c): c for c in cfgs}.items())
         for r in range(self.repeats):
-            for key, cfg in unique:
-                done = self._done.setdefault(key, [])
-                if len(done) <= r:
-                    done.append(self._run_once(cfg, r))
-                if done[0].error is not None:  # over budget: repeating will not change that
-                    self._done[key] = done[:1] * self.repeats
+            self.run_round(cfgs, r)
+
+    def run_round(self, cfgs: list[RunConfig], repeat: int) -> None:
+        """Repeat number `repeat` of every config (callers interleave other work between rounds)."""
+        for key, cfg in {config_key(c): c for c in cfgs}.items():
+            done = self._done.setdefault(key, [])
+            while len(done) <= repeat:
+                done.append(self._run_once(cfg, len(done)))
+            if done[0].error is not None:  # over budget: repeating will not change that
+                self._done[key] = done[:1] * self.repeats
 
     def all(self, cfg: RunConfig) -> list[RunOutcome]:
         self.prefetch([cfg])

@@ -11,10 +11,14 @@ labelled: their measured action times include waiting for a core, which a simula
 every stage its own core cannot reproduce.
 
 Extrapolation (PREDICTIONS, nothing is run): K in {8, 16}, m = 2K, the same micro-batch size, on
-each link profile. Stage costs come from the smallest measured K's run: its first stage for stage
-0, its last stage for every later stage (a deeper model whose chunks are each like a measured one;
-for the BP methods the middle stages are charged the last stage's loss readout, a slight
-pessimism for them).
+each link profile. Stage costs come from the smallest measured K: its first stage for stage 0, its
+last stage for every later stage (a deeper model whose chunks are each like a measured one; for
+the BP methods the middle stages are charged the last stage's loss readout, a slight pessimism
+for them). The costs are the in-process probe's (`probe.py`): one measurement of F, L, B and STEP
+taken at one moment for all methods, so the methods are costed alike. (On a machine shared with
+other work, separate runs of different methods can see per-action times differ by 2x; the
+validation above shows that, but it must not leak into a comparison of methods.) With
+`--no-probe` the base is each method's own run events instead.
 """
 
 from __future__ import annotations
@@ -104,10 +108,7 @@ def validate_one(
     row["inflight_exact"] = row["measured_inflight"] == row["predicted_inflight"]
     row["within_tolerance"] = row["error"] is not None and abs(row["error"]) <= TOLERANCE
     if probe is not None:
-        pc = {
-            s: {"F": c["F_local"] if method == "zerolock" else c["F"], "L": c["L"], "B": c["B"], "STEP": c["STEP"]}
-            for s, c in probe.items()
-        }
+        pc = _probe_costs_for(method, probe)
         pp = predict(
             method=method,
             stages=stages,
@@ -124,6 +125,11 @@ def validate_one(
         row["probe_predicted_samples_per_s"] = pp.samples_per_s
         row["probe_error"] = pp.samples_per_s / measured - 1.0 if measured else None
     return row, mean_costs(spans, stages=stages, skip_before=start), hidden
+
+
+def _probe_costs_for(method: str, probe: dict[int, dict[str, float]]) -> dict[int, dict[str, float]]:
+    forward = "F_local" if method == "zerolock" else "F"
+    return {s: {"F": c[forward], "L": c["L"], "B": c["B"], "STEP": c["STEP"]} for s, c in probe.items()}
 
 
 def extrapolate(
@@ -205,8 +211,9 @@ def run_simulator(
                 settings, runs, method=m, stages=k, batch=batch, microbatches=microbatches, probe=probe
             )
             rows.append(row)
-            if k == min(stages):
-                base[m], hidden = costs, hidden_k
+            if k == min(stages):  # the base of the extrapolation: probed costs if any (see module docstring)
+                base[m] = costs if probe is None else _probe_costs_for(m, probe)
+                hidden = hidden_k
     extra = (
         extrapolate(
             base,
@@ -228,6 +235,7 @@ def run_simulator(
             "tolerance": TOLERANCE,
             "extrapolate_to": list(extrapolate_to),
             "extrapolation_base_stages": min(stages),
+            "extrapolation_costs_from": "events of each method's run" if not with_probe else "probe",
         },
         "validation": rows,
         "predictions": extra,
@@ -274,8 +282,9 @@ def format_report(report: dict[str, Any]) -> str:
     )
     if report["predictions"]:
         lines.append(
-            f"PREDICTIONS (simulator only, nothing run): m = 2K, stages costed like the measured "
-            f"K={c['extrapolation_base_stages']} run's; samples/s"
+            f"PREDICTIONS (simulator only, nothing run): m = 2K, every stage costed like a stage of the "
+            f"K={c['extrapolation_base_stages']} split (costs from the "
+            f"{c.get('extrapolation_costs_from', 'events of each run')}); samples/s"
         )
         methods = list(report["predictions"][0]["samples_per_s"])
         prow = [
