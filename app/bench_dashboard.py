@@ -1,6 +1,6 @@
 """Benchmark (not a test): how fast the first timeline bars appear, and what watching costs.
 
-    python -m app.bench_dashboard [--steps 30] [--repeats 1]
+    python -m app.bench_dashboard [--steps 300] [--repeats 1] [--poll S]
 
 Starts the dashboard as its own process, then on the tiny default config:
   1. an unwatched run, started through the API (no browser, nothing polls the app);
@@ -163,9 +163,11 @@ def watched_run(url: str, root: Path, app: CpuSampler, steps: int) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--steps", type=int, default=30, help="steps per run (the dashboard's default is 30)")
+    ap.add_argument("--steps", type=int, default=300,
+                    help="steps per run: long enough (~25 s of training) for a steady-state CPU reading")
     ap.add_argument("--repeats", type=int, default=1, help="unwatched/watched pairs to run")
     ap.add_argument("--keep", action="store_true", help="keep the runs directory")
+    ap.add_argument("--poll", type=float, default=None, help="the dashboard's --poll (default: its own)")
     a = ap.parse_args(argv)
     if not Path(CHROMIUM).exists():
         print(f"bench_dashboard: needs {CHROMIUM} (apt-get install chromium)", file=sys.stderr)
@@ -173,8 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(tempfile.mkdtemp(prefix="zerolock-bench-dashboard-"))
     port = free_port()
     url = f"http://127.0.0.1:{port}/"
+    poll = ["--poll", str(a.poll)] if a.poll is not None else []
     server = subprocess.Popen([sys.executable, "-m", "app", "--no-browser", "--port", str(port), "--runs-dir",
-                               str(root)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                               str(root), *poll], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     results = []
     try:
         wait_http(url)

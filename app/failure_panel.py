@@ -42,14 +42,20 @@ def inject(controller: EngineController, stage: float, mode: str) -> str:
     return f"Injected {MODE_LABELS[mode]} into stage {int(stage)}. Watch its lane: the gap, RESTORE, REPLAY."
 
 
-def build_failure_panel(controller: EngineController) -> None:
+def watched_recovery_line(controller: EngineController) -> str:
+    """The recovery line of the run being watched (redrawn by the Watch tab's timer)."""
+    return recovery_line(_watched_run(controller))
+
+
+def build_failure_panel(controller: EngineController) -> gr.Markdown:
+    """The panel; returns its recovery line, which the Watch tab's poll keeps current."""
     with gr.Accordion("Inject failure", open=False, elem_id="failure-panel"):
         with gr.Row(equal_height=True):
             stage = gr.Number(value=1, precision=0, minimum=0, maximum=7, label="stage", elem_id="failure-stage")
-            mode = gr.Radio(list(FAILURE_MODES), value="kill", label="mode", elem_id="failure-mode")
+            mode = gr.Radio([(MODE_LABELS[m], m) for m in FAILURE_MODES], value="kill", label="mode", elem_id="failure-mode")
             button = gr.Button("Inject failure", variant="stop", elem_id="inject-failure")
         result = gr.Markdown(elem_id="failure-result")
         line = gr.Markdown(elem_id="recovery-line")
         button.click(lambda s, m: inject(controller, s, m), inputs=[stage, mode], outputs=[result],
                      api_name="inject_failure")
-        gr.Timer(1.0).tick(lambda: recovery_line(_watched_run(controller)), outputs=[line], api_name=False)
+    return line

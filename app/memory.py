@@ -18,7 +18,7 @@ from .timebase import Events, time_origin, to_ms
 from .timeline import lane_axis
 
 MEASURES = {"act_bytes": ("activation memory", "MiB", 1 / 2**20),
-            "inflight": ("activations held", "micro-batches", 1.0)}
+            "inflight": ("micro-batches of activations", "micro-batches", 1.0)}
 MAX_GRID_POINTS = 4000
 
 

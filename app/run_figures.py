@@ -16,14 +16,17 @@ def _chunk_index(name: str) -> int | None:
     return int(name.removeprefix("chunk")) if name.startswith("chunk") and name[5:].isdigit() else None
 
 
-def training_figure(metrics: dict[str, Any] | None, *, title: str = "") -> go.Figure:
-    """Left: every chunk's local training loss per step (BP: the one global loss).
+def training_figure(metrics: dict[str, Any] | None, *, title: str = "",
+                    live_curves: list[dict[str, Any]] | None = None) -> go.Figure:
+    """Left: every chunk's local training loss per step (BP: the one global loss), from metrics.json
+    once the run ended, else from `live_curves` (app/live_loss.py) while it runs.
     Right: eval accuracy of every chunk's own readout (the last chunk is the model's answer)."""
-    curves = ((metrics or {}).get("train") or {}).get("curves") or []
+    curves = ((metrics or {}).get("train") or {}).get("curves") or live_curves or []
     per_chunk = ((metrics or {}).get("eval") or {}).get("per_chunk") or []
     if not curves and not per_chunk:
-        return placeholder_figure("The loss curves and the eval accuracy arrive when the run ends<br>"
-                                  "(the stages report their losses at the end).", title=title, height=340)
+        return placeholder_figure("The loss curves start with the first local loss (L) or last-stage<br>"
+                                  "backward (B); the eval accuracy arrives when the run ends.", title=title,
+                                  height=340)
     fig = make_subplots(rows=1, cols=2, column_widths=[0.62, 0.38], horizontal_spacing=0.12,
                         subplot_titles=("training loss", "eval accuracy per chunk"))
     for c in curves:
@@ -40,7 +43,9 @@ def training_figure(metrics: dict[str, Any] | None, *, title: str = "") -> go.Fi
                              textposition="auto",
                              hovertemplate="%{x}: label accuracy %{y:.3f}<extra></extra>"), row=1, col=2)
     if not per_chunk:
-        fig.add_annotation(text="no eval (the run stopped early or failed)", showarrow=False,
+        waiting = metrics is None and live_curves
+        fig.add_annotation(text="eval accuracy: when the run ends" if waiting else
+                           "no eval (the run stopped early or failed)", showarrow=False,
                            xref="paper", yref="paper", x=0.88, y=0.5)
     fig.update_xaxes(title_text="optimizer step", row=1, col=1)
     fig.update_yaxes(title_text="loss (nats)", row=1, col=1)

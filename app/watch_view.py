@@ -7,6 +7,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from .controller import Tracked
+from .live_loss import live_loss_curves
 from .live_stats import bubble_fraction, live_throughput
 from .memory import memory_figure
 from .palette import method_label
@@ -35,7 +36,7 @@ class WatchView:
     status_md: str
     timeline: go.Figure
     memory: go.Figure
-    training: go.Figure | None  # None: unchanged (it changes only when the run's results arrive)
+    training: go.Figure | None  # None: unchanged (nothing new since it was drawn)
     activity: go.Figure
     table: list[list[Any]]
     status: dict[str, Any]
@@ -97,6 +98,14 @@ def stage_table(t: Tracked) -> list[list[Any]]:
     return rows
 
 
+def training_view(t: Tracked) -> go.Figure:
+    """Loss curves (live from the events until metrics.json has the final ones) and eval accuracy."""
+    live = None
+    if t.metrics is None and t.runtime == "pipeline":
+        live = live_loss_curves(t.events, microbatches=t.cfg["train"]["microbatches"], method=t.method)
+    return training_figure(t.metrics, title="Training loss and eval accuracy", live_curves=live)
+
+
 def watch_view(t: Tracked, *, window_s: float | None, position: str = "",
                status: dict[str, Any] | None = None, with_training: bool = True) -> WatchView:
     st = status if status is not None else t.status()
@@ -120,7 +129,7 @@ def watch_view(t: Tracked, *, window_s: float | None, position: str = "",
                                title=f"Activation memory per stage{shown}")
     return WatchView(
         status_md=status_markdown(t, st, position=position), timeline=timeline, memory=memory,
-        training=training_figure(t.metrics, title="Training loss and eval accuracy") if with_training else None,
+        training=training_view(t) if with_training else None,
         activity=activity_figure(stats, bubble=bubble) if t.runtime == "pipeline" else
         placeholder_figure("pipeline runs only", title="active vs idle per stage", height=240),
         table=stage_table(t) if t.runtime == "pipeline" else [],

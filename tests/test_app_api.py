@@ -80,8 +80,9 @@ def test_start_poll_stop_a_tiny_run(app):
         time.sleep(0.5)
         status = client.predict(api_name="/status")
     assert status["events"] > 0, f"no events arrived: {status}"
-    md, timeline, memory, training, activity, table, polled, timer = client.predict(api_name="/poll")
+    md, timeline, memory, training, activity, table, polled, recovery, timer = client.predict(api_name="/poll")
     assert "ZeroLock" in md and polled["name"] == status["name"] and timeline is not None
+    assert recovery == ""  # nothing injected: no recovery line
     assert "stopping" in client.predict(api_name="/stop_run") or not demo.controller.busy
     while demo.controller.busy and time.monotonic() < deadline:
         time.sleep(0.5)

@@ -1,8 +1,7 @@
 """Browser tier: Playwright drives Debian's Chromium against the dashboard launched in-process.
 
 Screenshots go to pytest's tmp dir and are copied to test-artifacts/ at the repository root.
-Skips only where /usr/bin/chromium is absent outside CI; under CI (CI set) a missing Chromium fails.
-The "Inject failure -> replay appears" step waits for the fault-tolerance runtime (issue 4)."""
+Skips only where /usr/bin/chromium is absent outside CI; under CI (CI set) a missing Chromium fails."""
 from __future__ import annotations
 
 import os
@@ -31,6 +30,18 @@ BARS_PER_STAGE = """sel => {
   if (!gd || !gd._fullData) return out;
   for (const t of gd._fullData) {  // plotly.js's decoded traces (numpy arrays arrive base64-encoded)
     if (t.type !== 'bar' && t.type !== 'scattergl') continue;
+    for (const y of (t.y || [])) if (y !== null) out[y] = (out[y] || 0) + 1;
+  }
+  return out;
+}"""
+
+# JS: bars of one action kind per stage lane (the timeline's traces are grouped by kind)
+KIND_BARS = """([sel, kind]) => {
+  const gd = document.querySelector(sel + ' .js-plotly-plot');
+  const out = {};
+  if (!gd || !gd._fullData) return out;
+  for (const t of gd._fullData) {
+    if (t.legendgroup !== kind) continue;
     for (const y of (t.y || [])) if (y !== null) out[y] = (out[y] || 0) + 1;
   }
   return out;
@@ -113,6 +124,35 @@ def test_run_shows_bars_for_every_stage_then_stop(page, tmp_path):
     assert "step 400 / 400" not in page.inner_text("#watch-status")
     time.sleep(1)  # let the last redraw settle before the screenshot
     shot(page, tmp_path, "browser-3-stopped")
+
+
+@pytest.mark.slow
+def test_inject_failure_shows_restore_and_replay_then_the_run_finishes(page, tmp_path):
+    page.get_by_label("stages K").fill("3")
+    page.get_by_label("steps", exact=True).fill("60")
+    page.get_by_text("more", exact=True).click()
+    page.get_by_label("sequence length").fill("32")
+    page.get_by_label("eval examples (0 = all 1000)").fill("8")
+    page.click("#run-button")
+    page.wait_for_selector("#watch-status >> text=ZeroLock", timeout=30_000)
+    page.get_by_label("whole run").check()  # the replay must stay in view however long the run goes on
+    page.wait_for_function(f"() => Object.keys(({BARS_PER_STAGE})('#timeline')).length === 3", timeout=240_000)
+    page.locator("#failure-panel").get_by_text("Inject failure").first.click()  # open the panel
+    page.locator("#failure-stage input").fill("1")
+    page.get_by_label("kill (SIGKILL)").check()
+    page.click("#inject-failure")
+    page.wait_for_selector("#failure-result >> text=Injected", timeout=30_000)
+    # the killed stage's lane shows its restore and its replay; the status line reports the times
+    page.wait_for_function(f"() => ({KIND_BARS})(['#timeline', 'REPLAY'])['1'] > 0", timeout=240_000)
+    page.wait_for_function(f"() => ({KIND_BARS})(['#timeline', 'RESTORE'])['1'] > 0", timeout=30_000)
+    page.wait_for_selector("#recovery-line >> text=local recovery: detect", timeout=60_000)
+    replay = page.evaluate(KIND_BARS, ["#timeline", "REPLAY"])
+    assert set(replay) == {"1"}, replay  # ZeroLock: only the failed stage replays
+    shot(page, tmp_path, "browser-5-recovered")
+    page.wait_for_selector("#watch-status >> text=finished", timeout=300_000)
+    assert "restore" in page.inner_text("#recovery-line") and "replay" in page.inner_text("#recovery-line")
+    time.sleep(1)
+    shot(page, tmp_path, "browser-6-finished-after-recovery")
 
 
 @pytest.mark.slow

@@ -229,3 +229,50 @@ def test_watch_view_of_a_recorded_run(tmp_path):
     assert {tr.legendgroup for tr in v.timeline.data} == {"F", "L", "SF", "RF", "STEP"}
     assert [row[2] for row in v.table] == [1, 1]  # steps per stage
     assert v.training is not None and not v.training.data  # a placeholder until metrics exist
+
+
+def with_loss(e: dict, loss: float) -> dict:
+    return {**e, "loss": loss}
+
+
+@pytest.mark.parametrize("events, method, m, expected", [
+    # ZeroLock: every stage's L carries its micro-batch's local loss; a step's curve point is their mean
+    ([with_loss(ev(0, "L", 0, 0, 1), 2.0), with_loss(ev(0, "L", 1, 1, 2), 4.0),
+      with_loss(ev(1, "L", 0, 1, 2), 1.0), ev(0, "F", 2, 2, 3)],
+     "zerolock", 2, [("chunk0", [1], [3.0]), ("chunk1", [1], [1.0])]),
+    # a step still going shows what it has so far; steps are 1-based like metrics.json's
+    ([with_loss(ev(0, "L", 0, 0, 1), 2.0), with_loss(ev(0, "L", 1, 1, 2), 4.0), with_loss(ev(0, "L", 2, 2, 3), 5.0)],
+     "zerolock", 2, [("chunk0", [1, 2], [3.0, 5.0])]),
+    # a replayed micro-batch (after a restore) counts once, with its latest loss
+    ([with_loss(ev(1, "L", 0, 0, 1), 9.0), with_loss(ev(1, "L", 0, 5, 6), 3.0)],
+     "zerolock", 1, [("chunk1", [1], [3.0])]),
+    # backprop: only the last stage's B has a loss, the one global loss
+    ([ev(0, "B", 0, 0, 1), with_loss(ev(1, "B", 0, 0, 1), 1.5), with_loss(ev(1, "B", 1, 1, 2), 2.5)],
+     "gpipe", 2, [("global", [1], [2.0])]),
+    ([ev(0, "F", 0, 0, 1)], "zerolock", 2, []),
+])
+def test_live_loss_curves_from_events(events, method, m, expected):
+    from app.live_loss import live_loss_curves
+
+    curves = live_loss_curves(events, microbatches=m, method=method)
+    assert [(c["chunk"], c["step"], c["loss"]) for c in curves] == expected
+
+
+def test_live_loss_curves_reject_bad_microbatches():
+    from app.live_loss import live_loss_curves
+
+    with pytest.raises(ValueError, match="microbatches"):
+        live_loss_curves([], microbatches=0, method="zerolock")
+
+
+def test_watch_view_draws_loss_curves_live_before_metrics(tmp_path):
+    from app.controller import Tracked
+    from app.watch_view import watch_view
+
+    cfg = {"train": {"runtime": "pipeline", "stages": 2, "batch": 8, "microbatches": 2, "steps": 1}}
+    events = [with_loss(e, 1.0 + e["stage"]) if e["kind"] == "L" else e for e in ZEROLOCK_2X2]
+    t = Tracked(name="r", dir=tmp_path, cfg=cfg, method="zerolock", batch="", events=events, state="running")
+    fig = watch_view(t, window_s=20.0).training
+    assert [(tr.name, list(tr.y)) for tr in fig.data] == [("chunk 0 local loss", [1.0]), ("chunk 1 local loss", [2.0])]
+    assert "when the run ends" in fig.layout.annotations[-1].text
+    go.Figure(fig.to_dict())

@@ -114,6 +114,24 @@ def test_metrics_events_and_trace(runs):
         assert any(e.get("ph") == "X" and e["tid"] == 2 for e in trace["traceEvents"])
 
 
+@pytest.mark.parametrize("method, kind, stages_with_loss", [
+    ("zerolock", "L", {0, 1, 2}), ("gpipe", "B", {2}), ("1f1b", "B", {2}), ("pipedream", "B", {2})])
+def test_loss_events_carry_the_reported_losses(runs, method, kind, stages_with_loss):
+    """The live loss curves (dashboard) come from these: each equals the curve in metrics.json."""
+    from app.live_loss import live_loss_curves
+
+    root, _ = runs
+    events = [json.loads(line) for line in (root / method / "events.jsonl").read_text().splitlines()]
+    assert {e["stage"] for e in events if e["loss"] is not None} == stages_with_loss
+    assert all(e["kind"] == kind for e in events if e["loss"] is not None)
+    assert sum(e["loss"] is not None for e in events) == len(stages_with_loss) * M * STEPS
+    curves = json.loads((root / method / "metrics.json").read_text())["train"]["curves"]
+    live = live_loss_curves(events, microbatches=M, method=method)
+    assert [(c["chunk"], c["step"]) for c in live] == [(c["chunk"], c["step"]) for c in curves]
+    for a, b in zip(live, curves):
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-12)
+
+
 @pytest.mark.parametrize("stages", [2, 4])
 @pytest.mark.parametrize("method", ["zerolock", "gpipe", "1f1b", "pipedream"])
 def test_every_method_finishes(tmp_path, method, stages):
@@ -134,3 +152,15 @@ def test_stop_mid_run_ends_every_process_with_valid_metrics(tmp_path):
     assert on_disk["state"] == "stopped" and on_disk["stopped"] is True
     assert 1 <= on_disk["steps_done"] < 10_000
     assert json.loads(json.dumps(metrics)) == on_disk
+    assert run.status()["steps_done"] == on_disk["steps_done"]  # the final count, not the store's default
+
+
+def test_a_stop_after_the_last_step_still_finishes(tmp_path):
+    run = Run(cfg_for(tmp_path, runtime="pipeline", method="zerolock", steps=STEPS)).start()
+    while run.status()["steps_done"] < STEPS and run.state != "finishing":
+        assert not run.done, run.metrics
+        time.sleep(0.02)
+    run.stop()
+    assert run.state == "finished" and run.metrics["state"] == "finished"
+    status = run.status()
+    assert status["steps_done"] == STEPS and status["stage_steps"] == [STEPS] * 3

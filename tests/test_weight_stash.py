@@ -58,3 +58,26 @@ def test_gradients_of_micro_batches_accumulate():
         (x @ w.T).sum().backward()
         total += w.grad
     assert torch.allclose(lin.weight.grad, total + expected)
+
+
+def test_stashed_versions_are_not_counted_as_activations():
+    """The meter sees only what autograd saves beyond the weights: with a stash it equals the
+    activation bytes of the same forward on the live module (the input x, here)."""
+    from zerolock_core.telemetry import ActivationMeter
+
+    torch.manual_seed(0)
+    x = torch.randn(8, 64)
+    counted = {}
+    for stashing in (False, True):
+        lin = nn.Linear(64, 64, bias=False)
+        meter = ActivationMeter([*lin.parameters()])
+        stash = WeightStash(lin, meter=meter) if stashing else None
+        with meter.measuring():
+            y = stash.forward(0, x) if stash else lin(x)
+        counted[stashing] = meter.current_bytes
+        y.sum().backward()
+        if stash:
+            stash.after_backward(0)
+            stash.stepped()  # version 0 is freed: the meter forgets its storages
+            assert not meter._excluded - {p.untyped_storage().data_ptr() for p in lin.parameters()}
+    assert counted[True] == counted[False] == x.numel() * x.element_size()

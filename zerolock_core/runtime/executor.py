@@ -65,7 +65,7 @@ class Executor:
         self.skip_sends_below = skip_sends_below  # the downstream stage already has these
         self.bp = method != "zerolock"
         self.meter = ActivationMeter([*worker.chunk.parameters(), *worker.chunk.buffers()])
-        self.stash = WeightStash(worker.chunk) if method == "pipedream" else None
+        self.stash = WeightStash(worker.chunk, meter=self.meter) if method == "pipedream" else None
         self.counters = StageCounters()
         self.held: dict[int, tuple[torch.Tensor | None, torch.Tensor]] = {}  # mb -> (h_in, h_out)
         self.received: dict[int, torch.Tensor] = {}  # mb -> h_in (received, not yet forwarded)
@@ -74,6 +74,7 @@ class Executor:
         self.posted: dict[tuple[Kind, int], tuple[object, torch.Tensor]] = {}
         self.sends: list[tuple[object, torch.Tensor]] = []
         self.next_hidden = 0  # the next micro-batch whose hidden state goes downstream
+        self.loss_to_report: float | None = None  # goes out on the next event (live loss curves)
 
     # ---- the loop -------------------------------------------------------------------------
     def run(self, actions: tuple[Action, ...]) -> None:
@@ -122,7 +123,8 @@ class Executor:
         self.events.write(Event(stage=self.stage, kind=kind, mb=mb, t0=t0, t1=t1,
                                 act_bytes=self.meter.current_bytes, inflight=len(self.held), sent=sent,
                                 recv=recv, step=self.worker.steps_done,
-                                gen=self.ft.generation if self.ft else 0))
+                                gen=self.ft.generation if self.ft else 0, loss=self.loss_to_report))
+        self.loss_to_report = None
         if self.memory_budget_bytes and self.meter.peak_bytes > self.memory_budget_bytes:
             raise MemoryBudgetExceeded(
                 f"stage {self.stage}: activations peaked at {self.meter.peak_bytes / 2**20:.2f} MiB during "
@@ -275,6 +277,7 @@ class Executor:
     def _record_loss(self, mb: int, loss: StepLoss) -> None:
         step = mb // self.worker.microbatches
         self.counters.losses.setdefault(step, []).append(loss)
+        self.loss_to_report = loss.total
 
     # ---- local recovery (ZeroLock) -----------------------------------------------------------
     def _wait_for_rebuild(self, err: RuntimeError) -> tuple[str, int]:

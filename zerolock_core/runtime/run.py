@@ -26,7 +26,7 @@ from .checkpoint import CheckpointStore
 from .evaluate_run import evaluate_run
 from .heartbeat import heartbeat_key
 from .recovery_context import STOP_KEY, link_gen_key
-from .report import pipeline_metrics, write_trace
+from .report import load_stage_reports, pipeline_metrics, write_trace
 from .stage_process import COMPLETE_KEY, StageLaunch, stage_main
 
 TERMINAL = ("finished", "stopped", "failed")
@@ -58,6 +58,7 @@ class Run:
         self._hb: list[tuple[int, float]] = [(0, 0.0)] * self.K
         self._open: dict[int, dict[str, Any]] = {}  # recovery in progress, by stage
         self._seen_injections: set[str] = set()
+        self._last_read: dict[str, Any] = {}  # store values as last seen: status() after the store is gone
 
     # ---- control --------------------------------------------------------------------------
     def start(self) -> "Run":
@@ -114,6 +115,9 @@ class Run:
     def status(self) -> dict[str, Any]:
         steps = [self._get(f"stage/{s}/step", 0, int) for s in range(self.K)]
         states = [self._get(f"stage/{s}/state", "starting", str) for s in range(self.K)]
+        per_stage = (self.metrics or {}).get("per_stage") or []
+        if len(per_stage) == self.K:  # the stages' own final reports
+            steps = [p["steps_done"] for p in per_stage]
         elapsed = time.monotonic() - self._t_start if self._t_start else 0.0
         done = min(steps) if steps else 0
         eta = None
@@ -153,11 +157,14 @@ class Run:
     def _get(self, key: str, default, cast):
         store = self._store
         if store is None or self.state in TERMINAL:
-            return default
+            return self._last_read.get(key, default)
         try:
-            return cast(store.get(key).decode()) if store.check([key]) else default
-        except Exception:
-            return default
+            if not store.check([key]):
+                return self._last_read.get(key, default)
+            value = self._last_read[key] = cast(store.get(key).decode())
+            return value
+        except Exception:  # the store went away with the run (or is going): what we saw last
+            return self._last_read.get(key, default)
 
     def _launch(self, stage: int, **kw) -> StageLaunch:
         return StageLaunch(stage=stage, host="127.0.0.1", port=self._store.port, run_dir=str(self.dir), **kw)
@@ -334,7 +341,11 @@ class Run:
             del self._open[s]
 
     def _finish(self, errors: dict[int, str]) -> None:
-        state = "failed" if errors else ("stopped" if self._stop_requested_at is not None else "finished")
+        reports = load_stage_reports(self.dir, self.K)
+        completed = len(reports) == self.K and min(r["steps_done"] for r in reports) >= self.cfg.train.steps
+        # a stop that arrives after the last step ended nothing: the run finished
+        state = "failed" if errors else ("stopped" if self._stop_requested_at is not None and not completed
+                                         else "finished")
         self.state = "finishing"
         eval_block = None
         if not errors and all((self.dir / "final" / f"chunk{s}.safetensors").exists() for s in range(self.K)):

@@ -12,10 +12,13 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
+from ..telemetry import ActivationMeter
+
 
 class WeightStash:
-    def __init__(self, module: nn.Module) -> None:
+    def __init__(self, module: nn.Module, *, meter: ActivationMeter | None = None) -> None:
         self.module = module
+        self.meter = meter  # told which storages are weight versions: they are not activations
         self.names = [n for n, p in module.named_parameters() if p.requires_grad]
         self.live = dict(module.named_parameters())
         self.version = 0
@@ -25,7 +28,10 @@ class WeightStash:
         self.peak_versions = 0
 
     def _snapshot(self) -> dict[str, torch.Tensor]:
-        return {n: self.live[n].detach().clone().requires_grad_(True) for n in self.names}
+        snapshot = {n: self.live[n].detach().clone().requires_grad_(True) for n in self.names}
+        if self.meter is not None:
+            self.meter.exclude(snapshot.values())
+        return snapshot
 
     def forward(self, microbatch: int, *args, **kwargs):
         if self.version not in self.versions:
@@ -55,6 +61,8 @@ class WeightStash:
 
     def _free_unused(self) -> None:
         for v in [v for v, u in self.users.items() if not u and v != self.version]:
+            if self.meter is not None:
+                self.meter.forget(self.versions[v].values())
             del self.versions[v], self.users[v]
 
     def stashed_tensors(self) -> list[torch.Tensor]:

@@ -27,6 +27,7 @@ class Event:
     recv: int = 0
     step: int = 0  # optimizer steps done on this stage when the action ended
     gen: int = 0  # process generation (recovery)
+    loss: float | None = None  # L (ZeroLock) / the last stage's B (backprop): the micro-batch's training loss
 
 
 class EventWriter:
