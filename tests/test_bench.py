@@ -466,3 +466,23 @@ def test_repeats_run_round_robin_and_keep_the_best(tmp_path, monkeypatch):
     assert len(order) == 4  # nothing ran again
     with pytest.raises(ValueError, match="--repeats"):
         PipelineRuns(tmp_path, repeats=0)
+
+
+@pytest.mark.slow
+def test_recovery_bench_compares_local_replay_with_global_rollback(tmp_path):
+    """E2's code path: one failure per method, its recovery broken down, the JSON and table well formed."""
+    import json
+
+    from zerolock_core.bench.recovery import format_table, run_recovery
+
+    report = run_recovery(out=tmp_path, model="tiny", stages=2, batch=4, microbatches=2, steps=4, fail_stage=1,
+                          fail_step=2, ckpt_every=1, mode="kill", repeats=1, seq_len=16, threads=1)
+    assert json.loads((tmp_path / "recovery.json").read_text()) == json.loads(json.dumps(report))
+    assert report["command"].startswith("zerolock bench") and len(report["load_average"]) == 3
+    kinds = {m: [r["kind"] for r in runs] for m, runs in report["runs"].items()}
+    assert kinds == {"zerolock": ["local"], "1f1b": ["global"]}
+    for summary in report["summary"].values():
+        assert summary["detect_s"]["mean"] > 0 and summary["restore_s"]["mean"] > 0
+        assert summary["bytes_transferred"]["mean"] > 0
+    table = format_table(report)
+    assert "zerolock" in table and "1f1b" in table and "paper total ms" in table

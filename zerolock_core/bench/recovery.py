@@ -5,7 +5,10 @@ detect / restore / replay, and the bytes each recovery moved. Repeated runs, sid
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -67,6 +70,10 @@ def run_recovery(
             for k in ("detect_s", "restore_s", "replay_s", "total_s", "replayed_microbatches", "bytes_transferred")
         }
     report = {
+        "bench": "recovery",
+        "command": shlex.join(["zerolock", *sys.argv[1:]]) if sys.argv[1:2] == ["bench"] else "zerolock bench recovery",
+        "created": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "load_average": [round(x, 2) for x in os.getloadavg()],  # a load above the cores: noisy timings
         "machine": machine_line(),
         "config": {
             "stages": stages,

@@ -156,15 +156,15 @@ class Run:
 
     def _get(self, key: str, default, cast):
         store = self._store
-        if store is None or self.state in TERMINAL:
+        if store is None or self.state in TERMINAL:  # the store went away with the run: what we saw last
             return self._last_read.get(key, default)
         try:
             if not store.check([key]):
-                return self._last_read.get(key, default)
+                return default  # absent now (some keys are deleted once handled): not what it was
             value = self._last_read[key] = cast(store.get(key).decode())
             return value
-        except Exception:  # the store went away with the run (or is going): what we saw last
-            return self._last_read.get(key, default)
+        except Exception:
+            return default
 
     def _launch(self, stage: int, **kw) -> StageLaunch:
         return StageLaunch(stage=stage, host="127.0.0.1", port=self._store.port, run_dir=str(self.dir), **kw)
