@@ -20,7 +20,7 @@ declare -A COMMANDS=(
   [quality]="zerolock bench quality --out results/quality"
   [readout]="zerolock bench readout --out results/readout"
   [crosscheck]="zerolock bench crosscheck --out results/crosscheck --repeats 2"
-  [recovery]="zerolock bench recovery --out results/recovery --repeats 3"
+  [recovery]="zerolock bench recovery --out results/recovery --repeats 2"
   [dashboard]="python -m app.bench_dashboard --repeats 2"
   [dashboard-poll3]="python -m app.bench_dashboard --repeats 2 --poll 3"
 )

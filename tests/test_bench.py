@@ -475,12 +475,13 @@ def test_recovery_bench_compares_local_replay_with_global_rollback(tmp_path):
 
     from zerolock_core.bench.recovery import format_table, run_recovery
 
-    report = run_recovery(out=tmp_path, model="tiny", stages=2, batch=4, microbatches=2, steps=4, fail_stage=1,
-                          fail_step=2, ckpt_every=1, mode="kill", repeats=1, seq_len=16, threads=1)
+    report = run_recovery(out=tmp_path, model="tiny", stages=2, batch=4, microbatches=2, steps=800, fail_stage=1,
+                          fail_step=2, ckpt_every=1, mode="kill", repeats=1, seq_len=16, threads=1,
+                          variants=(("zerolock", True), ("1f1b", False)))
     assert json.loads((tmp_path / "recovery.json").read_text()) == json.loads(json.dumps(report))
     assert report["command"].startswith("zerolock bench") and len(report["load_average"]) == 3
-    kinds = {m: [r["kind"] for r in runs] for m, runs in report["runs"].items()}
-    assert kinds == {"zerolock": ["local"], "1f1b": ["global"]}
+    recs = {m: [(r["kind"], r.get("warm_standby")) for r in runs] for m, runs in report["runs"].items()}
+    assert recs == {"zerolock +standby": [("local", "ready")], "1f1b": [("global", None)]}
     for summary in report["summary"].values():
         assert summary["detect_s"]["mean"] > 0 and summary["restore_s"]["mean"] > 0
         assert summary["bytes_transferred"]["mean"] > 0

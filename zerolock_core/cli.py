@@ -75,6 +75,9 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--heartbeat-timeout", type=float, default=d_t.heartbeat_timeout_s, help="seconds")
     g.add_argument("--replay-buffer", type=int, default=d_t.replay_buffer,
                    help="hidden states kept upstream for replay (0 = enough for --ckpt-every)")
+    g.add_argument("--no-warm-standby", dest="warm_standby", action="store_false",
+                   help="start replacements as fresh processes (by default a standby process with torch "
+                        "already imported takes over a failed stage)")
     g = p.add_argument_group("link emulation (pipeline)")
     g.add_argument("--link", default="none", choices=LINK_PROFILE_NAMES)
     g.add_argument("--link-bandwidth-mbps", type=float, default=None)
@@ -93,7 +96,8 @@ def config_from_args(a: argparse.Namespace, *, runtime: str, method: str, out: s
                           seed=a.seed, eval_every=a.eval_every, threads=a.threads, device=a.device,
                           inflight_depth=a.inflight_depth, memory_budget_bytes=a.memory_budget,
                           ckpt_every=a.ckpt_every, keep_checkpoints=a.keep_checkpoints, failures=tuple(a.fail),
-                          heartbeat_timeout_s=a.heartbeat_timeout, replay_buffer=a.replay_buffer),
+                          heartbeat_timeout_s=a.heartbeat_timeout, replay_buffer=a.replay_buffer,
+                          warm_standby=a.warm_standby),
         link=LinkConfig(profile=a.link, bandwidth_mbps=a.link_bandwidth_mbps, latency_ms=a.link_latency_ms),
         out=out)
 

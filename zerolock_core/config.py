@@ -89,6 +89,7 @@ class TrainConfig:
     failures: tuple[str, ...] = ()  # injected failures, "STAGE@STEP[:MODE]"
     heartbeat_timeout_s: float = 3.0  # a stage silent this long is declared failed
     replay_buffer: int = 0  # hidden states an upstream stage keeps for replay (0 = what ckpt_every needs)
+    warm_standby: bool = True  # with checkpoints: keep a process with its imports done for a replacement
 
 
 @dataclass(kw_only=True, frozen=True)

@@ -1,6 +1,8 @@
 """`zerolock bench recovery`: the paper's E2 — a stage fails mid-run; ZeroLock recovers it locally
 (restore + replay from the upstream buffer), 1F1B rolls every stage back. Latency broken into
-detect / restore / replay, and the bytes each recovery moved. Repeated runs, side by side."""
+detect / restore / replay, and the bytes each recovery moved. Repeated runs, side by side, each method
+with a fresh replacement process and with a warm standby (runtime/standby.py; "+standby"), whose
+failure is injected once the standby is ready — after `--fail-step` steps either way."""
 
 from __future__ import annotations
 
@@ -15,10 +17,37 @@ from typing import Any
 
 from ..artifacts import write_json_atomic
 from ..config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from ..runtime.launch import train_pipeline
+from ..runtime.run import Run
 from .machine import machine_line
 
 PAPER = {"zerolock": {"total_ms": 2013.1, "MiB": 96}, "1f1b": {"total_ms": 2381.2, "MiB": 192}}
+
+
+VARIANTS = (("zerolock", False), ("zerolock", True), ("1f1b", False), ("1f1b", True))
+
+
+def variant_name(method: str, warm: bool) -> str:
+    return f"{method} +standby" if warm else method
+
+
+def fail_one_run(cfg: RunConfig, *, stage: int, step: int, mode: str) -> dict[str, Any]:
+    """Start the run, inject the failure once `step` steps are done (and, with a warm standby, once it
+    is ready: the question is what a ready standby saves), wait for the end; its metrics."""
+    run = Run(cfg).start()
+    try:
+        while run.status()["steps_done"] < step or (cfg.train.warm_standby and not run.standby_ready):
+            if run.done:
+                raise RuntimeError(f"the run ended before the failure could be injected at step {step} "
+                                   f"(standby ready: {run.standby_ready}); give it more --steps")
+            time.sleep(0.01)
+        run.inject_failure(stage, mode)
+        metrics = run.wait()
+    finally:
+        run.stop()
+    if metrics is None or metrics["state"] != "finished" or len(metrics["recovery"]) != 1:
+        raise RuntimeError(f"{cfg.out}: expected one recovery and a finished run, got "
+                           f"{(metrics or {}).get('state')} with {(metrics or {}).get('recovery')}")
+    return metrics
 
 
 def run_recovery(
@@ -36,10 +65,16 @@ def run_recovery(
     repeats: int,
     seq_len: int,
     threads: int,
+    variants: tuple[tuple[str, bool], ...] = VARIANTS,
 ) -> dict[str, Any]:
-    rows: dict[str, list[dict[str, Any]]] = {"zerolock": [], "1f1b": []}
+    """Every (method, warm standby?) variant `repeats` times, round-robin."""
+    if not 0 <= fail_stage < stages:
+        raise ValueError(f"--fail-stage must be in 0..{stages - 1} (got {fail_stage})")
+    if not 1 <= fail_step < steps:
+        raise ValueError(f"--fail-step must be in 1..{steps - 1} (got {fail_step})")
+    rows: dict[str, list[dict[str, Any]]] = {variant_name(m, w): [] for m, w in variants}
     for r in range(repeats):
-        for method in rows:
+        for method, warm in variants:
             cfg = RunConfig(
                 model=ModelConfig(model=model),
                 data=DataConfig(seq_len=seq_len, eval_size=16),
@@ -52,12 +87,12 @@ def run_recovery(
                     steps=steps,
                     threads=threads,
                     ckpt_every=ckpt_every,
-                    failures=(f"{fail_stage}@{fail_step}:{mode}",),
+                    warm_standby=warm,
                 ),
-                out=str(out / f"{method}-{r}"),
+                out=str(out / f"{variant_name(method, warm).replace(' +', '-')}-{r}"),
             )
-            m = train_pipeline(cfg, progress=False)
-            rows[method].extend(m["recovery"])
+            m = fail_one_run(cfg, stage=fail_stage, step=fail_step, mode=mode)
+            rows[variant_name(method, warm)].extend(m["recovery"])
     summary = {}
     for method, recs in rows.items():
 
@@ -98,13 +133,13 @@ def format_table(report: dict[str, Any]) -> str:
     lines = [
         f"machine: {report['machine']}",
         "config: " + ", ".join(f"{k}={v}" for k, v in report["config"].items()),
-        f"{'method':<9} {'detect ms':>10} {'restore ms':>11} {'replay ms':>10} {'total ms':>14} "
+        f"{'method':<18} {'detect ms':>10} {'restore ms':>11} {'replay ms':>10} {'total ms':>14} "
         f"{'replayed mb':>12} {'MiB moved':>10} {'paper total ms':>15} {'paper MiB':>10}",
     ]
     for method, s in report["summary"].items():
-        p = report["paper"][method]
+        p = report["paper"][method.split()[0]]
         lines.append(
-            f"{method:<9} {s['detect_s']['mean'] * 1e3:>10.0f} {s['restore_s']['mean'] * 1e3:>11.0f} "
+            f"{method:<18} {s['detect_s']['mean'] * 1e3:>10.0f} {s['restore_s']['mean'] * 1e3:>11.0f} "
             f"{s['replay_s']['mean'] * 1e3:>10.0f} "
             f"{s['total_s']['mean'] * 1e3:>8.0f} ± {s['total_s']['std'] * 1e3:<4.0f}"
             f"{s['replayed_microbatches']['mean']:>12.1f} {s['bytes_transferred']['mean'] / 2**20:>10.3f} "
@@ -118,7 +153,7 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stages", type=int, default=3)
     p.add_argument("--batch", type=int, default=8, help="physical batch: the paper's b=1 per micro-batch × m=8")
     p.add_argument("--microbatches", type=int, default=8)
-    p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--steps", type=int, default=60, help="enough for the standby to be ready mid-run")
     p.add_argument("--fail-stage", type=int, default=1)
     p.add_argument("--fail-step", type=int, default=5)
     p.add_argument("--ckpt-every", type=int, default=2)

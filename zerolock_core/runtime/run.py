@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import shutil
 import signal
 import threading
 import time
@@ -28,6 +29,7 @@ from .heartbeat import heartbeat_key
 from .recovery_context import STOP_KEY, link_gen_key
 from .report import load_stage_reports, pipeline_metrics, write_trace
 from .stage_process import COMPLETE_KEY, StageLaunch, stage_main
+from .standby import standby_main
 
 TERMINAL = ("finished", "stopped", "failed")
 
@@ -59,6 +61,8 @@ class Run:
         self._open: dict[int, dict[str, Any]] = {}  # recovery in progress, by stage
         self._seen_injections: set[str] = set()
         self._last_read: dict[str, Any] = {}  # store values as last seen: status() after the store is gone
+        self._standby: tuple[mp.Process, Any] | None = None  # (process, pipe): see standby.py
+        self._standby_was: str | None = None
 
     # ---- control --------------------------------------------------------------------------
     def start(self) -> "Run":
@@ -67,6 +71,8 @@ class Run:
         self.dir.mkdir(parents=True, exist_ok=True)
         for stale in ("events.jsonl", "metrics.json", "trace.json", "eval.json"):
             (self.dir / stale).unlink(missing_ok=True)
+        for stale in ("checkpoints", "stages", "final"):  # a replacement must never restore an earlier run's state
+            shutil.rmtree(self.dir / stale, ignore_errors=True)
         write_json_atomic(self.dir / "config.json", self.cfg.to_dict())
         self._store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
         self._t_start = time.monotonic()
@@ -137,15 +143,80 @@ class Run:
         return self.state in TERMINAL
 
     # ---- processes ------------------------------------------------------------------------
-    def _spawn(self, launch: StageLaunch) -> None:
+    def _spawn(self, launch: StageLaunch) -> str | None:
+        """Start the stage's process, from the standby if there is one: "ready" / "warming" (it was
+        still importing) / None (a fresh process)."""
         self._store.set(f"stage/{launch.stage}/state", "spawned")
-        ctx = mp.get_context("spawn")
-        p = ctx.Process(target=stage_main, name=f"zerolock-stage{launch.stage}-gen{launch.generation}",
-                        args=(self.cfg.to_dict(), launch))
-        p.start()
+        args = (self.cfg.to_dict(), launch)
+        p = self._take_standby(stage_main, args)
+        warm = self._standby_was
+        if p is None:
+            ctx = mp.get_context("spawn")
+            p = ctx.Process(target=stage_main, name=f"zerolock-stage{launch.stage}-gen{launch.generation}", args=args)
+            p.start()
         self._procs[launch.stage] = p
         self._gens[launch.stage] = launch.generation
         self._hb[launch.stage] = (0, time.monotonic())
+        return warm
+
+    # ---- the warm standby (fault-tolerant runs) --------------------------------------------
+    @property
+    def standby_ready(self) -> bool:
+        """A standby is waiting with its imports done (a replacement would start from it)."""
+        try:
+            return self._standby is not None and self._standby[0].is_alive() and self._standby[1].poll()
+        except (EOFError, OSError):
+            return False
+
+    def _keep_standby(self) -> None:
+        """Have one standby ready while a fault-tolerant run trains (started only once every stage
+        runs, so that its imports do not slow the stages' own start)."""
+        if not (self.cfg.train.ckpt_every > 0 and self.cfg.train.warm_standby) or self.state != "running":
+            return
+        if self._open:  # a recovery is under way: its replacement needs the cores more than a new standby
+            return
+        if self._standby is not None and self._standby[0].is_alive():
+            return
+        ctx = mp.get_context("spawn")
+        mine, theirs = ctx.Pipe()
+        p = ctx.Process(target=standby_main, args=(theirs,), name="zerolock-standby")
+        p.start()
+        theirs.close()
+        self._standby = (p, mine)
+
+    def _take_standby(self, target, args: tuple) -> mp.Process | None:
+        """Hand `target(*args)` to the standby; None if there is none alive. `self._standby_was`
+        says how it was found: "ready" (imports done) or "warming" (still importing)."""
+        self._standby_was = None
+        if self._standby is None:
+            return None
+        p, conn = self._standby
+        self._standby = None
+        try:
+            if not p.is_alive():
+                return None
+            ready = conn.poll() and conn.recv() == "ready"
+            conn.send((target, args))
+            self._standby_was = "ready" if ready else "warming"
+            return p
+        except (BrokenPipeError, EOFError, OSError):
+            return None
+        finally:
+            conn.close()
+
+    def _drop_standby(self) -> None:
+        if self._standby is not None:
+            p, conn = self._standby
+            self._standby = None
+            try:
+                conn.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+            conn.close()
+            p.join(5)
+            if p.is_alive():
+                p.kill()
+                p.join()
 
     def _kill(self, stage: int, mode: str) -> None:
         p = self._procs[stage]
@@ -179,6 +250,8 @@ class Run:
             if self.state == "starting" and all(self._get(f"stage/{s}/state", "", str) in ("running", "done")
                                                 for s in range(self.K)):
                 self.state, self._t_running = "running", now
+            if not self._stop_requested_at:
+                self._keep_standby()
             self._inject_due()
             stopping = self._stop_requested_at is not None
             failed = []
@@ -274,7 +347,7 @@ class Run:
                 resent0 = self._get(f"recovery/resent_bytes/{s - 1}", 0, int) if s > 0 else 0
                 self._open[s] = {"stage": s, "mode": mode, "kind": "local", "reason": why, "gen": gen,
                                  "t_fail": t_fail, "t_detect": t_detect, "resent0": resent0}
-                self._spawn(self._launch(s, generation=gen, replacement=True))
+                self._open[s]["warm_standby"] = self._spawn(self._launch(s, generation=gen, replacement=True))
             return
         self._recover_global(failed, t_detect)
 
@@ -298,8 +371,9 @@ class Run:
         self._open = {s0: {"stage": s0, "mode": mode, "kind": "global", "reason": why, "t_fail": t_fail,
                            "t_detect": t_detect, "rollback_step": rollback, "frontier_step": frontier,
                            "gen": self._gens[s0] + 1, "fallback": self.cfg.train.method == "zerolock"}}
-        for s in range(self.K):
-            self._spawn(self._launch(s, generation=self._gens[s] + 1, rollback_step=rollback))
+        warm = [self._spawn(self._launch(s, generation=self._gens[s] + 1, rollback_step=rollback))
+                for s in range(self.K)]
+        self._open[s0]["warm_standby"] = next((w for w in warm if w), None)
 
     def _close_recoveries(self) -> None:
         for s, r in list(self._open.items()):
@@ -334,7 +408,7 @@ class Run:
                    "replayed_microbatches": replayed,
                    "bytes_transferred": resent + ckpt_bytes, "checkpoint_bytes_read": ckpt_bytes,
                    "activation_bytes_resent": resent}
-            for key in ("rollback_step", "fallback"):
+            for key in ("rollback_step", "fallback", "warm_standby"):
                 if key in r:
                     rec[key] = r[key]
             self.recoveries.append(rec)
@@ -349,9 +423,11 @@ class Run:
         self.state = "finishing"
         eval_block = None
         if not errors and all((self.dir / "final" / f"chunk{s}.safetensors").exists() for s in range(self.K)):
-            ctx = mp.get_context("spawn")
-            p = ctx.Process(target=evaluate_run, args=(self.cfg.to_dict(), str(self.dir)), name="zerolock-eval")
-            p.start()
+            args = (self.cfg.to_dict(), str(self.dir))
+            p = self._take_standby(evaluate_run, args)  # a standby no stage needed: its imports are done
+            if p is None:
+                p = mp.get_context("spawn").Process(target=evaluate_run, args=args, name="zerolock-eval")
+                p.start()
             p.join()
             if (self.dir / "eval.json").exists():
                 eval_block = json.loads((self.dir / "eval.json").read_text())
@@ -359,6 +435,7 @@ class Run:
         self.metrics = pipeline_metrics(self.cfg, self.dir, eval_block=eval_block, state=state,
                                         setup_s=setup, errors=errors)
         self.metrics["recovery"] = self.recoveries
+        self._drop_standby()
         write_trace(self.dir, self.K)
         write_json_atomic(self.dir / "metrics.json", self.metrics)
         self._store = None

@@ -221,11 +221,14 @@ def _run_stage(cfg: RunConfig, launch: StageLaunch, store: dist.Store, state_key
                         memory_budget_bytes=t.memory_budget_bytes, ft=ft, make_link=make_link,
                         replay_until=replay_until, skip_sends_below=skip_sends_below)
     executor.restore_losses(restored_losses)
-    schedule = build_schedule(t.method, stages=K, microbatches=t.microbatches, windows=t.steps - start_step)
+    actions: tuple[Action, ...] = ()  # restored from the last step's checkpoint: nothing left to run
+    if start_step < t.steps:
+        schedule = build_schedule(t.method, stages=K, microbatches=t.microbatches, windows=t.steps - start_step)
+        actions = _shifted(schedule.for_stage(stage), first_mb)
     store.set(state_key, "running")
     stopped = False
     try:
-        executor.run(_shifted(schedule.for_stage(stage), first_mb))
+        executor.run(actions)
         store.set(f"stage/{stage}/actions_done", "1")
         if ft is not None and ft.local_recovery and K > 1:
             _serve_until_complete(executor, store)  # a neighbour may still need our replay buffer
