@@ -26,6 +26,7 @@ BAD_FLAGS = [
     (["--readout-adapter", "--method", "bp"], "--readout-adapter belongs to ZeroLock"),
     (["--runtime", "pipeline", "--method", "1f1b", "--stages", "4", "--microbatches", "2", "--batch", "4"],
      "1f1b needs --microbatches >= --stages"),
+    (["--warm-standby", "sometimes"], "--warm-standby"),
 ]
 
 
@@ -57,3 +58,21 @@ def test_replace_validates():
 def test_unknown_field_in_config_file_is_named():
     with pytest.raises(ConfigError, match="unknown TrainConfig field"):
         RunConfig.from_dict({"train": {"stepz": 3}})
+
+
+@pytest.mark.parametrize("mode, cores, stages, wanted", [
+    ("auto", 2, 2, False), ("auto", 2, 3, False), ("auto", 8, 3, True), ("on", 2, 3, True), ("off", 8, 2, False)])
+def test_warm_standby_auto_wants_a_core_the_stages_do_not_use(monkeypatch, mode, cores, stages, wanted):
+    import os
+
+    from zerolock_core.runtime.run import Run
+
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    cfg = RunConfig(train=TrainConfig(runtime="pipeline", method="zerolock", stages=stages, batch=4, microbatches=2,
+                                      ckpt_every=1, warm_standby=mode), out="unused")
+    assert Run(cfg).wants_standby is wanted
+
+
+def test_bad_warm_standby_is_a_config_error():
+    with pytest.raises(ConfigError, match="--warm-standby must be one of auto, on, off"):
+        RunConfig(train=TrainConfig(warm_standby="maybe"))

@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from .config import (CONSISTENCY_DIRECTIONS, LINK_PROFILE_NAMES, METHODS_BY_RUNTIME, ConfigError, DataConfig,
+from .config import (CONSISTENCY_DIRECTIONS, WARM_STANDBY, LINK_PROFILE_NAMES, METHODS_BY_RUNTIME, ConfigError, DataConfig,
                      LinkConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig)
 
 
@@ -75,9 +75,9 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--heartbeat-timeout", type=float, default=d_t.heartbeat_timeout_s, help="seconds")
     g.add_argument("--replay-buffer", type=int, default=d_t.replay_buffer,
                    help="hidden states kept upstream for replay (0 = enough for --ckpt-every)")
-    g.add_argument("--no-warm-standby", dest="warm_standby", action="store_false",
-                   help="start replacements as fresh processes (by default a standby process with torch "
-                        "already imported takes over a failed stage)")
+    g.add_argument("--warm-standby", metavar="|".join(WARM_STANDBY), default=d_t.warm_standby,
+                   help="a spare process with torch imported takes over a failed stage; auto: when there "
+                        "are more cores than stages")
     g = p.add_argument_group("link emulation (pipeline)")
     g.add_argument("--link", default="none", choices=LINK_PROFILE_NAMES)
     g.add_argument("--link-bandwidth-mbps", type=float, default=None)

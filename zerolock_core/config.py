@@ -22,6 +22,9 @@ class ConfigError(ValueError):
     """A bad user-supplied value; the message is meant to be shown as is."""
 
 
+WARM_STANDBY = ("auto", "on", "off")
+
+
 @dataclass(kw_only=True, frozen=True)
 class FailureSpec:
     stage: int
@@ -89,7 +92,9 @@ class TrainConfig:
     failures: tuple[str, ...] = ()  # injected failures, "STAGE@STEP[:MODE]"
     heartbeat_timeout_s: float = 3.0  # a stage silent this long is declared failed
     replay_buffer: int = 0  # hidden states an upstream stage keeps for replay (0 = what ckpt_every needs)
-    warm_standby: bool = True  # with checkpoints: keep a process with its imports done for a replacement
+    # with checkpoints, keep a spare process with its imports done for a replacement: "on", "off", or
+    # "auto" = on when the machine has more cores than stages (the spare's imports then cost no stage)
+    warm_standby: str = "auto"
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -168,6 +173,8 @@ def validate(cfg: RunConfig) -> None:
                  f"--method 1f1b needs --microbatches >= --stages (got m={t.microbatches}, K={t.stages})")
     _require(t.ckpt_every >= 0, f"--ckpt-every must be >= 0 (got {t.ckpt_every})")
     _require(t.keep_checkpoints >= 2, f"--keep-checkpoints must be at least 2 (got {t.keep_checkpoints})")
+    _require(t.warm_standby in WARM_STANDBY, f"--warm-standby must be one of {', '.join(WARM_STANDBY)} "
+             f"(got {t.warm_standby!r})")
     _require(t.heartbeat_timeout_s > 0, f"--heartbeat-timeout must be positive (got {t.heartbeat_timeout_s})")
     _require(t.replay_buffer >= 0, f"--replay-buffer must be >= 0 (got {t.replay_buffer})")
     for text in t.failures:

@@ -35,7 +35,7 @@ def fail_one_run(cfg: RunConfig, *, stage: int, step: int, mode: str) -> dict[st
     is ready: the question is what a ready standby saves), wait for the end; its metrics."""
     run = Run(cfg).start()
     try:
-        while run.status()["steps_done"] < step or (cfg.train.warm_standby and not run.standby_ready):
+        while run.status()["steps_done"] < step or (run.wants_standby and not run.standby_ready):
             if run.done:
                 raise RuntimeError(f"the run ended before the failure could be injected at step {step} "
                                    f"(standby ready: {run.standby_ready}); give it more --steps")
@@ -87,7 +87,7 @@ def run_recovery(
                     steps=steps,
                     threads=threads,
                     ckpt_every=ckpt_every,
-                    warm_standby=warm,
+                    warm_standby="on" if warm else "off",
                 ),
                 out=str(out / f"{variant_name(method, warm).replace(' +', '-')}-{r}"),
             )

@@ -161,6 +161,11 @@ class Run:
 
     # ---- the warm standby (fault-tolerant runs) --------------------------------------------
     @property
+    def wants_standby(self) -> bool:
+        mode = self.cfg.train.warm_standby
+        return mode == "on" or (mode == "auto" and (os.cpu_count() or 1) > self.K)
+
+    @property
     def standby_ready(self) -> bool:
         """A standby is waiting with its imports done (a replacement would start from it)."""
         try:
@@ -171,7 +176,7 @@ class Run:
     def _keep_standby(self) -> None:
         """Have one standby ready while a fault-tolerant run trains (started only once every stage
         runs, so that its imports do not slow the stages' own start)."""
-        if not (self.cfg.train.ckpt_every > 0 and self.cfg.train.warm_standby) or self.state != "running":
+        if not (self.cfg.train.ckpt_every > 0 and self.wants_standby) or self.state != "running":
             return
         if self._open:  # a recovery is under way: its replacement needs the cores more than a new standby
             return
