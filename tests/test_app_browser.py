@@ -129,7 +129,7 @@ def test_run_shows_bars_for_every_stage_then_stop(page, tmp_path):
 @pytest.mark.slow
 def test_inject_failure_shows_restore_and_replay_then_the_run_finishes(page, tmp_path):
     page.get_by_label("stages K").fill("3")
-    page.get_by_label("steps", exact=True).fill("60")
+    page.get_by_label("steps", exact=True).fill("150")  # long enough to inject into under any load
     page.get_by_text("more", exact=True).click()
     page.get_by_label("sequence length").fill("32")
     page.get_by_label("eval examples (0 = all 1000)").fill("8")
