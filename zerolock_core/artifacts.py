@@ -26,12 +26,13 @@ def final_weights_path(out: str | Path, chunk_index: int) -> Path:
     return Path(out) / "final" / f"chunk{chunk_index}.safetensors"
 
 
-def save_final_weights(out: str | Path, chunk_index: int, tensors: dict[str, torch.Tensor]) -> Path:
+def save_final_weights(out: str | Path, chunk_index: int, tensors: dict[str, torch.Tensor], *,
+                       step: int | None = None) -> Path:
     path = final_weights_path(out, chunk_index)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(tmp),
-              metadata={"chunk": str(chunk_index)})
+              metadata={"chunk": str(chunk_index), **({} if step is None else {"step": str(step)})})
     os.replace(tmp, path)
     return path
 

@@ -75,6 +75,10 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--heartbeat-timeout", type=float, default=d_t.heartbeat_timeout_s, help="seconds")
     g.add_argument("--replay-buffer", type=int, default=d_t.replay_buffer,
                    help="hidden states kept upstream for replay (0 = enough for --ckpt-every)")
+    g.add_argument("--max-restarts", type=int, default=d_t.max_restarts,
+                   help="replacements per stage before the run ends failed")
+    g.add_argument("--stall-timeout", type=float, default=d_t.stall_timeout_s,
+                   help="seconds without any stage running an action before the run ends failed (0 = auto)")
     g.add_argument("--warm-standby", metavar="|".join(WARM_STANDBY), default=d_t.warm_standby,
                    help="a spare process with torch imported takes over a failed stage; auto: when there "
                         "are more cores than stages")
@@ -97,16 +101,45 @@ def config_from_args(a: argparse.Namespace, *, runtime: str, method: str, out: s
                           inflight_depth=a.inflight_depth, memory_budget_bytes=a.memory_budget,
                           ckpt_every=a.ckpt_every, keep_checkpoints=a.keep_checkpoints, failures=tuple(a.fail),
                           heartbeat_timeout_s=a.heartbeat_timeout, replay_buffer=a.replay_buffer,
-                          warm_standby=a.warm_standby),
+                          warm_standby=a.warm_standby, max_restarts=a.max_restarts,
+                          stall_timeout_s=a.stall_timeout),
         link=LinkConfig(profile=a.link, bandwidth_mbps=a.link_bandwidth_mbps, latency_ms=a.link_latency_ms),
         out=out)
 
 
+EXIT_FAILED = 1  # the run ended failed (metrics.json says why)
+EXIT_USAGE = 2  # a bad flag or directory: nothing was started
+EXIT_STOPPED = 130  # stopped (Ctrl-C) before the last step: resume with --resume
+
+
+def _resume_config(a: argparse.Namespace, parser_defaults: dict) -> "RunConfig":
+    """`--resume DIR` alone: the saved config. With run flags too: they must match it."""
+    from .runtime.run_dir import saved_config
+
+    saved = saved_config(Path(a.resume))
+    not_run_flags = ("resume", "quiet", "func", "out", "overwrite", "parser_defaults")
+    given = {k for k, v in parser_defaults.items() if getattr(a, k, v) != v and k not in not_run_flags}
+    if not given:
+        return saved
+    return config_from_args(a, runtime=a.runtime, method=a.method, out=a.resume)
+
+
 def cmd_train(a: argparse.Namespace) -> int:
-    if a.runtime == "pipeline" and not a.out and "TORCHELASTIC_RUN_ID" in os.environ:
+    if a.resume and a.out and Path(a.out) != Path(a.resume):
+        raise ConfigError(f"--resume {a.resume} and --out {a.out} name different directories; give one")
+    if a.resume and a.overwrite:
+        raise ConfigError("--resume keeps the run's checkpoints and --overwrite deletes them; give one")
+    if a.runtime == "pipeline" and not (a.out or a.resume) and "TORCHELASTIC_RUN_ID" in os.environ:
         raise ConfigError("under torchrun, give --out (a directory every host shares)")
-    out = a.out or str(Path("runs") / f"{a.method}-{time.strftime('%Y%m%d-%H%M%S')}")
-    cfg = config_from_args(a, runtime=a.runtime, method=a.method, out=out)
+    if a.resume:
+        from .config import replace
+        out = a.resume
+        cfg = replace(_resume_config(a, a.parser_defaults), out=out)  # the directory, wherever it moved
+        if cfg.train.runtime != "pipeline":
+            raise ConfigError("--resume is for --runtime pipeline runs")
+    else:
+        out = a.out or str(Path("runs") / f"{a.method}-{time.strftime('%Y%m%d-%H%M%S')}")
+        cfg = config_from_args(a, runtime=a.runtime, method=a.method, out=out)
     if cfg.train.runtime == "reference":
         from .reference_trainer import train_reference
         metrics = train_reference(cfg, progress=not a.quiet)
@@ -114,26 +147,43 @@ def cmd_train(a: argparse.Namespace) -> int:
         from .runtime.torchrun_entry import train_under_torchrun, under_torchrun
 
         if under_torchrun():  # one rank per stage; rank 0 reports
-            metrics = train_under_torchrun(cfg)
+            metrics = train_under_torchrun(cfg, overwrite=a.overwrite, resume=bool(a.resume))
             if metrics is None:
                 return 0
+            if metrics["state"] == "failed":
+                print(f"zerolock: error: pipeline run failed: {metrics.get('reason')} (details: {out}/metrics.json)",
+                      file=sys.stderr)
+                return EXIT_FAILED
         else:
             from .runtime.launch import train_pipeline  # local: one spawned process per stage
-            metrics = train_pipeline(cfg, progress=not a.quiet)
+            metrics = train_pipeline(cfg, progress=not a.quiet, overwrite=a.overwrite, resume=bool(a.resume))
     print(summary(metrics, out))
-    return 0
+    return EXIT_STOPPED if metrics.get("state") == "stopped" else 0
 
 
 def summary(metrics: dict, out: str) -> str:
     e = metrics["eval"]
+    notes = [f"checkpoint skipped: stage {r['stage']}: {r['message']}" for r in metrics.get("checkpoint_rejections", [])]
+    notes += [f"failure not injected: {f['failure']}: {f['reason']}" for f in metrics.get("failures_not_injected", [])]
+    if metrics.get("state") == "stopped":
+        return "\n".join(notes + [f"run stopped after {metrics.get('steps_done')} of "
+                                  f"{metrics['config']['train']['steps']} steps "
+                                  f"(final/ weights from steps {metrics.get('final_steps')}); "
+                                  f"{metrics.get('eval_skipped', 'not evaluated')}; wrote {out}/metrics.json; "
+                                  f"continue with `zerolock train --resume {out}`"])
     if e is None:
-        return f"run {metrics.get('state')} after {metrics.get('steps_done')} steps; no eval; wrote {out}/metrics.json"
-    lines = [f"eval: accuracy {e['accuracy']:.3f}  label accuracy {e['label_accuracy']:.3f}  "
-             f"nll {e['nll']:.3f}  ({e['examples']} examples)"]
+        return "\n".join(notes + [f"run {metrics.get('state')} after {metrics.get('steps_done')} steps; no eval; "
+                                  f"wrote {out}/metrics.json"])
+    lines = notes + [f"eval: accuracy {e['accuracy']:.3f}  label accuracy {e['label_accuracy']:.3f}  "
+                     f"nll {e['nll']:.3f}  ({e['examples']} examples)"]
     for c in e["per_chunk"]:
         lines.append(f"  chunk {c['chunk']}: accuracy {c['accuracy']:.3f}  label accuracy "
                      f"{c['label_accuracy']:.3f}  nll {c['nll']:.3f}")
-    lines.append(f"train: {metrics['wall_s']:.1f} s, {metrics['samples_per_s']:.1f} samples/s")
+    lines.append(f"train: {metrics['wall_s']:.1f} s from the first action to the last "
+                 f"(+ {metrics.get('setup_s', 0):.1f} s start-up), {metrics['samples_per_s']:.1f} samples/s")
+    for r in metrics.get("recovery", []):
+        lines.append(f"recovered stage {r['stage']} ({r['mode']}, {r['kind']}): detect {r['detect_s']:.2f} s, "
+                     f"restore {r['restore_s']:.2f} s, replay {r['replay_s']:.2f} s")
     lines.append(f"wrote {out}/metrics.json and {out}/final/")
     return "\n".join(lines)
 
@@ -162,8 +212,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method", default="zerolock", help="reference: bp | zerolock; pipeline: zerolock | gpipe | 1f1b | pipedream")
     p.add_argument("--out", default=None, help="run directory (default runs/METHOD-TIMESTAMP)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--overwrite", action="store_true",
+                   help="delete a previous run in --out (its checkpoints included) and start again")
+    p.add_argument("--resume", metavar="DIR", default=None,
+                   help="continue a crashed or stopped pipeline run from its newest verified checkpoints")
     add_run_flags(p)
     p.set_defaults(func=cmd_train)
+    p.set_defaults(parser_defaults={a.dest: a.default for a in p._actions if a.dest != "help"})
 
     p = sub.add_parser("pretrain-tiny", help="rebuild the embedded tiny tokenizer + model")
     p.add_argument("--out", default=None, help="default: the package's assets/tiny")
@@ -196,11 +251,16 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ConfigError, ValueError, FileNotFoundError, _pipeline_failed()) as err:
+    except _pipeline_failed() as err:
         if os.environ.get("ZEROLOCK_DEBUG"):
             raise
         print(f"zerolock: error: {err}", file=sys.stderr)
-        return 2
+        return EXIT_FAILED
+    except (ConfigError, ValueError, FileNotFoundError) as err:
+        if os.environ.get("ZEROLOCK_DEBUG"):
+            raise
+        print(f"zerolock: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         print("zerolock: interrupted", file=sys.stderr)
         return 130

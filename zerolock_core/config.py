@@ -23,6 +23,11 @@ class ConfigError(ValueError):
 
 
 WARM_STANDBY = ("auto", "on", "off")
+HEARTBEAT_INTERVAL_S = 0.2  # how often a stage beats (runtime/heartbeat.py uses this)
+MIN_HEARTBEAT_TIMEOUT_S = 1.0  # five missed beats
+PIPEDREAM_REFUSAL = ("PipeDream cannot be recovered: its unflushed pipeline keeps several weight versions "
+                     "in flight, so no step boundary is a consistent checkpoint of every stage (recovery "
+                     "covers zerolock locally and gpipe / 1f1b by global rollback)")
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -42,6 +47,11 @@ class FailureSpec:
         if not at or spec.mode not in FAILURE_MODES:
             raise ConfigError(f"--fail {text!r}: mode must be one of {', '.join(FAILURE_MODES)}")
         return spec
+
+    @property
+    def label(self) -> str:
+        """The canonical text of the spec ("1@3:kill"): its name in the store and in metrics.json."""
+        return f"{self.stage}@{self.step}:{self.mode}"
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -95,6 +105,8 @@ class TrainConfig:
     # with checkpoints, keep a spare process with its imports done for a replacement: "on", "off", or
     # "auto" = on when the machine has more cores than stages (the spare's imports then cost no stage)
     warm_standby: str = "auto"
+    max_restarts: int = 3  # replacements per stage before the run ends failed (a crash loop)
+    stall_timeout_s: float = 0.0  # no action anywhere for this long ends the run failed (0 = auto)
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -175,7 +187,12 @@ def validate(cfg: RunConfig) -> None:
     _require(t.keep_checkpoints >= 2, f"--keep-checkpoints must be at least 2 (got {t.keep_checkpoints})")
     _require(t.warm_standby in WARM_STANDBY, f"--warm-standby must be one of {', '.join(WARM_STANDBY)} "
              f"(got {t.warm_standby!r})")
-    _require(t.heartbeat_timeout_s > 0, f"--heartbeat-timeout must be positive (got {t.heartbeat_timeout_s})")
+    _require(t.heartbeat_timeout_s >= MIN_HEARTBEAT_TIMEOUT_S,
+             f"--heartbeat-timeout must be at least {MIN_HEARTBEAT_TIMEOUT_S:g} s (got {t.heartbeat_timeout_s:g}): "
+             f"stages beat every {HEARTBEAT_INTERVAL_S:g} s, and a shorter timeout declares healthy stages dead")
+    _require(t.max_restarts >= 0, f"--max-restarts must be >= 0 (got {t.max_restarts})")
+    _require(t.stall_timeout_s == 0 or t.stall_timeout_s >= 5,
+             f"--stall-timeout must be 0 (auto) or at least 5 s (got {t.stall_timeout_s:g})")
     _require(t.replay_buffer >= 0, f"--replay-buffer must be >= 0 (got {t.replay_buffer})")
     for text in t.failures:
         f = FailureSpec.parse(text)
@@ -183,8 +200,21 @@ def validate(cfg: RunConfig) -> None:
         _require(0 <= f.stage < t.stages, f"--fail {text!r}: stage {f.stage} is not in 0..{t.stages - 1}")
         _require(1 <= f.step < t.steps, f"--fail {text!r}: step {f.step} must be in 1..{t.steps - 1}")
         _require(t.ckpt_every > 0, f"--fail {text!r} needs checkpoints to recover from: set --ckpt-every")
-        _require(t.method != "pipedream", "--fail: recovery is built for zerolock (local) and gpipe/1f1b (global "
-                                          "rollback); PipeDream's unflushed pipeline has no consistent checkpoint")
+        _require(t.method != "pipedream", PIPEDREAM_REFUSAL)
+        if f.mode == "mid-ckpt":
+            first_ckpt = -(-f.step // max(1, t.ckpt_every)) * max(1, t.ckpt_every)
+            _require(t.ckpt_every == 0 or first_ckpt <= t.steps,
+                     f"--fail {text!r}: no checkpoint is written at or after step {f.step} "
+                     f"(--ckpt-every {t.ckpt_every}, --steps {t.steps}), so it could never fire")
+    per_stage = {}
+    for text in t.failures:
+        f = FailureSpec.parse(text)
+        per_stage[f.stage] = per_stage.get(f.stage, 0) + 1
+    for stage, n in sorted(per_stage.items()):
+        _require(n <= t.max_restarts, f"--fail injects {n} failures into stage {stage} but --max-restarts is "
+                                      f"{t.max_restarts}: the run would end failed; raise --max-restarts")
+    labels = [FailureSpec.parse(x).label for x in t.failures]
+    _require(len(set(labels)) == len(labels), "--fail: the same failure is given twice")
     _require(t.inflight_depth >= 1, f"--inflight-depth must be at least 1 (got {t.inflight_depth})")
     _require(t.memory_budget_bytes >= 0, f"--memory-budget must be >= 0 (got {t.memory_budget_bytes})")
     lk = cfg.link

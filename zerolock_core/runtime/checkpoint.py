@@ -114,6 +114,10 @@ class CheckpointStore:
                 return f"{name} does not match its SHA-256 (truncated or corrupted)"
         return None
 
+    def verified_steps(self) -> tuple[int, ...]:
+        """Every step with an intact, committed checkpoint, oldest first."""
+        return tuple(step for step in self.steps_on_disk() if self.verify(step) is None)
+
     def newest_verified_step(self, *, at_most: int | None = None) -> int | None:
         for step in reversed(self.steps_on_disk()):
             if (at_most is None or step <= at_most) and self.verify(step) is None:

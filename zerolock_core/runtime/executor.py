@@ -1,10 +1,12 @@
 """Runs one stage's action list literally, emitting an event per action.
 
-Receives are preposted (`irecv`) up to the in-flight depth, so compute waits only on the one
-micro-batch it needs; sends are asynchronous and their buffers are kept alive until completed.
-With fault tolerance on, the stage checkpoints after every N-th optimizer step, keeps the hidden
-states it sent in a replay buffer, and — for ZeroLock — survives a neighbour's failure by
-rebuilding the link to its replacement instead of dying.
+The schedule decides everything a stage does, CKPT included: the executor looks each action's kind
+up in one table of handlers. Receives are preposted (`irecv`) up to the in-flight depth, so compute
+waits only on the one micro-batch it needs; sends are asynchronous and their buffers are kept alive
+until completed. Every action is idempotent, so that after a link is rebuilt (RELINK, recorded like
+any action) the action that was interrupted can simply run again: a receive that completed is not
+posted twice, and a send already delivered on the link's current generation is not sent twice
+(`SendLedger`). Only `LinkBroken` — raised by the transport itself — starts a relink.
 """
 from __future__ import annotations
 
@@ -13,22 +15,22 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
+import torch.distributed as dist
 
 from ..schedule import Action, Kind
+from ..schedule.action import COMPUTE_KINDS
 from ..stage_worker import StageWorker, StepLoss
 from ..telemetry import ActivationMeter, Event, EventWriter
-from .checkpoint import capture
+from . import protocol
+from .checkpoint import CheckpointStore, capture
+from .errors import BufferExhausted, LinkBroken, LinkRebuilt, MemoryBudgetExceeded, StopRequested
+from .fault_injection import FaultInjection
 from .links import GRAD, HIDDEN, FlowControl, Link
-from .recovery_context import BufferExhausted, FaultTolerance, LinkRebuilt, need_key, wait_key
+from .replay_buffer import ReplayBuffer
+from .send_ledger import SendLedger
 from .weight_stash import WeightStash
 
-
-class StopRequested(Exception):
-    """The coordinator asked this stage to stop."""
-
-
-class MemoryBudgetExceeded(RuntimeError):
-    """Measured activations went over --memory-budget (the CPU stand-in for a CUDA OOM)."""
+RELINK_WAIT_S = 120.0  # a survivor waits this long for the coordinator to announce a replacement
 
 
 @dataclass(kw_only=True)
@@ -37,36 +39,52 @@ class StageCounters:
     bytes_received: int = 0
     bytes_resent: int = 0
     busy_ns: int = 0
+    actions: int = 0  # actions run (the heartbeat publishes it: the coordinator's stall detection)
     peak_inflight: int = 0
     first_ns: int | None = None
     last_ns: int = 0
     losses: dict[int, list[StepLoss]] = field(default_factory=dict)  # step -> per micro-batch
 
 
-COMPUTE = {Kind.F, Kind.L, Kind.B, Kind.STEP, Kind.CKPT, Kind.REPLAY}
+@dataclass(kw_only=True)
+class Wiring:
+    """How a stage reaches its neighbours."""
+    prev: Link | None
+    next: Link | None
+    flow_in: FlowControl | None
+    flow_out: FlowControl | None
+    make_link: Callable[[str, int], Link]  # (side, generation) -> a new link
+
+
+@dataclass(kw_only=True)
+class Durability:
+    """Fault tolerance on a stage: checkpoints, replay buffer, injected failures, where a replay ends."""
+    store: dist.Store
+    generation: int
+    checkpoints: CheckpointStore
+    injection: FaultInjection
+    local_recovery: bool  # ZeroLock under the local coordinator: survivors rebuild links instead of dying
+    replay: ReplayBuffer | None = None  # stages that send hidden states downstream
+    replay_until: int = 0  # micro-batches below this are a replacement's replay
+    skip_sends_below: int = 0  # the downstream stage already has these
 
 
 class Executor:
     def __init__(self, *, stage: int, stages: int, method: str, worker: StageWorker,
                  microbatch_data: Callable[[int], dict[str, torch.Tensor]], hidden_shape: tuple[int, ...],
-                 prev: Link | None, next: Link | None, flow_in: FlowControl | None, flow_out: FlowControl | None,
-                 events: EventWriter, poll: Callable[[], None], on_step: Callable[[int], None],
-                 device: torch.device, depth: int = 2, memory_budget_bytes: int = 0,
-                 ft: FaultTolerance | None = None, make_link: Callable[[str, int], Link] | None = None,
-                 replay_until: int = 0, skip_sends_below: int = 0) -> None:
+                 wiring: Wiring, events: EventWriter, poll: Callable[[], None],
+                 on_step: Callable[[int], None], device: torch.device, depth: int = 2,
+                 memory_budget_bytes: int = 0, durability: Durability | None = None) -> None:
         self.stage, self.stages, self.method = stage, stages, method
         self.worker, self.data, self.hidden_shape = worker, microbatch_data, hidden_shape
-        self.prev, self.next, self.flow_in, self.flow_out = prev, next, flow_in, flow_out
-        self.events, self.poll, self.on_step = events, poll, on_step
-        self.device, self.depth = device, depth
-        self.memory_budget_bytes = memory_budget_bytes
-        self.ft, self.make_link = ft, make_link
-        self.replay_until = replay_until  # micro-batches below this are a replacement's replay
-        self.skip_sends_below = skip_sends_below  # the downstream stage already has these
+        self.wiring, self.events, self.poll, self.on_step = wiring, events, poll, on_step
+        self.device, self.depth, self.memory_budget_bytes = device, depth, memory_budget_bytes
+        self.ft = durability
         self.bp = method != "zerolock"
         self.meter = ActivationMeter([*worker.chunk.parameters(), *worker.chunk.buffers()])
         self.stash = WeightStash(worker.chunk, meter=self.meter) if method == "pipedream" else None
         self.counters = StageCounters()
+        self.ledger = SendLedger()
         self.held: dict[int, tuple[torch.Tensor | None, torch.Tensor]] = {}  # mb -> (h_in, h_out)
         self.received: dict[int, torch.Tensor] = {}  # mb -> h_in (received, not yet forwarded)
         self.grads_in: dict[int, torch.Tensor] = {}
@@ -75,46 +93,72 @@ class Executor:
         self.sends: list[tuple[object, torch.Tensor]] = []
         self.next_hidden = 0  # the next micro-batch whose hidden state goes downstream
         self.loss_to_report: float | None = None  # goes out on the next event (live loss curves)
+        self._recv_plan: list[Action] = []
+        self._next_recv = 0
+        self.handlers: dict[Kind, Callable[[int | None], tuple[int, int]]] = {
+            Kind.RF: self._do_RF, Kind.RB: self._do_RB, Kind.F: self._do_F, Kind.L: self._do_L,
+            Kind.B: self._do_B, Kind.STEP: self._do_STEP, Kind.CKPT: self._do_CKPT,
+            Kind.SF: self._do_SF, Kind.SB: self._do_SB,
+        }
+
+    @property
+    def prev(self) -> Link | None:
+        return self.wiring.prev
+
+    @property
+    def next(self) -> Link | None:
+        return self.wiring.next
 
     # ---- the loop -------------------------------------------------------------------------
     def run(self, actions: tuple[Action, ...]) -> None:
         self._recv_plan = [a for a in actions if a.kind in (Kind.RF, Kind.RB)]
         self._next_recv = 0
-        if actions:
-            first = next((a.microbatch for a in actions if a.microbatch is not None), 0)
+        first = next((a.microbatch for a in actions if a.microbatch is not None), None)
+        if first is not None:
             self.next_hidden = first
         self._guarded(self._prepost)
         for action in actions:
             self._guarded(self.poll)
             t0 = time.monotonic_ns()
-            sent, recv = self._guarded(lambda: getattr(self, f"_do_{action.kind.value}")(action.microbatch))
+            handler = self.handlers[action.kind]
+            sent, recv = self._guarded(lambda: handler(action.microbatch))
             t1 = time.monotonic_ns()
-            self._record(action.kind.value if not self._is_replay(action) else "REPLAY", action.microbatch,
-                         t0, t1, sent, recv, compute=action.kind in COMPUTE)
+            kind = Kind.REPLAY.value if self._is_replay(action) else action.kind.value
+            self._record(kind, action.microbatch, t0, t1, sent, recv, compute=action.kind in COMPUTE_KINDS)
             if action.kind == Kind.STEP:
                 self._after_step()
+            elif action.kind == Kind.F and self.ft is not None:
+                self.ft.injection.mid_window(self.worker.steps_done)
         self._guarded(self._drain_sends)
 
+    def serve_replays(self, done: Callable[[], bool]) -> None:
+        """After our own actions: keep rebuilding links (and resending) until `done()`."""
+        while not done():
+            self._guarded(self.poll)
+            time.sleep(0.02)
+
     def _is_replay(self, action: Action) -> bool:
-        return action.kind == Kind.F and action.microbatch is not None and action.microbatch < self.replay_until
+        return (self.ft is not None and action.kind == Kind.F and action.microbatch is not None
+                and action.microbatch < self.ft.replay_until)
 
     def _guarded(self, fn):
-        """Runs fn; a broken link (ZeroLock with fault tolerance) is rebuilt and fn retried."""
+        """Runs fn; a broken link (ZeroLock under the coordinator) is rebuilt and fn run again —
+        safe because every handler is idempotent."""
         while True:
             try:
                 return fn()
             except LinkRebuilt as rebuilt:
                 self._relink(rebuilt.side, rebuilt.gen)
-            except RuntimeError as err:
-                if isinstance(err, MemoryBudgetExceeded) or self.ft is None or not self.ft.local_recovery:
+            except LinkBroken:
+                if self.ft is None or not self.ft.local_recovery:
                     raise
-                side = self._wait_for_rebuild(err)
-                self._relink(*side)
+                self._relink(*self._wait_for_rebuild())
 
     def _record(self, kind: str, mb: int | None, t0: int, t1: int, sent: int, recv: int, *, compute: bool) -> None:
         c = self.counters
         if compute:
             c.busy_ns += t1 - t0
+        c.actions += 1
         c.first_ns = t0 if c.first_ns is None else c.first_ns
         c.last_ns = t1
         c.bytes_sent += sent
@@ -141,24 +185,24 @@ class Executor:
             self.posted[(a.kind, a.microbatch)] = (link.recv(buf, kind=kind, microbatch=a.microbatch), buf)
             self._next_recv += 1
 
-    def _wait_recv(self, kind: Kind, mb: int) -> torch.Tensor:
-        if (kind, mb) not in self.posted:
-            self._prepost()
-        work, buf = self.posted[(kind, mb)]
-        work.wait()
-        del self.posted[(kind, mb)]
+    def _receive(self, kind: Kind, mb: int, into: dict[int, torch.Tensor]) -> int:
+        """Wait for (kind, mb) and put it in `into`; a no-op if it is there already (a retry)."""
+        if mb not in into:
+            if (kind, mb) not in self.posted:
+                self._prepost()
+            assert (kind, mb) in self.posted, f"stage {self.stage}: {kind}{mb} was never posted"
+            work, buf = self.posted[(kind, mb)]
+            work.wait()
+            del self.posted[(kind, mb)]
+            into[mb] = buf
         self._prepost()
-        return buf
+        return into[mb].numel() * into[mb].element_size()
 
     def _do_RF(self, mb: int) -> tuple[int, int]:
-        h = self._wait_recv(Kind.RF, mb)
-        self.received[mb] = h
-        return 0, h.numel() * h.element_size()
+        return 0, self._receive(Kind.RF, mb, self.received)
 
     def _do_RB(self, mb: int) -> tuple[int, int]:
-        g = self._wait_recv(Kind.RB, mb)
-        self.grads_in[mb] = g
-        return 0, g.numel() * g.element_size()
+        return 0, self._receive(Kind.RB, mb, self.grads_in)
 
     # ---- compute --------------------------------------------------------------------------
     def _do_F(self, mb: int) -> tuple[int, int]:
@@ -167,8 +211,8 @@ class Executor:
             h_in, x = None, batch["input_ids"]
         else:
             h_in = self.received.pop(mb)
-            if self.flow_in is not None:
-                self.flow_in.consumed(mb)
+            if self.wiring.flow_in is not None:
+                self.wiring.flow_in.consumed(mb)
             if self.bp:
                 h_in.requires_grad_(True)
             x = h_in
@@ -186,7 +230,7 @@ class Executor:
             loss = self.worker.local_backward(self.data(mb), h_in, h_out)
         self._record_loss(mb, loss)
         if self.ft is not None:
-            self.ft.store.set(f"stage/{self.stage}/mb_done", str(mb + 1))
+            self.ft.store.set(protocol.microbatches_done(self.stage), str(mb + 1))
         return 0, 0
 
     def _do_B(self, mb: int) -> tuple[int, int]:
@@ -213,30 +257,35 @@ class Executor:
         ft = self.ft
         if ft is None:
             return
-        ft.maybe_inject("post-step", steps)  # dies here: after the update, before it is durable
+        ft.injection.post_step(steps)  # dies here: after the update, before it is durable
         if ft.replay is not None:  # drop what the downstream's durable checkpoint covers
-            key = f"ckpt/{self.stage + 1}/cursor"
-            if ft.store.check([key]):
-                ft.replay.prune_below(int(ft.store.get(key)))
-            ft.store.set(f"buffer/{self.stage}/floor", str(ft.replay.floor))
-        if ft.ckpt_every and steps % ft.ckpt_every == 0:
-            t0 = time.monotonic_ns()
-            cursor = steps * self.worker.microbatches
-            ckpt = capture(params=self.worker.chunk.trainable_state(), optimizer=self.worker.optimizer,
-                           step=steps, cursor=cursor,
-                           extra_meta={"replay_floor": ft.replay.floor if ft.replay else None,
-                                       "generation": ft.generation, "losses": self.losses_json()})
-            ft.checkpoints.save(ckpt, before_manifest=lambda: ft.maybe_inject("mid-ckpt", steps))
-            ft.store.set(f"ckpt/{self.stage}/cursor", str(cursor))
-            ft.store.set(f"ckpt/{self.stage}/step", str(steps))
-            self._record("CKPT", None, t0, time.monotonic_ns(), 0, 0, compute=True)
+            cursor = protocol.get_int(ft.store, protocol.checkpoint_cursor(self.stage + 1), -1)
+            if cursor >= 0:
+                ft.replay.prune_below(cursor)
+            ft.store.set(protocol.buffer_floor(self.stage), str(ft.replay.floor))
 
     def _do_CKPT(self, mb: None) -> tuple[int, int]:
-        return 0, 0  # checkpoints are taken after STEP (see _after_step)
+        """Commit a checkpoint of the step just taken (the schedule puts CKPT after every n-th STEP)."""
+        ft = self.ft
+        if ft is None:
+            return 0, 0  # a schedule built with checkpoints, run without fault tolerance
+        steps = self.worker.steps_done
+        cursor = steps * self.worker.microbatches
+        ckpt = capture(params=self.worker.chunk.trainable_state(), optimizer=self.worker.optimizer,
+                       step=steps, cursor=cursor,
+                       extra_meta={"replay_floor": ft.replay.floor if ft.replay else None,
+                                   "generation": ft.generation, "losses": self.losses_json()})
+        ft.checkpoints.save(ckpt, before_manifest=lambda: ft.injection.mid_checkpoint(steps))
+        ft.store.set(protocol.checkpoint_cursor(self.stage), str(cursor))
+        return 0, 0
 
     # ---- sends ----------------------------------------------------------------------------
     def _send(self, link: Link, tensor: torch.Tensor, *, kind: int, mb: int) -> int:
+        """Send once per link generation: a retry after a relink that already resent `mb` is a no-op."""
+        if self.ledger.already_sent(link.generation, kind, mb):
+            return 0
         self.sends.append((link.send(tensor, kind=kind, microbatch=mb), tensor))
+        self.ledger.record(link.generation, kind, mb)
         while len(self.sends) > max(1, self.depth) * 2:
             work, _ = self.sends[0]
             work.wait()
@@ -251,18 +300,21 @@ class Executor:
 
     def _do_SF(self, mb: int) -> tuple[int, int]:
         h = self.held[mb][1].detach().contiguous()
-        if self.ft is not None and self.ft.replay is not None and mb >= self.next_hidden:
-            self.ft.replay.add(mb, h)
-        if mb < self.skip_sends_below:  # replay: the downstream stage already received this one
-            self.next_hidden = mb + 1
+        ft = self.ft
+        if ft is not None and ft.replay is not None:
+            ft.replay.add(mb, h)
+        if ft is not None and mb < ft.skip_sends_below:  # replay: the downstream stage already has this one
+            self.next_hidden = max(self.next_hidden, mb + 1)
             return 0, 0
-        if self.flow_out is not None:
-            self.flow_out.wait_for_room(mb, self.poll)
-        self.next_hidden = mb + 1
+        if self.wiring.flow_out is not None:
+            self.wiring.flow_out.wait_for_room(mb, self.poll)
+        self.next_hidden = max(self.next_hidden, mb + 1)
         return self._send(self.next, h, kind=HIDDEN, mb=mb), 0
 
     def _do_SB(self, mb: int) -> tuple[int, int]:
-        return self._send(self.prev, self.grads_out.pop(mb).contiguous(), kind=GRAD, mb=mb), 0
+        sent = self._send(self.prev, self.grads_out[mb].contiguous(), kind=GRAD, mb=mb)
+        del self.grads_out[mb]  # only once sent: a retry finds it still there
+        return sent, 0
 
     def losses_json(self) -> dict[str, list[dict]]:
         return {str(step): [{"total": l.total, "task": l.task, "consistency": l.consistency} for l in ls]
@@ -280,26 +332,22 @@ class Executor:
         self.loss_to_report = loss.total
 
     # ---- local recovery (ZeroLock) -----------------------------------------------------------
-    def _wait_for_rebuild(self, err: RuntimeError) -> tuple[str, int]:
+    def current_generation(self, link: int) -> int:
+        return protocol.get_int(self.ft.store, protocol.link_generation(link), 0)
+
+    def _wait_for_rebuild(self) -> tuple[str, int]:
         """A link broke (its peer died). Wait for the coordinator to announce the replacement."""
-        from .recovery_context import link_gen_key
         ft, t0 = self.ft, time.monotonic()
         while True:
-            self.poll_stop_only()
+            if ft.store.check([protocol.STOP]):
+                raise StopRequested()
             for side, link in (("prev", self.prev), ("next", self.next)):
-                if link is None:
-                    continue
-                key = link_gen_key(link.link)
-                if ft.store.check([key]) and int(ft.store.get(key)) > link.generation:
-                    return side, int(ft.store.get(key))
-            if time.monotonic() - t0 > 120:
-                raise err
+                if link is not None and self.current_generation(link.link) > link.generation:
+                    return side, self.current_generation(link.link)
+            if time.monotonic() - t0 > RELINK_WAIT_S:
+                raise TimeoutError(f"stage {self.stage}: a link broke and no replacement was announced "
+                                   f"within {RELINK_WAIT_S:g} s")
             time.sleep(0.01)
-
-    def poll_stop_only(self) -> None:
-        from .recovery_context import STOP_KEY
-        if self.ft.store.check([STOP_KEY]):
-            raise StopRequested()
 
     def _relink(self, side: str, gen: int) -> None:
         ft = self.ft
@@ -315,21 +363,21 @@ class Executor:
             if dropped:
                 self._next_recv = next(i for i, a in enumerate(self._recv_plan)
                                        if a.kind == Kind.RF and a.microbatch == dropped[0])
-            ft.store.set(need_key(self.prev.link, gen), str(need))
-            self.prev = self.make_link("prev", gen)
+            ft.store.set(protocol.need(self.prev.link, gen), str(need))
+            self.wiring.prev = self.wiring.make_link("prev", gen)
             self._prepost()
         else:
             # We are upstream of a replaced stage: resend what it needs from the replay buffer.
-            need = int(wait_key(ft.store, need_key(self.next.link, gen)))
-            self.next = self.make_link("next", gen)
+            need = int(protocol.wait_for(ft.store, protocol.need(self.next.link, gen), timeout_s=RELINK_WAIT_S,
+                                         what=f"stage {self.stage + 1}'s replacement to say what it needs"))
+            self.wiring.next = self.wiring.make_link("next", gen)
             self.sends.clear()  # sends on the dead link are gone; the buffer has their tensors
             if ft.replay is None or (need < self.next_hidden and need < ft.replay.floor):
                 raise BufferExhausted(f"stage {self.stage}: the replay buffer starts at micro-batch "
                                       f"{ft.replay.floor if ft.replay else '?'} but stage {self.stage + 1} "
                                       f"needs {need}")
-            for mb, h in list(ft.replay.entries.items()):
-                if need <= mb < self.next_hidden:
-                    resent += self._send(self.next, h, kind=HIDDEN, mb=mb)
+            for mb, h in ft.replay.between(need, self.next_hidden):
+                resent += self._send(self.next, h, kind=HIDDEN, mb=mb)
             self.counters.bytes_resent += resent
-            ft.store.add(f"recovery/resent_bytes/{self.stage}", resent)
+            ft.store.add(protocol.resent_bytes(self.stage), resent)
         self._record("RELINK", None, t0, time.monotonic_ns(), resent, 0, compute=False)

@@ -9,13 +9,16 @@ from .run import Run
 
 
 class PipelineFailed(RuntimeError):
-    """A stage process failed; the message is the first line of its error."""
+    """The run ended failed; the message is its reason (one line)."""
 
 
-def train_pipeline(cfg: RunConfig, *, progress: bool = True) -> dict[str, Any]:
+def train_pipeline(cfg: RunConfig, *, progress: bool = True, overwrite: bool = False,
+                   resume: bool = False) -> dict[str, Any]:
+    """Run to the end. Returns metrics.json's content (state finished or stopped); raises
+    PipelineFailed for a failed run. Ctrl-C stops the run (every stage saves and exits)."""
     from tqdm import tqdm
 
-    run = Run(cfg).start()
+    run = Run(cfg, overwrite=overwrite, resume=resume).start()
     bar = tqdm(total=cfg.train.steps, disable=not progress, unit="step",
                desc=f"{cfg.train.method} pipeline K={cfg.train.stages}", dynamic_ncols=True)
     try:
@@ -27,13 +30,18 @@ def train_pipeline(cfg: RunConfig, *, progress: bool = True) -> dict[str, Any]:
             time.sleep(0.2)
     except KeyboardInterrupt:
         bar.write("stopping: asking every stage to finish its current action ...")
-        run.stop()
+        run.stop(wait=False)
+        while not run.done:  # a second Ctrl-C is taken as the same request
+            try:
+                run.wait(0.5)
+            except KeyboardInterrupt:
+                pass
     run.wait()
     bar.n = run.metrics["steps_done"] if run.metrics else bar.n
     bar.close()
     if run.metrics is None:
-        raise RuntimeError("the run ended without metrics")
+        raise PipelineFailed("the run ended without metrics")
     if run.metrics["state"] == "failed":
-        first = next(iter(run.metrics["errors"].values()), "unknown error")
-        raise PipelineFailed(f"pipeline run failed: {first.splitlines()[0]} (details: {cfg.out}/metrics.json)")
+        raise PipelineFailed(f"pipeline run failed: {run.metrics.get('reason') or 'unknown error'} "
+                             f"(details: {cfg.out}/metrics.json)")
     return run.metrics

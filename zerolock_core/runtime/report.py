@@ -5,8 +5,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+from safetensors import safe_open
+
+from ..artifacts import final_weights_path
 from ..config import RunConfig
 from ..telemetry import read_events, write_chrome_trace
+from .run_dir import CHECKPOINT_LOG
 
 
 def load_stage_reports(run_dir: Path, stages: int) -> list[dict[str, Any]]:
@@ -18,6 +22,37 @@ def load_stage_reports(run_dir: Path, stages: int) -> list[dict[str, Any]]:
     return reports
 
 
+def final_weight_steps(run_dir: Path, stages: int) -> list[int]:
+    """The optimizer step each chunk's final/ weights are from ([] if some chunk has none)."""
+    steps = []
+    for s in range(stages):
+        path = final_weights_path(run_dir, s)
+        if not path.exists():
+            return []
+        with safe_open(str(path), framework="pt") as f:
+            step = (f.metadata() or {}).get("step")
+        if step is None:
+            return []
+        steps.append(int(step))
+    return steps
+
+
+def checkpoint_rejections(run_dir: Path) -> list[dict[str, Any]]:
+    """Why the checkpoint loader skipped checkpoints (written by the stages, see stage_process)."""
+    path = run_dir / CHECKPOINT_LOG
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def training_span_s(run_dir: Path, since_ns: int) -> float:
+    """First action to last action of this coordinator's session, across every generation of every
+    stage (a recovery's gap and replay included)."""
+    events, _ = read_events(run_dir / "events.jsonl")
+    ts = [(e["t0"], e["t1"]) for e in events if e.get("t0", 0) >= since_ns]
+    return (max(t1 for _, t1 in ts) - min(t0 for t0, _ in ts)) / 1e9 if ts else 0.0
+
+
 def loss_curves(cfg: RunConfig, reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
     curves = []
     for r in reports:
@@ -25,6 +60,7 @@ def loss_curves(cfg: RunConfig, reports: list[dict[str, Any]]) -> list[dict[str,
         if not losses:
             continue
         steps = sorted(int(s) for s in losses)
+
         def mean(key: str, step: int) -> float | None:
             vals = [x[key] for x in losses[str(step)] if x[key] is not None]
             return sum(vals) / len(vals) if vals else None
@@ -36,16 +72,16 @@ def loss_curves(cfg: RunConfig, reports: list[dict[str, Any]]) -> list[dict[str,
 
 
 def pipeline_metrics(cfg: RunConfig, run_dir: Path, *, eval_block: dict[str, Any] | None, state: str,
-                     setup_s: float, errors: dict[int, str]) -> dict[str, Any]:
+                     setup_s: float, errors: dict[Any, str], since_ns: int = 0, start_step: int = 0) -> dict[str, Any]:
+    """`since_ns`: when this session of the run began (wall_s covers it from the first action on);
+    `start_step`: the step it resumed from (throughput counts only the steps trained here)."""
     reports = load_stage_reports(run_dir, cfg.train.stages)
-    firsts = [r["first_ns"] for r in reports if r.get("first_ns") is not None]
-    lasts = [r["last_ns"] for r in reports if r.get("last_ns")]
-    makespan = (max(lasts) - min(firsts)) / 1e9 if firsts and lasts else 0.0
+    wall = training_span_s(run_dir, since_ns)
     steps_done = min((r["steps_done"] for r in reports), default=0) if len(reports) == cfg.train.stages else 0
-    samples = steps_done * cfg.train.batch
+    samples = max(0, steps_done - start_step) * cfg.train.batch
     per_stage = [{k: v for k, v in r.items() if k not in ("losses", "first_ns", "last_ns")} for r in reports]
     mean_busy = sum(r["busy_s"] for r in reports) / len(reports) if reports else 0.0
-    throughput = samples / makespan if makespan > 0 else 0.0
+    throughput = samples / wall if wall > 0 else 0.0
     return {
         "config": cfg.to_dict(),
         "state": state,
@@ -54,13 +90,15 @@ def pipeline_metrics(cfg: RunConfig, run_dir: Path, *, eval_block: dict[str, Any
         "eval": eval_block,
         "per_stage": per_stage,
         "steps_done": steps_done,
+        "final_steps": final_weight_steps(run_dir, cfg.train.stages),
         "throughput_samples_per_s": throughput,
         "samples_per_s": throughput,
-        "bubble_fraction": 1.0 - mean_busy / makespan if makespan > 0 else 0.0,
-        "wall_s": makespan,
+        "bubble_fraction": max(0.0, 1.0 - mean_busy / wall) if wall > 0 else 0.0,
+        "wall_s": wall,
         "setup_s": setup_s,
         "train": {"curves": loss_curves(cfg, reports)},
         "layers": [r["layers"] for r in reports],
+        "checkpoint_rejections": checkpoint_rejections(run_dir),
     }
 
 

@@ -1,19 +1,26 @@
 """`Run`: start, watch and stop a multi-process pipeline run (the CLI and the dashboard use it).
 
 The coordinator lives in the calling process: it owns the rendezvous store (so a dying stage
-cannot take it down), spawns one process per stage, watches them and their heartbeats from a
-background thread, injects and recovers failures, and when they end writes metrics.json and
-trace.json. No training happens in the caller's threads.
+cannot take it down), spawns one process per stage, and watches them from a background thread.
+It is a state machine behind one lock:
+
+    created -> starting -> running <-> recovering -> finishing -> finished | stopped | failed
+
+Its loop runs in try/finally: whatever goes wrong — a stage's error, a crash loop, a pipeline that
+stops making progress, an exception in the coordinator itself — ends the run `failed` within
+seconds, with the reason in metrics.json, and no process outlives it. What to do about a failed
+stage is decided by `recovery_policy.decide`, a pure function of what the coordinator observed.
+No training happens in the caller's threads.
 """
 from __future__ import annotations
 
 import atexit
 import json
 import os
-import shutil
 import signal
 import threading
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -21,21 +28,34 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from ..artifacts import write_json_atomic
-from ..config import FAILURE_MODES, FailureSpec, RunConfig
+from ..config import FAILURE_MODES, PIPEDREAM_REFUSAL, FailureSpec, RunConfig
 from ..telemetry import read_events
+from . import protocol, run_dir
 from .checkpoint import CheckpointStore
 from .evaluate_run import evaluate_run
-from .heartbeat import heartbeat_key
-from .recovery_context import STOP_KEY, link_gen_key
-from .report import load_stage_reports, pipeline_metrics, write_trace
-from .stage_process import COMPLETE_KEY, StageLaunch, stage_main
-from .standby import standby_main
+from .recovery_policy import Decision, Observed, StageView, common_step, decide
+from .recovery_records import RecoveryBook
+from .report import final_weight_steps, pipeline_metrics, write_trace
+from .stage_process import StageLaunch, stage_main
+from .standby import Standby
 
 TERMINAL = ("finished", "stopped", "failed")
+TRANSITIONS = {
+    "created": {"starting", "failed"},
+    "starting": {"running", "recovering", "finishing", "failed"},
+    "running": {"recovering", "finishing", "failed"},
+    "recovering": {"running", "recovering", "finishing", "failed"},
+    "finishing": set(TERMINAL),
+}
+TICK_S = 0.05
+STARTUP_TIMEOUT_S = 600.0  # a stage process still loading after this long has hung
+MIN_STALL_S = 60.0  # the automatic stall timeout is at least this, and 10x the slowest step seen
+EVAL_TIMEOUT_S = 900.0
 
 
 class Run:
-    def __init__(self, cfg: RunConfig, *, stop_grace_s: float = 10.0) -> None:
+    def __init__(self, cfg: RunConfig, *, stop_grace_s: float = 10.0, overwrite: bool = False,
+                 resume: bool = False) -> None:
         if cfg.train.runtime != "pipeline":
             raise ValueError("Run drives --runtime pipeline runs")
         if not cfg.out:
@@ -43,43 +63,67 @@ class Run:
         self.cfg, self.dir = cfg, Path(cfg.out)
         self.K = cfg.train.stages
         self.stop_grace_s = stop_grace_s
+        self.overwrite, self.resume = overwrite, resume
         self.state = "created"
+        self.reason = ""  # why the run failed (or was stopped), one line
         self.metrics: dict[str, Any] | None = None
-        self.recoveries: list[dict[str, Any]] = []
         self._procs: list[mp.Process | None] = [None] * self.K
         self._gens = [0] * self.K
+        self._restarts = [0] * self.K
         self._link_gens = [0] * max(0, self.K - 1)
         self._store: dist.TCPStore | None = None
         self._stop_requested_at: float | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._thread: threading.Thread | None = None
         self._t_start = 0.0
+        self._t_start_ns = 0
         self._t_running: float | None = None
-        self._pending_injections = [f for f in map(FailureSpec.parse, cfg.train.failures)
-                                    if f.mode in ("kill", "stop")]
         self._hb: list[tuple[int, float]] = [(0, 0.0)] * self.K
-        self._open: dict[int, dict[str, Any]] = {}  # recovery in progress, by stage
-        self._seen_injections: set[str] = set()
+        self._spawned_at = [0.0] * self.K
+        self._errors: dict[str, str] = {}
+        self._book = RecoveryBook(cfg)
+        self._api_injections = 0
         self._last_read: dict[str, Any] = {}  # store values as last seen: status() after the store is gone
-        self._standby: tuple[mp.Process, Any] | None = None  # (process, pipe): see standby.py
-        self._standby_was: str | None = None
+        self._standby = Standby()
+        self._progress_sig: tuple | None = None
+        self._last_progress = 0.0
+        self._step_seen: list[tuple[int, float]] = [(0, 0.0)] * self.K
+        self._slowest_step_s = 0.0
+        self._resume_step: int | None = None
+        self._eval_proc: mp.Process | None = None
+
+    @property
+    def recoveries(self) -> list[dict[str, Any]]:
+        return self._book.closed
 
     # ---- control --------------------------------------------------------------------------
     def start(self) -> "Run":
+        """Validate the directory, then spawn every stage. A failure after validation ends the run
+        `failed` (metrics.json says why) instead of raising; a bad directory raises ConfigError
+        before anything is touched."""
         if self.state != "created":
             raise RuntimeError(f"run already {self.state}")
-        self.dir.mkdir(parents=True, exist_ok=True)
-        for stale in ("events.jsonl", "metrics.json", "trace.json", "eval.json"):
-            (self.dir / stale).unlink(missing_ok=True)
-        for stale in ("checkpoints", "stages", "final"):  # a replacement must never restore an earlier run's state
-            shutil.rmtree(self.dir / stale, ignore_errors=True)
-        write_json_atomic(self.dir / "config.json", self.cfg.to_dict())
-        self._store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
-        self._t_start = time.monotonic()
-        for s in range(self.K):
-            self._spawn(StageLaunch(stage=s, host="127.0.0.1", port=self._store.port, run_dir=str(self.dir)))
-        self.state = "starting"
+        if self.resume:
+            run_dir.check_resumable(self.dir, self.cfg)
+        else:
+            run_dir.prepare_fresh(self.dir, self.cfg, overwrite=self.overwrite)
+        self._t_start, self._t_start_ns = time.monotonic(), time.monotonic_ns()
+        self._last_progress = self._t_start
         _LIVE_RUNS.add(self)
+        try:
+            write_json_atomic(self.dir / run_dir.CONFIG, self.cfg.to_dict())
+            self._store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+            self._set_state("starting")
+            if self.resume:
+                self._resume_step = common_step([CheckpointStore(self.dir / "checkpoints", stage=s).verified_steps()
+                                                 for s in range(self.K)])
+                self._store.set(protocol.RESUME_STEP, str(self._resume_step))
+            for s in range(self.K):
+                self._spawn(self._launch(s, restore_step=self._resume_step))
+        except Exception as err:  # e.g. a process could not be spawned: end cleanly, say why
+            self._fail(f"coordinator: could not start the run: {type(err).__name__}: {err}", traceback.format_exc())
+            self._end()
+            return self
         self._thread = threading.Thread(target=self._watch, name="zerolock-coordinator", daemon=True)
         self._thread.start()
         return self
@@ -88,11 +132,14 @@ class Run:
         """Ask every stage to stop; they finish their current action, save and exit."""
         with self._lock:
             if self._store is not None and self._stop_requested_at is None and self.state not in TERMINAL:
-                self._store.set(STOP_KEY, "1")
                 self._stop_requested_at = time.monotonic()
+                self.reason = self.reason or "stopped on request"
+                self._store.set(protocol.STOP, "1")
                 for p in self._procs:  # a stopped (SIGSTOP) stage must run to notice
                     if p is not None and p.pid and p.is_alive():
                         os.kill(p.pid, signal.SIGCONT)
+            if self._eval_proc is not None and self._eval_proc.is_alive():
+                self._eval_proc.kill()  # stop during the final eval: skip it
         return self.wait(timeout) if wait else None
 
     def wait(self, timeout: float | None = None) -> dict[str, Any] | None:
@@ -109,18 +156,30 @@ class Run:
             raise ValueError(f"stage {stage} is not in 0..{self.K - 1}")
         if self.cfg.train.ckpt_every <= 0:
             raise ValueError("this run has no checkpoints to recover from (start it with ckpt_every > 0)")
-        if self.state not in ("starting", "running"):
-            raise ValueError(f"the run is {self.state}")
-        if mode in ("kill", "stop"):
-            self._kill(stage, mode)
-        else:
-            self._store.set(f"inject_request/{stage}", mode)
-            self._store.set(f"inject/{stage}/{mode}/requested", str(time.monotonic_ns()))
+        if self.cfg.train.method == "pipedream":
+            raise ValueError(PIPEDREAM_REFUSAL)
+        with self._lock:
+            if self.state not in ("starting", "running", "recovering") or self._stop_requested_at is not None:
+                raise ValueError(f"the run is {'stopping' if self._stop_requested_at else self.state}")
+            if self._restarts[stage] >= self.cfg.train.max_restarts:
+                raise ValueError(f"stage {stage} has been restarted {self._restarts[stage]} times already "
+                                 f"(the limit, max_restarts); another failure would end the run")
+            self._api_injections += 1
+            label = f"api:{mode}:{self._api_injections}"
+            self._book.expect(stage, label)
+            if mode in ("kill", "stop"):
+                p = self._procs[stage]
+                if p is None or not p.is_alive():
+                    raise ValueError(f"stage {stage} has no running process right now")
+                self._store.set(protocol.injected(stage, label), str(time.monotonic_ns()))
+                os.kill(p.pid, signal.SIGKILL if mode == "kill" else signal.SIGSTOP)
+            else:
+                self._store.set(protocol.inject_request(stage), f"{mode} {label}")
 
     # ---- observation ----------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
-        steps = [self._get(f"stage/{s}/step", 0, int) for s in range(self.K)]
-        states = [self._get(f"stage/{s}/state", "starting", str) for s in range(self.K)]
+        steps = [self._get(protocol.stage_step(s), 0, int) for s in range(self.K)]
+        states = [self._get(protocol.stage_state(s), "starting", str) for s in range(self.K)]
         per_stage = (self.metrics or {}).get("per_stage") or []
         if len(per_stage) == self.K:  # the stages' own final reports
             steps = [p["steps_done"] for p in per_stage]
@@ -132,7 +191,7 @@ class Run:
             eta = per_step * (self.cfg.train.steps - done)
         return {"state": self.state, "stage_states": states, "stage_steps": steps, "steps_done": done,
                 "total_steps": self.cfg.train.steps, "elapsed_s": elapsed, "eta_s": eta, "dir": str(self.dir),
-                "recoveries": list(self.recoveries), "recovering": sorted(self._open)}
+                "recoveries": list(self.recoveries), "recovering": self._book.open_stages(), "reason": self.reason}
 
     def events(self, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
         """Events written since byte `offset`, and the offset to ask from next time."""
@@ -142,93 +201,66 @@ class Run:
     def done(self) -> bool:
         return self.state in TERMINAL
 
-    # ---- processes ------------------------------------------------------------------------
-    def _spawn(self, launch: StageLaunch) -> str | None:
-        """Start the stage's process, from the standby if there is one: "ready" / "warming" (it was
-        still importing) / None (a fresh process)."""
-        self._store.set(f"stage/{launch.stage}/state", "spawned")
-        args = (self.cfg.to_dict(), launch)
-        p = self._take_standby(stage_main, args)
-        warm = self._standby_was
-        if p is None:
-            ctx = mp.get_context("spawn")
-            p = ctx.Process(target=stage_main, name=f"zerolock-stage{launch.stage}-gen{launch.generation}", args=args)
-            p.start()
-        self._procs[launch.stage] = p
-        self._gens[launch.stage] = launch.generation
-        self._hb[launch.stage] = (0, time.monotonic())
-        return warm
+    @property
+    def standby_ready(self) -> bool:
+        return self._standby.ready
 
-    # ---- the warm standby (fault-tolerant runs) --------------------------------------------
     @property
     def wants_standby(self) -> bool:
         mode = self.cfg.train.warm_standby
         return mode == "on" or (mode == "auto" and (os.cpu_count() or 1) > self.K)
 
-    @property
-    def standby_ready(self) -> bool:
-        """A standby is waiting with its imports done (a replacement would start from it)."""
-        try:
-            return self._standby is not None and self._standby[0].is_alive() and self._standby[1].poll()
-        except (EOFError, OSError):
-            return False
+    # ---- state ----------------------------------------------------------------------------
+    def _set_state(self, new: str) -> None:
+        with self._lock:
+            if new == self.state:
+                return
+            assert new in TRANSITIONS.get(self.state, ()), f"run state {self.state} -> {new}"
+            self.state = new
 
-    def _keep_standby(self) -> None:
-        """Have one standby ready while a fault-tolerant run trains (started only once every stage
-        runs, so that its imports do not slow the stages' own start)."""
-        if not (self.cfg.train.ckpt_every > 0 and self.wants_standby) or self.state != "running":
-            return
-        if self._open:  # a recovery is under way: its replacement needs the cores more than a new standby
-            return
-        if self._standby is not None and self._standby[0].is_alive():
-            return
-        ctx = mp.get_context("spawn")
-        mine, theirs = ctx.Pipe()
-        p = ctx.Process(target=standby_main, args=(theirs,), name="zerolock-standby")
-        p.start()
-        theirs.close()
-        self._standby = (p, mine)
+    def _fail(self, reason: str, detail: str = "") -> None:
+        """Record the first reason the run fails (later ones are consequences)."""
+        with self._lock:
+            if not self.reason or self._stop_requested_at is not None:
+                self.reason = reason
+            self._errors.setdefault("coordinator" if reason.startswith("coordinator") else "run",
+                                    f"{reason}\n{detail}".strip())
+            self._stop_requested_at = self._stop_requested_at or time.monotonic()
+            if self._store is not None:
+                try:
+                    self._store.set(protocol.STOP, reason)
+                except Exception:
+                    pass
 
-    def _take_standby(self, target, args: tuple) -> mp.Process | None:
-        """Hand `target(*args)` to the standby; None if there is none alive. `self._standby_was`
-        says how it was found: "ready" (imports done) or "warming" (still importing)."""
-        self._standby_was = None
-        if self._standby is None:
-            return None
-        p, conn = self._standby
-        self._standby = None
-        try:
-            if not p.is_alive():
-                return None
-            ready = conn.poll() and conn.recv() == "ready"
-            conn.send((target, args))
-            self._standby_was = "ready" if ready else "warming"
-            return p
-        except (BrokenPipeError, EOFError, OSError):
-            return None
-        finally:
-            conn.close()
+    # ---- processes ------------------------------------------------------------------------
+    def _launch(self, stage: int, **kw) -> StageLaunch:
+        return StageLaunch(stage=stage, host="127.0.0.1", port=self._store.port, run_dir=str(self.dir), **kw)
 
-    def _drop_standby(self) -> None:
-        if self._standby is not None:
-            p, conn = self._standby
-            self._standby = None
-            try:
-                conn.send(None)
-            except (BrokenPipeError, OSError):
-                pass
-            conn.close()
-            p.join(5)
-            if p.is_alive():
-                p.kill()
-                p.join()
+    def _spawn(self, launch: StageLaunch) -> str | None:
+        """Start the stage's process, from the standby if there is one: "ready" / "warming" (it was
+        still importing) / None (a fresh process)."""
+        self._store.set(protocol.stage_state(launch.stage), "spawned")
+        args = (self.cfg.to_dict(), launch)
+        p, warm = self._standby.take(stage_main, args)
+        if p is None:
+            p = mp.get_context("spawn").Process(target=stage_main, args=args,
+                                                name=f"zerolock-stage{launch.stage}-gen{launch.generation}")
+            p.start()
+        self._procs[launch.stage] = p
+        self._gens[launch.stage] = launch.generation
+        self._hb[launch.stage] = (0, time.monotonic())
+        self._spawned_at[launch.stage] = time.monotonic()
+        return warm
 
-    def _kill(self, stage: int, mode: str) -> None:
-        p = self._procs[stage]
-        if p is None or not p.is_alive():
-            return
-        self._store.set(f"inject/{stage}/{mode}/t", str(time.monotonic_ns()))
-        os.kill(p.pid, signal.SIGKILL if mode == "kill" else signal.SIGSTOP)
+    def _kill(self, stages) -> None:
+        for s in stages:
+            p = self._procs[s]
+            if p is not None and p.is_alive():
+                os.kill(p.pid, signal.SIGKILL)
+        for s in stages:
+            p = self._procs[s]
+            if p is not None:
+                p.join(10)
 
     def _get(self, key: str, default, cast):
         store = self._store
@@ -242,210 +274,279 @@ class Run:
         except Exception:
             return default
 
-    def _launch(self, stage: int, **kw) -> StageLaunch:
-        return StageLaunch(stage=stage, host="127.0.0.1", port=self._store.port, run_dir=str(self.dir), **kw)
-
     # ---- the coordinator thread -----------------------------------------------------------
     def _watch(self) -> None:
-        errors: dict[int, str] = {}
-        ft = self.cfg.train.ckpt_every > 0
-        timeout = self.cfg.train.heartbeat_timeout_s
-        while True:
-            now = time.monotonic()
-            if self.state == "starting" and all(self._get(f"stage/{s}/state", "", str) in ("running", "done")
-                                                for s in range(self.K)):
-                self.state, self._t_running = "running", now
-            if not self._stop_requested_at:
-                self._keep_standby()
-            self._inject_due()
-            stopping = self._stop_requested_at is not None
-            failed = []
-            for s, p in enumerate(self._procs):
-                code = p.exitcode
-                if code not in (None, 0):
-                    failed.append((s, f"exit code {code}"))
-                elif code is None and self._stale(s, now, timeout):
-                    failed.append((s, f"no heartbeat for {timeout:g} s"))
-            if failed and not stopping:
-                if ft and all(not self._get(f"stage/{s}/error", "", str) for s, _ in failed):
-                    self._recover(failed)
-                else:
-                    for s, why in failed:
-                        errors[s] = self._get(f"stage/{s}/error", why, str)
-                    self.stop(wait=False)
-            self._close_recoveries()
-            if ft and not stopping and all(self._get(f"stage/{s}/actions_done", "", str) for s in range(self.K)) \
-                    and self._store is not None:
-                self._store.set(COMPLETE_KEY, "1")
-            if all(p.exitcode is not None for p in self._procs):
-                break
-            if stopping and now - self._stop_requested_at > self.stop_grace_s:
-                for p in self._procs:
-                    if p.is_alive():
-                        p.kill()
-            time.sleep(0.05)
-        for s in range(self.K):
-            if s not in errors and self._get(f"stage/{s}/state", "", str) == "error":
-                errors[s] = self._get(f"stage/{s}/error", "error", str)
-        self._finish(errors)
+        try:
+            while not self._tick():
+                time.sleep(TICK_S)
+        except Exception as err:
+            self._fail(f"coordinator: {type(err).__name__}: {err}", traceback.format_exc())
+        finally:
+            self._end()
 
-    def _stale(self, stage: int, now: float, timeout: float) -> bool:
+    def _tick(self) -> bool:
+        """One look at everything; True once every stage process has exited."""
+        with self._lock:
+            now = time.monotonic()
+            states = [self._get(protocol.stage_state(s), "", str) for s in range(self.K)]
+            if self.state == "starting" and all(x in ("running", "done") for x in states):
+                self._set_state("running")
+                self._t_running = now
+            stopping = self._stop_requested_at is not None
+            if not stopping and self.state == "running" and self.cfg.train.ckpt_every > 0 and self.wants_standby \
+                    and not self._book.open_stages():
+                self._standby.start()  # only once every stage runs: its imports must not slow their start
+            failed = self._failed_stages(now, states)
+            if failed and not stopping:
+                self._handle_failures(failed, states)
+                return False
+            self._close_recoveries()
+            if self.cfg.train.ckpt_every > 0 and not stopping and \
+                    all(self._get(protocol.actions_done(s), "", str) for s in range(self.K)):
+                self._store.set(protocol.COMPLETE, "1")
+            if all(p is not None and p.exitcode is not None for p in self._procs):
+                return True
+            if not stopping:
+                self._check_progress(now, states)
+            elif now - self._stop_requested_at > self.stop_grace_s:
+                self._kill(range(self.K))
+            return False
+
+    def _failed_stages(self, now: float, states: list[str]) -> list[StageView]:
+        timeout = self.cfg.train.heartbeat_timeout_s
+        failed = []
+        for s, p in enumerate(self._procs):
+            code = p.exitcode
+            why = None
+            if code not in (None, 0):
+                why = f"exited with code {code}"
+            elif code is None and self._stale(s, now, timeout, states[s]):
+                why = f"sent no heartbeat for {timeout:g} s"
+            elif code is None and states[s] in ("spawned", "loading") and \
+                    now - self._spawned_at[s] > STARTUP_TIMEOUT_S:
+                why = f"was still starting after {STARTUP_TIMEOUT_S:g} s"
+            if why is not None:
+                injected = self._book.fired_on(s, self._store) is not None
+                failed.append(StageView(stage=s, failed=True, why=why,
+                                        error=self._get(protocol.stage_error(s), "", str),
+                                        reached_running=injected or states[s] in ("running", "link-lost", "done"),
+                                        link_lost=states[s] == "link-lost", restarts=self._restarts[s]))
+        return failed
+
+    def _stale(self, stage: int, now: float, timeout: float, state: str) -> bool:
         """Silent for `timeout` while running its actions."""
-        beats = self._get(heartbeat_key(stage, self._gens[stage]), 0, int)
+        beats = self._get(protocol.heartbeat(stage, self._gens[stage]), 0, int)
         last, since = self._hb[stage]
-        if beats != last or self._get(f"stage/{stage}/state", "", str) != "running":
-            # loading (imports can hold the GIL for seconds) is watched by the exit code alone
+        if beats != last or state != "running":
+            # loading (imports can hold the GIL for seconds) is watched by the startup timeout
             self._hb[stage] = (beats, now)
             return False
         return now - since > timeout
 
-    def _inject_due(self) -> None:
-        for f in list(self._pending_injections):
-            if self._gens[f.stage] == 0 and self._get(f"stage/{f.stage}/step", 0, int) >= f.step:
-                self._pending_injections.remove(f)
-                self._kill(f.stage, f.mode)
+    def _check_progress(self, now: float, states: list[str]) -> None:
+        """No action anywhere for the stall timeout, while every stage runs: the pipeline is stuck."""
+        sig = tuple(self._get(protocol.progress(s, self._gens[s]), 0, int) for s in range(self.K)) + tuple(states)
+        if sig != self._progress_sig or any(x not in ("running", "done") for x in states):
+            self._progress_sig, self._last_progress = sig, now
+        for s in range(self.K):
+            step = self._get(protocol.stage_step(s), 0, int)
+            last, at = self._step_seen[s]
+            if step == last + 1 and at > 0 and not self._book.open_stages():
+                self._slowest_step_s = max(self._slowest_step_s, now - at)
+            if step != last:
+                self._step_seen[s] = (step, now)
+        limit = self.cfg.train.stall_timeout_s or max(MIN_STALL_S, 10 * self._slowest_step_s)
+        if now - self._last_progress > limit:
+            where = ", ".join(f"stage {s} {states[s]} at step {self._get(protocol.stage_step(s), 0, int)}"
+                              for s in range(self.K))
+            self._fail(f"the pipeline stalled: no stage ran an action for {now - self._last_progress:.0f} s "
+                       f"(limit {limit:.0f} s; {where})")
+            self._kill(range(self.K))
 
     # ---- recovery -------------------------------------------------------------------------
-    def _failure_time(self, stage: int) -> tuple[str, int]:
-        """The injected mode and when it was injected (ns), else 'crash' and now."""
-        best = ("crash", time.monotonic_ns())
-        for mode in FAILURE_MODES:
-            for suffix in ("t", "api", "requested"):
-                t = self._get(f"inject/{stage}/{mode}/{suffix}", None, int)
-                if t is not None and f"{stage}/{mode}/{t}" not in self._seen_injections:
-                    best = (mode, t)
-            for f in self.cfg.train.failures:
-                spec = FailureSpec.parse(f)
-                t = self._get(f"inject/{stage}/{mode}/{spec.step}", None, int)
-                if spec.stage == stage and t is not None and f"{stage}/{mode}/{t}" not in self._seen_injections:
-                    best = (mode, t)
-        self._seen_injections.add(f"{stage}/{best[0]}/{best[1]}")
-        return best
-
-    def _recover(self, failed: list[tuple[int, str]]) -> None:
-        t_detect = time.monotonic_ns()
-        local = self.cfg.train.method == "zerolock"
-        m = self.cfg.train.microbatches
-        for s, _ in failed:
-            p = self._procs[s]
-            if p.is_alive():  # hung (SIGSTOP): make sure it can never come back and interfere
-                os.kill(p.pid, signal.SIGKILL)
-            p.join()
-        if local:
-            for s, why in failed:
-                if self._get(f"stage/{s}/state", "", str) == "link-lost":
-                    local = False  # a survivor gave up: fall back to the global path
-            newest = {s: CheckpointStore(self.dir / "checkpoints", stage=s).newest_verified_step() or 0
-                      for s, _ in failed}
-            for s, _ in failed:
-                floor = self._get(f"buffer/{s - 1}/floor", 0, int) if s > 0 else 0
-                if newest[s] * m < floor:
-                    local = False  # the upstream buffer no longer holds what s must replay
-        if local:
-            for s, why in failed:
-                mode, t_fail = self._failure_time(s)
-                for link in (s - 1, s):
-                    if 0 <= link < self.K - 1:
-                        self._link_gens[link] += 1
-                        self._store.set(link_gen_key(link), str(self._link_gens[link]))
-                gen = self._gens[s] + 1
-                resent0 = self._get(f"recovery/resent_bytes/{s - 1}", 0, int) if s > 0 else 0
-                self._open[s] = {"stage": s, "mode": mode, "kind": "local", "reason": why, "gen": gen,
-                                 "t_fail": t_fail, "t_detect": t_detect, "resent0": resent0}
-                self._open[s]["warm_standby"] = self._spawn(self._launch(s, generation=gen, replacement=True))
-            return
-        self._recover_global(failed, t_detect)
-
-    def _recover_global(self, failed: list[tuple[int, str]], t_detect: int) -> None:
-        frontier = max(self._get(f"stage/{s}/step", 0, int) for s in range(self.K))
-        for p in self._procs:
-            if p.is_alive():
-                os.kill(p.pid, signal.SIGKILL)
-            p.join()
-        stores = [CheckpointStore(self.dir / "checkpoints", stage=s) for s in range(self.K)]
-        rollback = min(st.newest_verified_step() or 0 for st in stores)
+    def _observe(self, failed: list[StageView], states: list[str]) -> Observed:
+        by_stage = {v.stage: v for v in failed}
+        views = []
         for s in range(self.K):
-            for key in (f"flow/{s}/consumed", f"stage/{s}/actions_done", f"stage/{s}/mb_done", f"stage/{s}/step"):
+            base = by_stage.get(s) or StageView(stage=s, restarts=self._restarts[s],
+                                                starting=states[s] in ("spawned", "loading"),
+                                                link_lost=states[s] == "link-lost")
+            views.append(StageView(
+                **{**base.__dict__,
+                   "checkpoints": CheckpointStore(self.dir / "checkpoints", stage=s).verified_steps(),
+                   "consumed": self._get(protocol.flow_consumed(s), 0, int),
+                   "buffer_floor": self._get(protocol.buffer_floor(s), 0, int)}))
+        return Observed(method=self.cfg.train.method, microbatches=self.cfg.train.microbatches,
+                        max_restarts=self.cfg.train.max_restarts, stages=tuple(views))
+
+    def _handle_failures(self, failed: list[StageView], states: list[str]) -> None:
+        t_detect = time.monotonic_ns()
+        self._kill([v.stage for v in failed])  # a hung (SIGSTOP) stage can never come back and interfere
+        if self.cfg.train.ckpt_every <= 0:
+            v = failed[0]
+            self._fail(v.error.strip().splitlines()[0] if v.error else
+                       f"stage {v.stage} {v.why}; the run has no checkpoints to recover from (--ckpt-every)")
+            for f in failed:
+                if f.error:
+                    self._errors[str(f.stage)] = f.error
+            self._kill(range(self.K))
+            return
+        decision = decide(self._observe(failed, states))
+        if decision.action == "fail":
+            for f in failed:
+                if f.error:
+                    self._errors[str(f.stage)] = f.error
+            self._fail(decision.reason)
+            self._kill(range(self.K))
+            return
+        self._set_state("recovering")
+        if decision.action == "local":
+            self._recover_local(decision, failed, t_detect)
+        else:
+            self._recover_global(decision, failed, t_detect)
+
+    def _recover_local(self, d: Decision, failed: list[StageView], t_detect: int) -> None:
+        m = self.cfg.train.microbatches
+        self._kill(d.restart)
+        links = sorted({link for s in d.restart for link in (s - 1, s) if 0 <= link < self.K - 1})
+        for s in d.restart:
+            # the upstream prunes its replay buffer below our checkpoint cursor: never past what we replay
+            self._store.set(protocol.checkpoint_cursor(s), str(d.restore_step[s] * m))
+        for link in links:
+            self._link_gens[link] += 1
+            self._store.set(protocol.link_generation(link), str(self._link_gens[link]))
+        why = {v.stage: v.why for v in failed}
+        for s in d.restart:
+            self._restarts[s] += 1
+            gen = self._gens[s] + 1
+            self._book.open_local(s, gen=gen, reason=why.get(s, "restarted with a failed neighbour"),
+                                  t_detect=t_detect, store=self._store)
+            warm = self._spawn(self._launch(s, generation=gen, replacement=True, restore_step=d.restore_step[s]))
+            self._book.set_warm(s, warm)
+
+    def _recover_global(self, d: Decision, failed: list[StageView], t_detect: int) -> None:
+        frontier = max(self._get(protocol.stage_step(s), 0, int) for s in range(self.K))
+        self._kill(range(self.K))
+        step = next(iter(d.restore_step.values()), 0)
+        for s in range(self.K):
+            for key in protocol.stage_keys_of_a_generation(s):
                 if self._store.check([key]):
                     self._store.delete_key(key)
+            self._store.set(protocol.checkpoint_cursor(s), str(step * self.cfg.train.microbatches))
         for link in range(self.K - 1):
             self._link_gens[link] += 1
-            self._store.set(link_gen_key(link), str(self._link_gens[link]))
-        s0, why = failed[0]
-        mode, t_fail = self._failure_time(s0)
-        self._open = {s0: {"stage": s0, "mode": mode, "kind": "global", "reason": why, "t_fail": t_fail,
-                           "t_detect": t_detect, "rollback_step": rollback, "frontier_step": frontier,
-                           "gen": self._gens[s0] + 1, "fallback": self.cfg.train.method == "zerolock"}}
-        warm = [self._spawn(self._launch(s, generation=self._gens[s] + 1, rollback_step=rollback))
-                for s in range(self.K)]
-        self._open[s0]["warm_standby"] = next((w for w in warm if w), None)
+            self._store.set(protocol.link_generation(link), str(self._link_gens[link]))
+        cause = next((v for v in failed if not v.link_lost), failed[0])
+        for v in failed:
+            self._restarts[v.stage] += 1
+        self._book.open_global(cause.stage, reason=f"{cause.why}: {d.reason}", t_detect=t_detect,
+                               rollback_step=step, frontier_step=frontier, gen=self._gens[cause.stage] + 1,
+                               store=self._store)
+        warm = [self._spawn(self._launch(s, generation=self._gens[s] + 1, restore_step=step)) for s in range(self.K)]
+        self._book.set_warm(cause.stage, next((w for w in warm if w), None))
 
     def _close_recoveries(self) -> None:
-        for s, r in list(self._open.items()):
-            m = self.cfg.train.microbatches
-            if r["kind"] == "local":
-                restored = self._get(f"recovery/{s}/gen{r['gen']}/restored", None, str)
-                caught = self._get(f"recovery/{s}/gen{r['gen']}/caught_up", None, int)
-                if restored is None or caught is None:
-                    continue
-                t_restored, step, ckpt_bytes = map(int, restored.split())
-                frontier = self._get(f"recovery/{s}/gen{r['gen']}/frontier", step * m, int)
-                resent = (self._get(f"recovery/resent_bytes/{s - 1}", 0, int) - r["resent0"]) if s > 0 else 0
-                replayed = max(0, frontier - step * m)
-            else:
-                restores = [self._get(f"recovery/{k}/gen{self._gens[k]}/restored", None, str) for k in range(self.K)]
-                steps = [self._get(f"stage/{k}/step", 0, int) for k in range(self.K)]
-                if None in restores or min(steps) < min(r["frontier_step"], self.cfg.train.steps):
-                    continue
-                parsed = [tuple(map(int, x.split())) for x in restores]
-                t_restored = max(x[0] for x in parsed)
-                ckpt_bytes = sum(x[2] for x in parsed)
-                caught = time.monotonic_ns()
-                replayed = max(0, r["frontier_step"] - r["rollback_step"]) * m * self.K
-                # the replay sends every hidden state and every gradient across every hop again
-                per_mb = self._get("meta/hidden_bytes_per_microbatch", 0, int)
-                resent = max(0, r["frontier_step"] - r["rollback_step"]) * m * (self.K - 1) * 2 * per_mb
-            rec = {"stage": s, "mode": r["mode"], "kind": r["kind"], "reason": r["reason"],
-                   "detect_s": (r["t_detect"] - r["t_fail"]) / 1e9,
-                   "restore_s": (t_restored - r["t_detect"]) / 1e9,
-                   "replay_s": max(0, caught - t_restored) / 1e9,
-                   "total_s": (max(caught, t_restored) - r["t_fail"]) / 1e9,
-                   "replayed_microbatches": replayed,
-                   "bytes_transferred": resent + ckpt_bytes, "checkpoint_bytes_read": ckpt_bytes,
-                   "activation_bytes_resent": resent}
-            for key in ("rollback_step", "fallback", "warm_standby"):
-                if key in r:
-                    rec[key] = r[key]
-            self.recoveries.append(rec)
-            del self._open[s]
+        self._book.close_ready(self._get, gens=self._gens)
+        if self.state == "recovering" and not self._book.open_stages():
+            self._set_state("running")
 
-    def _finish(self, errors: dict[int, str]) -> None:
-        reports = load_stage_reports(self.dir, self.K)
-        completed = len(reports) == self.K and min(r["steps_done"] for r in reports) >= self.cfg.train.steps
-        # a stop that arrives after the last step ended nothing: the run finished
-        state = "failed" if errors else ("stopped" if self._stop_requested_at is not None and not completed
-                                         else "finished")
-        self.state = "finishing"
-        eval_block = None
-        if not errors and all((self.dir / "final" / f"chunk{s}.safetensors").exists() for s in range(self.K)):
-            args = (self.cfg.to_dict(), str(self.dir))
-            p = self._take_standby(evaluate_run, args)  # a standby no stage needed: its imports are done
-            if p is None:
-                p = mp.get_context("spawn").Process(target=evaluate_run, args=args, name="zerolock-eval")
-                p.start()
-            p.join()
-            if (self.dir / "eval.json").exists():
-                eval_block = json.loads((self.dir / "eval.json").read_text())
-        setup = (self._t_running - self._t_start) if self._t_running else 0.0
-        self.metrics = pipeline_metrics(self.cfg, self.dir, eval_block=eval_block, state=state,
-                                        setup_s=setup, errors=errors)
-        self.metrics["recovery"] = self.recoveries
-        self._drop_standby()
-        write_trace(self.dir, self.K)
-        write_json_atomic(self.dir / "metrics.json", self.metrics)
-        self._store = None
-        self.state = state
+    # ---- the end --------------------------------------------------------------------------
+    def _end(self) -> None:
+        """Whatever happened: no process left, metrics.json written, a terminal state."""
+        with self._lock:
+            if self.state not in ("finishing",) + TERMINAL:
+                self._set_state("finishing")
+        try:
+            self._kill([s for s in range(self.K) if self._procs[s] is not None])
+        except Exception as err:
+            self._errors.setdefault("coordinator", f"coordinator: ending the stage processes: {err}")
+        for s in range(self.K):  # a stage's own error record, read before the store goes
+            err = self._get(protocol.stage_error(s), "", str)
+            if err and self._get(protocol.stage_state(s), "", str) == "error":
+                self._errors.setdefault(str(s), err)
+        state = self._final_state()
+        eval_block, eval_note = None, None
+        if state == "finished":
+            eval_block, eval_note = self._evaluate()
+            if "eval" in self._errors:
+                state, self.reason = "failed", self._errors["eval"]
+        elif state == "stopped":
+            eval_note = self._stopped_note()
+        for what, fn in (("the trace", lambda: write_trace(self.dir, self.K)),):
+            try:
+                fn()
+            except Exception as err:
+                self._errors.setdefault("coordinator", f"coordinator: writing {what}: {type(err).__name__}: {err}")
+                state = "failed"
+                self.reason = self.reason or f"coordinator: writing {what} failed: {err}"
+        try:
+            metrics = pipeline_metrics(self.cfg, self.dir, eval_block=eval_block, state=state,
+                                       setup_s=(self._t_running - self._t_start) if self._t_running else 0.0,
+                                       errors=self._errors, since_ns=self._t_start_ns,
+                                       start_step=self._resume_step or 0)
+        except Exception as err:
+            state = "failed"
+            self.reason = self.reason or f"coordinator: building metrics.json: {type(err).__name__}: {err}"
+            metrics = {"config": self.cfg.to_dict(), "state": state, "errors": {"coordinator": traceback.format_exc()}}
+        metrics.update({"state": state, "stopped": state != "finished", "reason": self.reason if state != "finished"
+                        else "", "recovery": self.recoveries, "restarts": list(self._restarts),
+                        "failures_not_injected": self._book.not_injected(self._get, state)})
+        if eval_note:
+            metrics["eval_skipped"] = eval_note
+        if self._resume_step is not None:
+            metrics["resumed_from_step"] = self._resume_step
+        try:
+            write_json_atomic(self.dir / run_dir.METRICS, metrics)
+        except Exception as err:  # the directory went away: the metrics stay in memory
+            metrics["errors"]["coordinator"] = f"coordinator: could not write metrics.json: {err}"
+        with self._lock:
+            self._standby.drop()
+            self._store = None
+            self.metrics = metrics
+            self.state = state
         _LIVE_RUNS.discard(self)
+
+    def _final_state(self) -> str:
+        if self._errors:
+            return "failed"
+        per_stage = [self._get(protocol.stage_state(s), "", str) for s in range(self.K)]
+        complete = all(x == "done" for x in per_stage) and \
+            min(final_weight_steps(self.dir, self.K) or [0]) >= self.cfg.train.steps
+        if complete:
+            return "finished"  # a stop that arrives after the last step ended nothing
+        if self._stop_requested_at is not None and self.reason == "stopped on request":
+            return "stopped"
+        if not self.reason:
+            self.reason = f"the stages ended without finishing ({', '.join(per_stage)})"
+        self._errors.setdefault("run", self.reason)
+        return "failed"
+
+    def _stopped_note(self) -> str:
+        steps = final_weight_steps(self.dir, self.K)
+        if steps and len(set(steps)) > 1:
+            return (f"stopped with the stages at different steps ({steps}): final/ mixes them, so it is not "
+                    f"evaluated; resume with `zerolock train --resume {self.dir}`")
+        return "stopped before the last step: not evaluated"
+
+    def _evaluate(self) -> tuple[dict[str, Any] | None, str | None]:
+        args = (self.cfg.to_dict(), str(self.dir))
+        p, _ = self._standby.take(evaluate_run, args)  # a standby no stage needed: its imports are done
+        if p is None:
+            p = mp.get_context("spawn").Process(target=evaluate_run, args=args, name="zerolock-eval")
+            p.start()
+        self._eval_proc = p
+        p.join(EVAL_TIMEOUT_S)
+        if p.is_alive():
+            p.kill()
+            p.join(10)
+            return None, f"the final eval did not end within {EVAL_TIMEOUT_S:g} s"
+        if self._stop_requested_at is not None and p.exitcode != 0:
+            return None, "stopped during the final eval"
+        path = self.dir / "eval.json"
+        if p.exitcode != 0 or not path.exists():
+            self._errors["eval"] = f"the final eval failed (exit code {p.exitcode})"
+            return None, self._errors["eval"]
+        return json.loads(path.read_text()), None
 
 
 _LIVE_RUNS: set[Run] = set()

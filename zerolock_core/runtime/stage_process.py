@@ -1,8 +1,16 @@
-"""The body of one stage's OS process: connect, build its chunk, (restore,) run its actions, report."""
+"""The body of one stage's OS process, as its phases in order:
+
+    connect -> build its chunk -> restore -> link -> run the schedule -> report
+
+`stage_main` is the entry point (spawned by the coordinator, or one torchrun rank); each phase is
+a function below. The process ends in one of the states of `protocol.stage_state`: done, stopped,
+error (with `protocol.stage_error` set) or link-lost.
+"""
 from __future__ import annotations
 
 import datetime
 import gc
+import json
 import os
 import signal
 import sys
@@ -22,26 +30,19 @@ from ..schedule import Action, build_schedule
 from ..stage_worker import StageWorker
 from ..telemetry import Event, EventWriter
 from ..workbench import build_workbench
+from . import protocol
 from .checkpoint import CheckpointStore, restore
-from .executor import Executor, StopRequested
-from .heartbeat import Heartbeat
+from .errors import LinkBroken, LinkRebuilt, StopRequested
+from .executor import Durability, Executor, Wiring
+from .fault_injection import FaultInjection
+from .heartbeat import ORPHANED_EXIT, Heartbeat
 from .link_emulation import link_model
 from .links import FlowControl, Link
-from .recovery_context import (STOP_KEY, FaultTolerance, LinkRebuilt, ReplayBuffer, link_gen_key, need_key,
-                               wait_key)
+from .replay_buffer import ReplayBuffer
+from .run_dir import CHECKPOINT_LOG
 
-COMPLETE_KEY = "control/complete"
 LINK_LOST_EXIT = 3
-
-
-def _fault_tolerant(cfg_dict: dict[str, Any]) -> bool:
-    return cfg_dict.get("train", {}).get("ckpt_every", 0) > 0
-
-
-def _is_link_error(err: BaseException) -> bool:
-    text = str(err)
-    return any(s in text for s in ("Connection closed", "Connection reset", "Broken pipe", "timed out",
-                                   "Timed out", "gloo", "NCCL"))
+STORE_TIMEOUT_S = 120.0
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -53,7 +54,8 @@ class StageLaunch:
     run_dir: str
     generation: int = 0  # bumped for every replacement / restart
     replacement: bool = False  # local recovery: restore and replay while the others keep going
-    rollback_step: int | None = None  # global rollback: restore this step (or the newest before it)
+    restore_step: int | None = None  # restore this checkpoint step (0: from scratch); None: a fresh start
+    coordinated: bool = True  # a `Run` watches us (False under torchrun: nobody respawns a stage)
 
 
 def stage_threads(cfg: RunConfig) -> int:
@@ -72,33 +74,182 @@ def stage_device(cfg: RunConfig, stage: int) -> torch.device:
 
 
 def stage_main(cfg_dict: dict[str, Any], launch: StageLaunch) -> None:
-    """Entry point of a stage process (spawned by the coordinator, or one torchrun rank)."""
+    """Entry point of a stage process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the coordinator, which stops us
-    store = dist.TCPStore(launch.host, launch.port, is_master=False, timeout=datetime.timedelta(seconds=120))
+    store = dist.TCPStore(launch.host, launch.port, is_master=False,
+                          timeout=datetime.timedelta(seconds=STORE_TIMEOUT_S))
     stage = launch.stage
-    state_key = f"stage/{stage}/state"
+    state_key = protocol.stage_state(stage)
     heartbeat = Heartbeat(launch.host, launch.port, stage, launch.generation)
     try:
         store.set(state_key, "loading")
-        _run_stage(RunConfig.from_dict(cfg_dict), launch, store, state_key)
+        final = _run_stage(RunConfig.from_dict(cfg_dict), launch, store, heartbeat)
+        heartbeat.close()  # before the last word: the store may go away once every stage has said it
+        _last_word(store, state_key, final)
     except StopRequested:
-        store.set(state_key, "stopped")
+        heartbeat.close()
+        _last_word(store, state_key, "stopped")
     except Exception as err:
-        if store.check([STOP_KEY]):  # we were already being stopped (e.g. a neighbour closed the link)
-            store.set(state_key, "stopped")
+        heartbeat.close()
+        if _store_gone(store):
+            os._exit(ORPHANED_EXIT)  # the coordinator died first: nobody is left to tell
+        if store.check([protocol.STOP]):  # we were already being stopped (e.g. a neighbour closed the link)
+            _last_word(store, state_key, "stopped")
             return
-        if isinstance(err, RuntimeError) and _fault_tolerant(cfg_dict) and _is_link_error(err):
-            # A neighbour died under us: the coordinator decides (global rollback restarts us).
-            store.set(state_key, "link-lost")
+        if isinstance(err, LinkBroken) and launch.coordinated and _fault_tolerant(cfg_dict):
+            # A neighbour died under us: the coordinator decides (a global rollback restarts us).
+            _last_word(store, state_key, "link-lost")
             sys.exit(LINK_LOST_EXIT)
         # Record the cause, then stop the others before our exit closes their links, so that they
         # report "stopped" and this error stays the run's first.
-        store.set(f"stage/{stage}/error", f"{type(err).__name__}: {err}\n{traceback.format_exc()}")
-        store.set(STOP_KEY, f"stage {stage} failed")
-        store.set(state_key, "error")
+        why = (f"the link to a neighbouring stage broke ({err}); a rank of the job died" if isinstance(err, LinkBroken)
+               else f"{type(err).__name__}: {err}")
+        _last_word(store, protocol.stage_error(stage), f"{why}\n{traceback.format_exc()}")
+        _last_word(store, protocol.STOP, f"stage {stage} failed")
+        _last_word(store, state_key, "error")
         sys.exit(1)
-    finally:
-        heartbeat.close()
+
+
+def _store_gone(store: dist.Store) -> bool:
+    try:
+        store.check([protocol.STOP])
+        return False
+    except Exception:
+        return True
+
+
+def _last_word(store: dist.Store, key: str, value: str) -> None:
+    """A final write to the store; if the coordinator is gone, exit quietly (no traceback)."""
+    try:
+        store.set(key, value)
+    except Exception:
+        os._exit(ORPHANED_EXIT)
+
+
+def _fault_tolerant(cfg_dict: dict[str, Any]) -> bool:
+    return cfg_dict.get("train", {}).get("ckpt_every", 0) > 0
+
+
+# ---- phase 1: build the chunk ----------------------------------------------------------------
+@dataclass(kw_only=True)
+class Built:
+    cfg: RunConfig
+    device: torch.device
+    bench: Any  # the Workbench, holding only this stage's chunk
+    worker: StageWorker
+    hidden_shape: tuple[int, int, int]
+    events: EventWriter
+
+
+def build(cfg: RunConfig, launch: StageLaunch, store: dist.Store) -> Built:
+    t = cfg.train
+    torch.set_num_threads(stage_threads(cfg))
+    device = stage_device(cfg, launch.stage)
+    bench = build_workbench(cfg)
+    chunk = bench.chunks[launch.stage].to(device)
+    bench.chunks = [chunk]  # drop the other chunks: this process holds only its own
+    gc.collect()
+    worker = StageWorker(chunk=chunk, alpha=cfg.objective.alpha_for(launch.stage),
+                         consistency=cfg.objective.consistency, microbatches=t.microbatches, lr=t.lr,
+                         weight_decay=t.weight_decay)
+    shape = (t.batch // t.microbatches, cfg.data.seq_len, chunk.config.hidden_size)
+    store.set(protocol.HIDDEN_BYTES, str(shape[0] * shape[1] * shape[2] * 4))
+    return Built(cfg=cfg, device=device, bench=bench, worker=worker, hidden_shape=shape,
+                 events=EventWriter(Path(launch.run_dir) / "events.jsonl"))
+
+
+# ---- phase 2: restore ------------------------------------------------------------------------
+@dataclass(kw_only=True)
+class Restored:
+    checkpoints: CheckpointStore | None
+    start_step: int = 0
+    losses: dict[str, list[dict]] | None = None
+    replay_floor: int = 0
+
+
+def checkpoint_logger(run_dir: Path, stage: int):
+    """Where the loader says why it skipped a checkpoint: a file in the run directory (it outlives
+    the coordinator's store), shown in metrics.json and by the CLI."""
+    def log(message: str) -> None:
+        line = json.dumps({"stage": stage, "t": time.time(), "message": message}) + "\n"
+        fd = os.open(run_dir / CHECKPOINT_LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+    return log
+
+
+def restore_phase(b: Built, launch: StageLaunch, store: dist.Store) -> Restored:
+    t, stage, run_dir = b.cfg.train, launch.stage, Path(launch.run_dir)
+    if t.ckpt_every <= 0:
+        return Restored(checkpoints=None)
+    ckpts = CheckpointStore(run_dir / "checkpoints", stage=stage, keep=t.keep_checkpoints,
+                            log=checkpoint_logger(run_dir, stage))
+    step = launch.restore_step
+    if step is None:
+        return Restored(checkpoints=ckpts)
+    t0 = time.monotonic_ns()
+    ckpt = ckpts.load_latest(at_most=step) if step > 0 else None
+    if step > 0 and (ckpt is None or ckpt.step != step):
+        raise RuntimeError(f"stage {stage}: the checkpoint of step {step} the coordinator chose is not on disk "
+                           f"or does not verify (see {CHECKPOINT_LOG})")
+    out = Restored(checkpoints=ckpts)
+    if ckpt is not None:
+        restore(ckpt, params=b.worker.chunk.trainable_state(), optimizer=b.worker.optimizer)
+        b.worker.steps_done = out.start_step = ckpt.step
+        out.losses = ckpt.meta.get("losses", {})
+        out.replay_floor = ckpt.step * t.microbatches
+    nbytes = ckpt.nbytes if ckpt else 0
+    b.events.write(Event(stage=stage, kind="RESTORE", mb=None, t0=t0, t1=time.monotonic_ns(),
+                         step=out.start_step, gen=launch.generation, recv=nbytes))
+    store.set(protocol.restored(stage, launch.generation), f"{time.monotonic_ns()} {out.start_step} {nbytes}")
+    return out
+
+
+# ---- phase 3: link ---------------------------------------------------------------------------
+@dataclass(kw_only=True)
+class Linked:
+    wiring: Wiring
+    replay_until: int = 0
+    skip_sends_below: int = 0
+
+
+def link_phase(b: Built, launch: StageLaunch, store: dist.Store, first_mb: int) -> Linked:
+    t, stage, K = b.cfg.train, launch.stage, b.cfg.train.stages
+    emulation = link_model(b.cfg.link)
+
+    def make_link(side: str, gen: int) -> Link:
+        index = stage - 1 if side == "prev" else stage
+        return Link(store, link=index, upstream_end=side == "next", generation=gen, device=b.device,
+                    emulation=emulation)
+
+    def gen_of(link: int) -> int:
+        return protocol.get_int(store, protocol.link_generation(link), 0)
+
+    skip_sends_below = replay_until = 0
+    prev = nxt = None
+    if stage > 0:
+        gen = gen_of(stage - 1)
+        if launch.replacement:  # tell the upstream end where our replay starts
+            store.set(protocol.need(stage - 1, gen), str(first_mb))
+        prev = make_link("prev", gen)
+    if stage < K - 1:
+        gen = gen_of(stage)
+        if launch.replacement:  # the downstream end says what it already has
+            skip_sends_below = int(protocol.wait_for(store, protocol.need(stage, gen), timeout_s=STORE_TIMEOUT_S,
+                                                     what=f"stage {stage + 1} to say what it needs"))
+        nxt = make_link("next", gen)
+    if launch.replacement:
+        done = protocol.get_int(store, protocol.microbatches_done(stage), 0)
+        replay_until = max(skip_sends_below, done)
+        store.set(protocol.replay_frontier(stage, launch.generation), str(replay_until))
+    depth = t.inflight_depth
+    flow_in = (FlowControl(store, receiver=stage, depth=depth, start=first_mb, receiving_end=True)
+               if stage > 0 else None)
+    flow_out = FlowControl(store, receiver=stage + 1, depth=depth, start=first_mb) if stage < K - 1 else None
+    return Linked(wiring=Wiring(prev=prev, next=nxt, flow_in=flow_in, flow_out=flow_out, make_link=make_link),
+                  replay_until=replay_until, skip_sends_below=skip_sends_below)
 
 
 def _shifted(actions: tuple[Action, ...], offset: int) -> tuple[Action, ...]:
@@ -108,150 +259,110 @@ def _shifted(actions: tuple[Action, ...], offset: int) -> tuple[Action, ...]:
                  for a in actions)
 
 
-def _run_stage(cfg: RunConfig, launch: StageLaunch, store: dist.Store, state_key: str) -> None:
-    stage, run_dir = launch.stage, Path(launch.run_dir)
-    torch.set_num_threads(stage_threads(cfg))
-    device = stage_device(cfg, stage)
-    t, K = cfg.train, cfg.train.stages
-    bench = build_workbench(cfg)
-    chunk = bench.chunks[stage].to(device)
-    bench.chunks = [chunk]  # drop the other chunks: this process holds only its own
-    gc.collect()
-    worker = StageWorker(chunk=chunk, alpha=cfg.objective.alpha_for(stage), consistency=cfg.objective.consistency,
-                         microbatches=t.microbatches, lr=t.lr, weight_decay=t.weight_decay)
-    shape = (t.batch // t.microbatches, cfg.data.seq_len, chunk.config.hidden_size)
-    store.set("meta/hidden_bytes_per_microbatch", str(shape[0] * shape[1] * shape[2] * 4))
-    events = EventWriter(run_dir / "events.jsonl")
+def stage_actions(cfg: RunConfig, stage: int, start_step: int) -> tuple[Action, ...]:
+    """What the stage runs from `start_step` on (CKPT included); () if it restored the last step."""
+    t = cfg.train
+    if start_step >= t.steps:
+        return ()
+    assert t.ckpt_every == 0 or start_step % t.ckpt_every == 0, "restores happen at checkpoint steps"
+    schedule = build_schedule(t.method, stages=t.stages, microbatches=t.microbatches, windows=t.steps - start_step,
+                              checkpoint_every=t.ckpt_every)
+    return _shifted(schedule.for_stage(stage), start_step * t.microbatches)
 
-    # ---- fault tolerance: checkpoints, restore, replay bookkeeping --------------------------
-    ft = None
-    start_step = 0
-    restored_losses: dict[str, list[dict]] = {}
-    if t.ckpt_every > 0:
-        log = lambda message: store.set(f"stage/{stage}/ckpt_log/{time.monotonic_ns()}", message)  # noqa: E731
-        ckpts = CheckpointStore(run_dir / "checkpoints", stage=stage, keep=t.keep_checkpoints, log=log)
+
+# ---- phase 4: run the schedule, then report --------------------------------------------------
+def _run_stage(cfg: RunConfig, launch: StageLaunch, store: dist.Store, heartbeat: Heartbeat) -> str:
+    """The phases in order; returns the final state ("done" or "stopped")."""
+    t, stage, K = cfg.train, launch.stage, cfg.train.stages
+    b = build(cfg, launch, store)
+    r = restore_phase(b, launch, store)
+    first_mb = r.start_step * t.microbatches
+    linked = link_phase(b, launch, store, first_mb)
+    durability = None
+    if r.checkpoints is not None:
         capacity = t.replay_buffer or (t.ckpt_every + 1) * t.microbatches + t.inflight_depth + 1
-        ft = FaultTolerance(store=store, stage=stage, generation=launch.generation, checkpoints=ckpts,
-                            ckpt_every=t.ckpt_every, local_recovery=t.method == "zerolock",
-                            failures=tuple(FailureSpec.parse(f) for f in t.failures),
-                            replay=ReplayBuffer(capacity=capacity) if stage < K - 1 else None)
-        if launch.replacement or launch.rollback_step is not None:
-            t0 = time.monotonic_ns()
-            ckpt = ckpts.load_latest(at_most=launch.rollback_step)
-            if ckpt is not None:
-                restore(ckpt, params=chunk.trainable_state(), optimizer=worker.optimizer)
-                worker.steps_done = start_step = ckpt.step
-                restored_losses = ckpt.meta.get("losses", {})
-                if ft.replay is not None and ckpt.meta.get("replay_floor") is not None:
-                    ft.replay.floor = ckpt.step * t.microbatches
-            events.write(Event(stage=stage, kind="RESTORE", mb=None, t0=t0, t1=time.monotonic_ns(),
-                               step=start_step, gen=launch.generation, recv=ckpt.nbytes if ckpt else 0))
-            store.set(f"recovery/{stage}/gen{launch.generation}/restored",
-                      f"{time.monotonic_ns()} {start_step} {ckpt.nbytes if ckpt else 0}")
+        replay = ReplayBuffer(capacity=capacity, floor=r.replay_floor) if stage < K - 1 else None
+        durability = Durability(store=store, generation=launch.generation, checkpoints=r.checkpoints,
+                                injection=FaultInjection(store=store, stage=stage,
+                                                         failures=tuple(map(FailureSpec.parse, t.failures))),
+                                local_recovery=launch.coordinated and t.method == "zerolock", replay=replay,
+                                replay_until=linked.replay_until, skip_sends_below=linked.skip_sends_below)
+        if replay is not None:
+            store.set(protocol.buffer_floor(stage), str(replay.floor))
 
-    cache: dict[int, list[dict[str, torch.Tensor]]] = {}
-
-    def microbatch_data(mb: int) -> dict[str, torch.Tensor]:
-        step, i = divmod(mb, t.microbatches)
-        if step not in cache:
-            cache.clear()
-            cache[step] = [{k: v.to(device) for k, v in d.items()} for d in bench.microbatches(step)]
-        return cache[step][i]
-
-    # ---- links ------------------------------------------------------------------------------
-    emulation = link_model(cfg.link)
-
-    def make_link(side: str, gen: int) -> Link:
-        index = stage - 1 if side == "prev" else stage
-        return Link(store, link=index, upstream_end=side == "next", generation=gen, device=device,
-                    emulation=emulation)
-
-    def current_gen(link: int) -> int:
-        key = link_gen_key(link)
-        return int(store.get(key)) if store.check([key]) else 0
-
-    skip_sends_below = replay_until = 0
-    first_mb = start_step * t.microbatches
-    prev = nxt = None
-    if stage > 0:
-        gen = current_gen(stage - 1)
-        if launch.replacement:  # tell the upstream survivor where our replay starts
-            store.set(need_key(stage - 1, gen), str(first_mb))
-        prev = make_link("prev", gen)
-    if stage < K - 1:
-        gen = current_gen(stage)
-        if launch.replacement:  # the downstream survivor says what it already has
-            skip_sends_below = int(wait_key(store, need_key(stage, gen)))
-        nxt = make_link("next", gen)
-    if launch.replacement:
-        done_key = f"stage/{stage}/mb_done"
-        replay_until = max(skip_sends_below, int(store.get(done_key)) if store.check([done_key]) else 0)
-        store.set(f"recovery/{stage}/gen{launch.generation}/frontier", str(replay_until))
-
-    depth = t.inflight_depth
-    flow_in = FlowControl(store, receiver=stage, depth=depth, start=first_mb) if stage > 0 else None
-    flow_out = FlowControl(store, receiver=stage + 1, depth=depth, start=first_mb) if stage < K - 1 else None
-
-    last = [0.0]
     executor: Executor | None = None
+    last_poll = [0.0]
 
     def poll() -> None:
         """Between actions (at most every 20 ms): a stop request, or a link to rebuild."""
         now = time.monotonic()
-        if now - last[0] < 0.02:
+        if now - last_poll[0] < 0.02:
             return
-        last[0] = now
-        if store.check([STOP_KEY]):
+        last_poll[0] = now
+        if store.check([protocol.STOP]):
             raise StopRequested()
-        if ft is not None and ft.local_recovery and executor is not None:
+        if durability is not None and durability.local_recovery and executor is not None:
             for side, link in (("prev", executor.prev), ("next", executor.next)):
-                if link is not None and current_gen(link.link) > link.generation:
-                    raise LinkRebuilt(side, current_gen(link.link))
+                if link is not None:
+                    gen = executor.current_generation(link.link)
+                    if gen > link.generation:
+                        raise LinkRebuilt(side, gen)
 
     def on_step(n: int) -> None:
-        store.set(f"stage/{stage}/step", str(n))
-        if launch.replacement and n * t.microbatches >= replay_until:
-            key = f"recovery/{stage}/gen{launch.generation}/caught_up"
+        store.set(protocol.stage_step(stage), str(n))
+        if launch.replacement and n * t.microbatches >= linked.replay_until:
+            key = protocol.caught_up(stage, launch.generation)
             if not store.check([key]):
                 store.set(key, str(time.monotonic_ns()))
 
-    executor = Executor(stage=stage, stages=K, method=t.method, worker=worker, microbatch_data=microbatch_data,
-                        hidden_shape=shape, prev=prev, next=nxt, flow_in=flow_in, flow_out=flow_out,
-                        events=events, poll=poll, on_step=on_step, device=device, depth=depth,
-                        memory_budget_bytes=t.memory_budget_bytes, ft=ft, make_link=make_link,
-                        replay_until=replay_until, skip_sends_below=skip_sends_below)
-    executor.restore_losses(restored_losses)
-    actions: tuple[Action, ...] = ()  # restored from the last step's checkpoint: nothing left to run
-    if start_step < t.steps:
-        schedule = build_schedule(t.method, stages=K, microbatches=t.microbatches, windows=t.steps - start_step)
-        actions = _shifted(schedule.for_stage(stage), first_mb)
-    store.set(state_key, "running")
+    executor = Executor(stage=stage, stages=K, method=t.method, worker=b.worker,
+                        microbatch_data=_microbatch_source(b), hidden_shape=b.hidden_shape, wiring=linked.wiring,
+                        events=b.events, poll=poll, on_step=on_step, device=b.device, depth=t.inflight_depth,
+                        memory_budget_bytes=t.memory_budget_bytes, durability=durability)
+    executor.restore_losses(r.losses or {})
+    heartbeat.progress = lambda: executor.counters.actions
+    actions = stage_actions(cfg, stage, r.start_step)
+    store.set(protocol.stage_state(stage), "running")
     stopped = False
     try:
         executor.run(actions)
-        store.set(f"stage/{stage}/actions_done", "1")
-        if ft is not None and ft.local_recovery and K > 1:
-            _serve_until_complete(executor, store)  # a neighbour may still need our replay buffer
+        store.set(protocol.actions_done(stage), "1")
+        if durability is not None and durability.local_recovery and K > 1:
+            # a neighbour may still need our replay buffer until every stage is done
+            executor.serve_replays(lambda: store.check([protocol.COMPLETE]))
     except StopRequested:
         stopped = True
-    except RuntimeError:
-        if not store.check([STOP_KEY]):
+    except LinkBroken:
+        if not store.check([protocol.STOP]):
             raise
         stopped = True  # a neighbour stopped and closed the link under us
-    save_final_weights(run_dir, stage, {k: v.cpu() for k, v in chunk.trainable_state().items()})
-    write_json_atomic(run_dir / "stages" / f"stage{stage}.json",
-                      stage_report(cfg, stage, executor, device, stopped=stopped, generation=launch.generation))
-    events.close()
-    store.set(state_key, "stopped" if stopped else "done")
+    report_phase(b, launch, executor, stopped=stopped)
     if stopped:
         raise StopRequested()
+    return "done"
 
 
-def _serve_until_complete(executor: Executor, store: dist.Store) -> None:
-    """After our own actions: keep rebuilding links (and resending) until every stage is done."""
-    while not store.check([COMPLETE_KEY]):
-        executor._guarded(executor.poll)
-        time.sleep(0.02)
+def _microbatch_source(b: Built):
+    cache: dict[int, list[dict[str, torch.Tensor]]] = {}
+    m = b.cfg.train.microbatches
+
+    def microbatch_data(mb: int) -> dict[str, torch.Tensor]:
+        step, i = divmod(mb, m)
+        if step not in cache:
+            cache.clear()
+            cache[step] = [{k: v.to(b.device) for k, v in d.items()} for d in b.bench.microbatches(step)]
+        return cache[step][i]
+    return microbatch_data
+
+
+def report_phase(b: Built, launch: StageLaunch, executor: Executor, *, stopped: bool) -> None:
+    run_dir, chunk = Path(launch.run_dir), b.worker.chunk
+    save_final_weights(run_dir, launch.stage, {k: v.cpu() for k, v in chunk.trainable_state().items()},
+                       step=b.worker.steps_done)
+    write_json_atomic(run_dir / "stages" / f"stage{launch.stage}.json",
+                      stage_report(b.cfg, launch.stage, executor, b.device, stopped=stopped,
+                                   generation=launch.generation))
+    b.events.close()
 
 
 def stage_report(cfg: RunConfig, stage: int, ex: Executor, device: torch.device, *, stopped: bool,

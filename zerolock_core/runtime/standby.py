@@ -13,6 +13,8 @@ import signal
 from multiprocessing.connection import Connection
 from typing import Any, Callable
 
+import torch.multiprocessing as mp
+
 
 def standby_main(conn: Connection) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the coordinator, as for a stage
@@ -28,10 +30,72 @@ def standby_main(conn: Connection) -> None:
         pass  # work was handed over while we imported, and the coordinator closed its end: read it
     try:
         work: tuple[Callable[..., Any], tuple[Any, ...]] | None = conn.recv()
-    except EOFError:  # the run ended without needing us
+    except EOFError:  # the run ended (or its coordinator died) without needing us
         return
     finally:
         conn.close()
     if work is not None:
         target, args = work
         target(*args)
+
+
+class Standby:
+    """At most one spare process, kept by the coordinator."""
+
+    def __init__(self) -> None:
+        self._spare: tuple[mp.Process, Connection] | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self._spare is not None and self._spare[0].is_alive()
+
+    @property
+    def ready(self) -> bool:
+        """A standby is waiting with its imports done (a replacement would start from it)."""
+        try:
+            return self.alive and self._spare[1].poll()
+        except (EOFError, OSError):
+            return False
+
+    def start(self) -> None:
+        if self.alive:
+            return
+        ctx = mp.get_context("spawn")
+        mine, theirs = ctx.Pipe()
+        p = ctx.Process(target=standby_main, args=(theirs,), name="zerolock-standby")
+        p.start()
+        theirs.close()
+        self._spare = (p, mine)
+
+    def take(self, target: Callable[..., Any], args: tuple) -> tuple[mp.Process | None, str | None]:
+        """Hand `target(*args)` to the standby: (its process, "ready" | "warming"), or (None, None)
+        if there is none alive."""
+        if self._spare is None:
+            return None, None
+        p, conn = self._spare
+        self._spare = None
+        try:
+            if not p.is_alive():
+                return None, None
+            ready = conn.poll() and conn.recv() == "ready"
+            conn.send((target, args))
+            return p, ("ready" if ready else "warming")
+        except (BrokenPipeError, EOFError, OSError):
+            return None, None
+        finally:
+            conn.close()
+
+    def drop(self) -> None:
+        if self._spare is None:
+            return
+        p, conn = self._spare
+        self._spare = None
+        try:
+            conn.send(None)
+        except (BrokenPipeError, OSError):
+            pass
+        conn.close()
+        p.join(5)
+        if p.is_alive():
+            p.kill()
+            p.join(5)

@@ -1,17 +1,24 @@
 """Run a pipeline under `torchrun`: one rank per stage, on one host or several.
 
     torchrun --nnodes=2 --node-rank=0 --nproc-per-node=2 --master-addr=HOST --master-port=29500 \\
-        -m zerolock_core train --runtime pipeline --stages 4 --out /shared/runs/demo
+        -m zerolock_core train --runtime pipeline --stages 4 --ckpt-every 10 --out /shared/runs/demo
 
 Rank r runs stage r (WORLD_SIZE must equal --stages). Rank 0 hosts the rendezvous store on
-MASTER_PORT + 1 and, when every stage is done, writes metrics.json and trace.json. The run
-directory must be on a filesystem all hosts share (each stage writes its report and final
-weights there). Unlike the local launcher, the store lives in a stage process here, so a crash
-of rank 0 ends the run.
+MASTER_PORT + 1, checks the run directory, tells every rank which checkpoint step to start from,
+and, when every stage is done, writes metrics.json and trace.json. The run directory must be on a
+filesystem all hosts share (each stage writes its checkpoints, report and final weights there).
+
+Fault tolerance is torchrun's: nobody respawns a single rank here. When a rank dies, its
+neighbours' links break, every stage stops, rank 0 writes a `failed` metrics.json naming the
+stage, and the job exits non-zero within seconds; ranks whose store host died exit on their own.
+With `--max-restarts N` torchrun then starts the whole job again, and a restarted job
+(TORCHELASTIC_RESTART_COUNT > 0) resumes from the newest step every stage has a verified
+checkpoint of — as `--resume` does by hand.
 """
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import time
 from pathlib import Path
@@ -21,50 +28,110 @@ import torch.distributed as dist
 
 from ..artifacts import write_json_atomic
 from ..config import ConfigError, RunConfig
+from . import protocol, run_dir
+from .checkpoint import CheckpointStore
+from .recovery_policy import common_step
 from .report import pipeline_metrics, write_trace
-from .stage_process import StageLaunch, stage_main
+from .stage_process import STORE_TIMEOUT_S, StageLaunch, stage_main
 
 STORE_PORT_OFFSET = 1
+REFUSED = "control/refused"  # rank 0 could not start the run: the reason, for every rank to print
+END_TIMEOUT_S = 600.0  # rank 0 waits at most this long, without any change, for the other stages to end
 
 
 def under_torchrun() -> bool:
     return "TORCHELASTIC_RUN_ID" in os.environ and "RANK" in os.environ
 
 
-def train_under_torchrun(cfg: RunConfig) -> dict[str, Any] | None:
+def restart_count() -> int:
+    return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+
+
+def train_under_torchrun(cfg: RunConfig, *, overwrite: bool = False, resume: bool = False) -> dict[str, Any] | None:
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     if world != cfg.train.stages:
         raise ConfigError(f"torchrun started {world} ranks but --stages is {cfg.train.stages}; they must match")
     host, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]) + STORE_PORT_OFFSET
-    run_dir = Path(cfg.out)
-    store = None
+    d = Path(cfg.out)
+    timeout = datetime.timedelta(seconds=STORE_TIMEOUT_S)
     if rank == 0:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "events.jsonl").unlink(missing_ok=True)
-        write_json_atomic(run_dir / "config.json", cfg.to_dict())
         store = dist.TCPStore(host, port, world_size=world + 1, is_master=True, wait_for_workers=False,
-                              timeout=datetime.timedelta(seconds=300))
-    t0 = time.monotonic()
-    stage_main(cfg.to_dict(), StageLaunch(stage=rank, host=host, port=port, run_dir=str(run_dir)))
+                              timeout=timeout)
+        try:
+            step = _prepare(d, cfg, overwrite=overwrite, resume=resume or restart_count() > 0)
+        except ConfigError as err:
+            store.set(REFUSED, str(err))
+            time.sleep(1.0)  # let the other ranks read why before the store goes
+            raise
+        store.set(protocol.RESUME_STEP, str(-1 if step is None else step))
+    else:
+        store = dist.TCPStore(host, port, is_master=False, timeout=timeout)
+    t0, t0_ns = time.monotonic(), time.monotonic_ns()
+    step = _agreed_step(store)
+    launch = StageLaunch(stage=rank, host=host, port=port, run_dir=str(d), restore_step=step, coordinated=False)
     if rank != 0:
+        stage_main(cfg.to_dict(), launch)
         return None
-    states = {}
-    while True:  # rank 0: wait for every stage, then write the run's metrics
-        states = {s: store.get(f"stage/{s}/state").decode() for s in range(world)
-                  if store.check([f"stage/{s}/state"])}
-        if len(states) == world and all(v in ("done", "stopped", "error") for v in states.values()):
+    try:
+        stage_main(cfg.to_dict(), launch)
+    except SystemExit:  # our own stage failed: its error is in the store; the report still gets written
+        pass
+    return _report(store, cfg, d, t0=t0, since_ns=t0_ns, start_step=step or 0)
+
+
+def _prepare(d: Path, cfg: RunConfig, *, overwrite: bool, resume: bool) -> int | None:
+    """Rank 0: the run directory made ready; the step every stage restores (None: a fresh start)."""
+    if resume and cfg.train.ckpt_every > 0 and (d / run_dir.CONFIG).exists():
+        run_dir.check_resumable(d, cfg)
+        return common_step([CheckpointStore(d / "checkpoints", stage=s).verified_steps()
+                            for s in range(cfg.train.stages)])
+    run_dir.prepare_fresh(d, cfg, overwrite=overwrite or resume)
+    write_json_atomic(d / run_dir.CONFIG, cfg.to_dict())
+    return None
+
+
+def _agreed_step(store: dist.Store) -> int | None:
+    t0 = time.monotonic()
+    while not store.check([protocol.RESUME_STEP]):
+        if store.check([REFUSED]):
+            raise ConfigError(store.get(REFUSED).decode())
+        if time.monotonic() - t0 > STORE_TIMEOUT_S:
+            raise TimeoutError(f"rank 0 did not prepare the run within {STORE_TIMEOUT_S:g} s")
+        time.sleep(0.05)
+    step = int(store.get(protocol.RESUME_STEP))
+    return None if step < 0 else step
+
+
+def _report(store: dist.Store, cfg: RunConfig, d: Path, *, t0: float, since_ns: int,
+            start_step: int) -> dict[str, Any]:
+    """Rank 0, after its own stage: wait (bounded) for every stage to end, then write the metrics."""
+    world = cfg.train.stages
+    last, changed = None, time.monotonic()
+    while True:
+        states = {s: protocol.get_str(store, protocol.stage_state(s), "") for s in range(world)}
+        if all(v in ("done", "stopped", "error", "link-lost") for v in states.values()):
+            break
+        if states != last:
+            last, changed = states, time.monotonic()
+        if time.monotonic() - changed > END_TIMEOUT_S:
+            states = {s: (v if v in ("done", "stopped", "error") else f"{v or 'no word'} (gave up waiting)")
+                      for s, v in states.items()}
             break
         time.sleep(0.2)
-    errors = {s: store.get(f"stage/{s}/error").decode() for s, v in states.items() if v == "error"}
+    errors = {s: protocol.get_str(store, protocol.stage_error(s), v) for s, v in states.items()
+              if v not in ("done", "stopped")}
     state = "failed" if errors else ("finished" if all(v == "done" for v in states.values()) else "stopped")
     eval_block = None
     if state == "finished":
         from .evaluate_run import evaluate_run
-        import json
-        evaluate_run(cfg.to_dict(), str(run_dir))
-        eval_block = json.loads((run_dir / "eval.json").read_text())
-    metrics = pipeline_metrics(cfg, run_dir, eval_block=eval_block, state=state,
-                               setup_s=time.monotonic() - t0, errors=errors)
-    write_trace(run_dir, cfg.train.stages)
-    write_json_atomic(run_dir / "metrics.json", metrics)
+        evaluate_run(cfg.to_dict(), str(d))
+        eval_block = json.loads((d / "eval.json").read_text())
+    metrics = pipeline_metrics(cfg, d, eval_block=eval_block, state=state, setup_s=time.monotonic() - t0,
+                               errors=errors, since_ns=since_ns, start_step=start_step)
+    first = next(iter(errors.values()), "")
+    metrics["reason"] = first.strip().splitlines()[0] if first else ""
+    if start_step:
+        metrics["resumed_from_step"] = start_step
+    write_trace(d, cfg.train.stages)
+    write_json_atomic(d / run_dir.METRICS, metrics)
     return metrics

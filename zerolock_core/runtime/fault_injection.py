@@ -1,0 +1,64 @@
+"""Injected failures, on the stage's side: each lands at an exact point of the stage's work.
+
+A `--fail STAGE@STEP:MODE` spec fires once the stage has completed STEP optimizer steps:
+  kill      SIGKILL in the middle of the next update window (right after its first forward)
+  stop      SIGSTOP at the same point (the process hangs; only missing heartbeats reveal it)
+  post-step SIGKILL right after the STEP-th optimizer step, before its checkpoint
+  mid-ckpt  SIGKILL while writing the first checkpoint at or after STEP (files written, no manifest)
+The stage fires them itself, so the point is exact on any machine; the dashboard's "kill now" is a
+real signal from the coordinator instead. Every injection is recorded in the store
+(`protocol.injected`) before it fires, and a process never fires one that is recorded already: a
+replacement, or a stage restarted by a global rollback, does not take its predecessor's failure
+again — but a second spec for the same stage does fire, in whatever generation reaches it.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import dataclass
+
+import torch.distributed as dist
+
+from ..config import FailureSpec
+from . import protocol
+
+SIGNAL_OF = {"kill": signal.SIGKILL, "stop": signal.SIGSTOP, "post-step": signal.SIGKILL,
+             "mid-ckpt": signal.SIGKILL}
+
+
+@dataclass(kw_only=True)
+class FaultInjection:
+    store: dist.Store
+    stage: int
+    failures: tuple[FailureSpec, ...] = ()
+
+    def mid_window(self, steps_done: int) -> None:
+        self._fire(("kill", "stop"), steps_done)
+
+    def post_step(self, steps_done: int) -> None:
+        self._fire(("post-step",), steps_done)
+
+    def mid_checkpoint(self, steps_done: int) -> None:
+        self._fire(("mid-ckpt",), steps_done)
+
+    def _fire(self, modes: tuple[str, ...], steps_done: int) -> None:
+        request = protocol.inject_request(self.stage)  # the API's post-step / mid-ckpt
+        if self.store.check([request]):
+            mode, _, label = self.store.get(request).decode().partition(" ")
+            if mode in modes:
+                self.store.delete_key(request)
+                self._hit(label, mode)
+        for f in self.failures:
+            if f.stage == self.stage and f.mode in modes and steps_done >= f.step \
+                    and not self.store.check([protocol.injected(self.stage, f.label)]):
+                self._hit(f.label, f.mode)
+
+    def _hit(self, label: str, mode: str) -> None:
+        self.store.set(protocol.injected(self.stage, label), str(time.monotonic_ns()))
+        os.kill(os.getpid(), SIGNAL_OF[mode])
+        if mode == "stop":
+            # SIGCONT after a stop means the coordinator is stopping the run (it kills a stage it
+            # declared hung): carry on, the next poll sees the stop request.
+            return
+        time.sleep(60)  # not reached: SIGKILL cannot be caught

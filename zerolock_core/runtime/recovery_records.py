@@ -1,0 +1,126 @@
+"""The coordinator's book of failures: which injections it expects, which recoveries are open, and
+the closed records that go into metrics.json (`recovery`): mode, kind, detect / restore / replay /
+total seconds, micro-batches replayed, bytes moved."""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import torch.distributed as dist
+
+from ..config import FailureSpec, RunConfig
+from . import protocol
+
+Getter = Callable[[str, Any, type], Any]
+
+
+def mode_of(label: str) -> str:
+    """"1@3:kill" -> kill; "api:stop:2" -> stop."""
+    return label.split(":")[1] if label.startswith("api:") else label.rpartition(":")[2]
+
+
+class RecoveryBook:
+    def __init__(self, cfg: RunConfig) -> None:
+        self.cfg = cfg
+        self.m, self.K = cfg.train.microbatches, cfg.train.stages
+        self._expected: dict[int, list[str]] = {}
+        for text in cfg.train.failures:
+            f = FailureSpec.parse(text)
+            self._expected.setdefault(f.stage, []).append(f.label)
+        self._attributed: set[str] = set()
+        self._open: dict[int, dict[str, Any]] = {}
+        self.closed: list[dict[str, Any]] = []
+
+    def expect(self, stage: int, label: str) -> None:
+        self._expected.setdefault(stage, []).append(label)
+
+    def fired_on(self, stage: int, store: dist.Store) -> tuple[str, int] | None:
+        """The newest injection that hit `stage` and is not yet attributed to a recovery."""
+        best = None
+        for label in self._expected.get(stage, []):
+            if label in self._attributed:
+                continue
+            t = protocol.get_int(store, protocol.injected(stage, label), -1)
+            if t >= 0 and (best is None or t > best[1]):
+                best = (label, t)
+        return best
+
+    def _attribute(self, stage: int, store: dist.Store, t_detect: int) -> tuple[str, str | None, int]:
+        fired = self.fired_on(stage, store)
+        if fired is None:  # a real crash: when it happened is unknown, so detection counts as instant
+            return "crash", None, t_detect
+        self._attributed.add(fired[0])
+        return mode_of(fired[0]), fired[0], fired[1]
+
+    def open_local(self, stage: int, *, gen: int, reason: str, t_detect: int, store: dist.Store) -> None:
+        mode, label, t_fail = self._attribute(stage, store, t_detect)
+        resent0 = protocol.get_int(store, protocol.resent_bytes(stage - 1), 0) if stage > 0 else 0
+        self._open[stage] = {"stage": stage, "mode": mode, "failure": label, "kind": "local", "reason": reason,
+                             "gen": gen, "t_fail": t_fail, "t_detect": t_detect, "resent0": resent0}
+
+    def open_global(self, stage: int, *, reason: str, t_detect: int, rollback_step: int, frontier_step: int,
+                    gen: int, store: dist.Store) -> None:
+        mode, label, t_fail = self._attribute(stage, store, t_detect)
+        for s in list(self._open):  # a local recovery under way is folded into the rollback
+            del self._open[s]
+        self._open[stage] = {"stage": stage, "mode": mode, "failure": label, "kind": "global", "reason": reason,
+                             "t_fail": t_fail, "t_detect": t_detect, "rollback_step": rollback_step,
+                             "frontier_step": frontier_step, "gen": gen,
+                             "fallback": self.cfg.train.method == "zerolock"}
+
+    def set_warm(self, stage: int, warm: str | None) -> None:
+        if stage in self._open:
+            self._open[stage]["warm_standby"] = warm
+
+    def open_stages(self) -> list[int]:
+        return sorted(self._open)
+
+    def close_ready(self, get: Getter, *, gens: list[int]) -> None:
+        m, K = self.m, self.K
+        for s, r in list(self._open.items()):
+            if r["kind"] == "local":
+                restored = get(protocol.restored(s, r["gen"]), None, str)
+                caught = get(protocol.caught_up(s, r["gen"]), None, int)
+                if restored is None or caught is None:
+                    continue
+                t_restored, step, ckpt_bytes = map(int, restored.split())
+                frontier = get(protocol.replay_frontier(s, r["gen"]), step * m, int)
+                resent = (get(protocol.resent_bytes(s - 1), 0, int) - r["resent0"]) if s > 0 else 0
+                replayed = max(0, frontier - step * m)
+            else:
+                restores = [get(protocol.restored(k, gens[k]), None, str) for k in range(K)]
+                steps = [get(protocol.stage_step(k), 0, int) for k in range(K)]
+                if None in restores or min(steps) < min(r["frontier_step"], self.cfg.train.steps):
+                    continue
+                parsed = [tuple(map(int, x.split())) for x in restores]
+                t_restored = max(x[0] for x in parsed)
+                ckpt_bytes = sum(x[2] for x in parsed)
+                caught = time.monotonic_ns()
+                lost_steps = max(0, r["frontier_step"] - r["rollback_step"])
+                replayed = lost_steps * m * K
+                # the replay sends every hidden state and every gradient across every hop again
+                resent = lost_steps * m * (K - 1) * 2 * get(protocol.HIDDEN_BYTES, 0, int)
+            rec = {"stage": s, "mode": r["mode"], "failure": r["failure"], "kind": r["kind"], "reason": r["reason"],
+                   "detect_s": (r["t_detect"] - r["t_fail"]) / 1e9,
+                   "restore_s": (t_restored - r["t_detect"]) / 1e9,
+                   "replay_s": max(0, caught - t_restored) / 1e9,
+                   "total_s": (max(caught, t_restored) - r["t_fail"]) / 1e9,
+                   "replayed_microbatches": replayed,
+                   "bytes_transferred": resent + ckpt_bytes, "checkpoint_bytes_read": ckpt_bytes,
+                   "activation_bytes_resent": resent}
+            for key in ("rollback_step", "fallback", "warm_standby"):
+                if key in r:
+                    rec[key] = r[key]
+            self.closed.append(rec)
+            del self._open[s]
+
+    def not_injected(self, get: Getter, state: str) -> list[dict[str, str]]:
+        """Every --fail spec that never fired, and why (none, in a run that reached its end)."""
+        out = []
+        for stage, labels in sorted(self._expected.items()):
+            for label in labels:
+                if label.startswith("api:") or get(protocol.injected(stage, label), None, int) is not None:
+                    continue
+                out.append({"failure": label, "reason": f"the run ended ({state}) before stage {stage} reached "
+                                                        f"the point where it fires"})
+        return out
