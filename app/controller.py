@@ -108,8 +108,9 @@ class EngineController:
     def busy(self) -> bool:
         return self._sequencer is not None and self._sequencer.is_alive()
 
-    def start(self, configs: list[RunConfig]) -> list[Tracked]:
-        """Run `configs` one after another (a batch). One batch at a time per app."""
+    def start(self, configs: list[RunConfig], *, resume: bool = False) -> list[Tracked]:
+        """Run `configs` one after another (a batch). One batch at a time per app. `resume`: continue
+        runs whose directories hold checkpoints (see `resume()`)."""
         if self._closed:
             raise RuntimeError("the dashboard is shutting down")
         if not configs:
@@ -123,12 +124,24 @@ class EngineController:
             self._watched = self._batch[0]
             self._cancel.clear()
             pairs = list(zip(configs, self._batch))
-            self._sequencer = threading.Thread(target=self._run_batch, args=(pairs,), name="zerolock-dashboard-batch",
-                                               daemon=True)
+            self._sequencer = threading.Thread(target=self._run_batch, args=(pairs, resume),
+                                               name="zerolock-dashboard-batch", daemon=True)
             self._sequencer.start()
         return list(self._batch)
 
-    def _run_batch(self, pairs: list[tuple[RunConfig, Tracked]]) -> None:
+    def resume(self, run_dir: str | Path) -> Tracked:
+        """Continue a crashed or stopped pipeline run from its newest verified checkpoints, as
+        `zerolock train --resume DIR` does; ConfigError (a ValueError) says why not."""
+        from zerolock_core.config import replace
+        from zerolock_core.runtime.run_dir import check_resumable, saved_config
+
+        cfg = replace(saved_config(Path(run_dir)), out=str(run_dir))
+        if cfg.train.runtime != "pipeline":
+            raise ValueError("only pipeline runs can be resumed (a reference run has no checkpoints)")
+        check_resumable(Path(run_dir), cfg)
+        return self.start([cfg], resume=True)[0]
+
+    def _run_batch(self, pairs: list[tuple[RunConfig, Tracked]], resume: bool = False) -> None:
         """Starts each run and waits for it; no training here (the engines run in child processes)."""
         for cfg, tracked in pairs:
             if self._cancel.is_set():
@@ -136,7 +149,7 @@ class EngineController:
                 continue
             tracked.dir.mkdir(parents=True, exist_ok=True)
             self._write_record(tracked, started=True)
-            engine = ReferenceJob(cfg) if cfg.train.runtime == "reference" else Run(cfg)
+            engine = ReferenceJob(cfg) if cfg.train.runtime == "reference" else Run(cfg, resume=resume)
             tracked.engine = engine
             with self._lock:
                 self._watched = tracked

@@ -22,6 +22,7 @@ class RunsTab:
     run: gr.Dropdown
     refresh: gr.Button
     open: gr.Button
+    resume: gr.Button
     export_kind: gr.Radio
     export: gr.Button
     file: gr.File
@@ -36,12 +37,17 @@ def build_runs_tab(runs_root: Path) -> RunsTab:
         run = gr.Dropdown(choices=[], label="run", scale=4, elem_id="runs-pick", allow_custom_value=True)
         refresh = gr.Button("Refresh", scale=1)
         open_ = gr.Button("Open in Watch live", scale=1, elem_id="runs-open")
+        resume = gr.Button("Resume", scale=1, elem_id="runs-resume")
     with gr.Row():
         kind = gr.Radio(list(EXPORTS), value=EXPORTS[0], label="export", scale=4)
         export = gr.Button("Export", scale=1, elem_id="runs-export")
     file = gr.File(label="exported file", interactive=False, height=90)
     message = gr.Markdown()
-    return RunsTab(table=table, run=run, refresh=refresh, open=open_, export_kind=kind, export=export, file=file,
+    gr.Markdown("**Resume** continues a crashed or stopped pipeline run from the newest step every stage has a "
+                "verified checkpoint of (as `zerolock train --resume DIR`); the result equals an unfailed run bit "
+                "for bit. PipeDream runs cannot be failed or resumed: with several weight versions in flight no "
+                "step is a consistent checkpoint of every stage.")
+    return RunsTab(table=table, run=run, refresh=refresh, open=open_, resume=resume, export_kind=kind, export=export, file=file,
                    message=message)
 
 

@@ -95,6 +95,17 @@ def build_app(controller: EngineController | None = None, *, runs_root: str | Pa
             return f"Opened `{name}`.", gr.Timer(active=True), gr.Tabs(selected="watch"), None
 
         runs.open.click(on_open, runs.run, [runs.message, timer, tabs, drawn], api_name="open_run")
+
+        def on_resume(name: str | None) -> tuple:
+            if not name:
+                return "Choose a run first.", gr.skip(), gr.skip(), gr.skip()
+            try:
+                controller.resume(Path(controller.runs_root) / name)
+            except (RuntimeError, ValueError) as err:
+                return f"⚠️ {err}", gr.skip(), gr.skip(), gr.skip()
+            return f"Resuming `{name}` from its checkpoints.", gr.Timer(active=True), gr.Tabs(selected="watch"), None
+
+        runs.resume.click(on_resume, runs.run, [runs.message, timer, tabs, drawn], api_name="resume_run")
         runs.export.click(lambda name, kind: tab_runs.export(controller, name, kind), [runs.run, runs.export_kind],
                           [runs.file, runs.message], api_name="export")
 

@@ -21,6 +21,7 @@ STATE_WORDS = {
     "queued": "queued",
     "starting": "starting: every stage process loads the model and its chunk",
     "running": "running",
+    "recovering": "recovering: a failed stage restarts from its checkpoint",
     "finishing": "training ended; evaluating the final weights",
     "stopping": "stopping",
     "finished": "finished",
@@ -59,7 +60,9 @@ def title_of(t: Tracked) -> str:
 def status_markdown(t: Tracked, st: dict[str, Any], *, position: str = "") -> str:
     m = t.metrics or {}
     parts = [f"**{title_of(t)}**", STATE_WORDS.get(t.state, t.state)]
-    if st.get("steps_done") is not None and t.state in ("running", "starting", "stopping"):
+    if t.state in ("failed", "stopped") and (m.get("reason") or st.get("reason")):
+        parts.append(f"({m.get('reason') or st.get('reason')})")
+    if st.get("steps_done") is not None and t.state in ("running", "recovering", "starting", "stopping"):
         parts.append(f"step {st['steps_done']} / {st['total_steps']}")
         parts.append(f"ETA {_seconds(st.get('eta_s'))}")
     if st.get("elapsed_s") is not None and not t.engine_done:

@@ -184,3 +184,15 @@ def test_reference_command_line_reproduces_the_config(tmp_path):
     add_run_flags(parser)
     args = parser.parse_args(argv[4:])
     assert config_from_args(args, runtime=args.runtime, method=args.method, out=args.out) == cfg
+
+
+def test_resume_from_the_runs_tab_explains_a_run_it_cannot_resume(app):
+    client, demo, root = app
+    (root / "not-a-run").mkdir()
+    message, *_ = client.predict("not-a-run", api_name="/resume_run")
+    assert "no run to resume there" in message
+    finished = sorted(p.name for p in root.iterdir() if (p / "metrics.json").exists()
+                      and json.loads((p / "metrics.json").read_text())["state"] == "finished")
+    if finished:  # a run of an earlier test in this module: finished runs are not resumed
+        message, *_ = client.predict(finished[0], api_name="/resume_run")
+        assert "that run finished" in message or "no checkpoints" in message

@@ -14,6 +14,7 @@ BENCHMARKS = {
         "zerolock_core.bench.recovery",
         "E2: local replay (ZeroLock) vs global rollback (1F1B) after a failure",
     ),
+    "faults": ("zerolock_core.bench.faults", "the fault matrix: recovered bitwise / refused / failed, and --resume"),
     "memory": ("zerolock_core.bench.memory", "Fig. 4: per-stage peak memory of the four methods"),
     "geometry": ("zerolock_core.bench.geometry", "Fig. 5: activation peak and throughput over b and b/m"),
     "envelope": ("zerolock_core.bench.envelope", "the largest batch each method fits under --memory-budget"),

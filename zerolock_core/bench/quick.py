@@ -47,7 +47,7 @@ def run_quick(
             ),
             out=str(out / method),
         )
-        m = train_pipeline(cfg, progress=False)
+        m = train_pipeline(cfg, progress=False, overwrite=True)  # a benchmark owns its results directory
         peaks = [s["peak_activation_bytes"] for s in m["per_stage"]]
         results[method] = {
             "throughput_samples_per_s": m["throughput_samples_per_s"],

@@ -33,7 +33,7 @@ def variant_name(method: str, warm: bool) -> str:
 def fail_one_run(cfg: RunConfig, *, stage: int, step: int, mode: str) -> dict[str, Any]:
     """Start the run, inject the failure once `step` steps are done (and, with a warm standby, once it
     is ready: the question is what a ready standby saves), wait for the end; its metrics."""
-    run = Run(cfg).start()
+    run = Run(cfg, overwrite=True).start()  # a benchmark owns its results directory
     try:
         while run.status()["steps_done"] < step or (run.wants_standby and not run.standby_ready):
             if run.done:

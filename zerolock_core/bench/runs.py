@@ -109,7 +109,7 @@ class PipelineRuns:
         if self.verbose:
             print(f"  run {out.name} ...", flush=True)
         try:
-            return RunOutcome(cfg=cfg, dir=out, metrics=train_pipeline(cfg, progress=False))
+            return RunOutcome(cfg=cfg, dir=out, metrics=train_pipeline(cfg, progress=False, overwrite=True))
         except PipelineFailed as err:
             metrics = json.loads((out / "metrics.json").read_text()) if (out / "metrics.json").exists() else None
             details = "\n".join((metrics or {}).get("errors", {}).values()) or str(err)

@@ -6,17 +6,21 @@ A `--fail STAGE@STEP:MODE` spec fires once the stage has completed STEP optimize
   post-step SIGKILL right after the STEP-th optimizer step, before its checkpoint
   mid-ckpt  SIGKILL while writing the first checkpoint at or after STEP (files written, no manifest)
 The stage fires them itself, so the point is exact on any machine; the dashboard's "kill now" is a
-real signal from the coordinator instead. Every injection is recorded in the store
-(`protocol.injected`) before it fires, and a process never fires one that is recorded already: a
-replacement, or a stage restarted by a global rollback, does not take its predecessor's failure
-again — but a second spec for the same stage does fire, in whatever generation reaches it.
+real signal from the coordinator instead. Every injection is recorded before it fires — in the
+store (`protocol.injected`, for the coordinator's records) and as a marker file in the run
+directory (which outlives the store: a resumed run or a restarted torchrun job has a new one) —
+and a process never fires one that is recorded already: a replacement, a stage restarted by a
+global rollback or a resumed run does not take its predecessor's failure again; a second spec for
+the same stage does fire, in whatever generation reaches it.
 """
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch.distributed as dist
 
@@ -27,11 +31,23 @@ SIGNAL_OF = {"kill": signal.SIGKILL, "stop": signal.SIGSTOP, "post-step": signal
              "mid-ckpt": signal.SIGKILL}
 
 
+def marker_path(run_dir: Path, stage: int, label: str) -> Path:
+    """The file that records that failure `label` hit `stage` (it outlives the coordinator's store)."""
+    return Path(run_dir) / "injected" / f"stage{stage}-{re.sub(r'[^0-9A-Za-z@-]', '_', label)}"
+
+
 @dataclass(kw_only=True)
 class FaultInjection:
     store: dist.Store
     stage: int
+    run_dir: Path
     failures: tuple[FailureSpec, ...] = ()
+
+    def _marker(self, label: str) -> Path:
+        return marker_path(self.run_dir, self.stage, label)
+
+    def _taken(self, label: str) -> bool:
+        return self.store.check([protocol.injected(self.stage, label)]) or self._marker(label).exists()
 
     def mid_window(self, steps_done: int) -> None:
         self._fire(("kill", "stop"), steps_done)
@@ -51,10 +67,13 @@ class FaultInjection:
                 self._hit(label, mode)
         for f in self.failures:
             if f.stage == self.stage and f.mode in modes and steps_done >= f.step \
-                    and not self.store.check([protocol.injected(self.stage, f.label)]):
+                    and not self._taken(f.label):
                 self._hit(f.label, f.mode)
 
     def _hit(self, label: str, mode: str) -> None:
+        marker = self._marker(label)
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(str(time.time()))
         self.store.set(protocol.injected(self.stage, label), str(time.monotonic_ns()))
         os.kill(os.getpid(), SIGNAL_OF[mode])
         if mode == "stop":

@@ -18,7 +18,8 @@ import torch.distributed as dist
 # ---- run-wide control ------------------------------------------------------------------------
 STOP = "control/stop"  # set: every stage finishes its current action, saves and exits
 COMPLETE = "control/complete"  # set by the coordinator once every stage ran all its actions
-RESUME_STEP = "control/resume_step"  # the step every stage restores on --resume (torchrun: rank 0 decides)
+RESUME_STEP = "control/resume_step"  # torchrun: the step every rank restores (-1: a fresh start); rank 0 decides
+REFUSED = "control/refused"  # torchrun: rank 0 could not start the run; the reason, for every rank to print
 HIDDEN_BYTES = "meta/hidden_bytes_per_microbatch"  # one hidden state on the wire (bytes)
 
 
@@ -154,7 +155,8 @@ def wait_for(store: dist.Store, key: str, *, timeout_s: float, what: str) -> str
 # Who writes, who reads (stage = the stage process, hb = its heartbeat thread, coord = Run or rank 0):
 #   STOP                 coord, a failing stage     -> stages, waits
 #   COMPLETE             coord                      -> stages serving replays
-#   RESUME_STEP          coord                      -> stages on --resume
+#   RESUME_STEP          rank 0 (torchrun)          -> every rank, before its stage starts
+#   REFUSED              rank 0 (torchrun)          -> every rank (the one-line reason)
 #   HIDDEN_BYTES         stage                      -> coord (bytes a global replay resends)
 #   stage_state/step     stage                      -> coord (status, injections, recovery policy)
 #   stage_error          stage                      -> coord (metrics.json errors)

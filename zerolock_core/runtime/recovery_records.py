@@ -10,6 +10,7 @@ import torch.distributed as dist
 
 from ..config import FailureSpec, RunConfig
 from . import protocol
+from .fault_injection import marker_path
 
 Getter = Callable[[str, Any, type], Any]
 
@@ -52,7 +53,18 @@ class RecoveryBook:
         self._attributed.add(fired[0])
         return mode_of(fired[0]), fired[0], fired[1]
 
-    def open_local(self, stage: int, *, gen: int, reason: str, t_detect: int, store: dist.Store) -> None:
+    def open_local(self, stage: int, *, gen: int, reason: str, t_detect: int, store: dist.Store,
+                   failed: bool = True) -> None:
+        """A local recovery of `stage` starts (generation `gen`). A stage restarted only because a
+        neighbour failed while it was still starting (`failed=False`) continues its own open
+        recovery, if it has one, and opens none otherwise; a new failure of a stage whose recovery
+        is open closes that one as interrupted."""
+        if not failed or (stage in self._open and self.fired_on(stage, store) is None):
+            if stage in self._open:  # the same recovery, widened: keep its mode and start time
+                self._open[stage]["gen"] = gen
+                self._open[stage]["reason"] += f"; restarted again ({reason})"
+            return
+        self._interrupt(stage, t_detect)
         mode, label, t_fail = self._attribute(stage, store, t_detect)
         resent0 = protocol.get_int(store, protocol.resent_bytes(stage - 1), 0) if stage > 0 else 0
         self._open[stage] = {"stage": stage, "mode": mode, "failure": label, "kind": "local", "reason": reason,
@@ -60,13 +72,26 @@ class RecoveryBook:
 
     def open_global(self, stage: int, *, reason: str, t_detect: int, rollback_step: int, frontier_step: int,
                     gen: int, store: dist.Store) -> None:
+        for s in list(self._open):  # recoveries under way end in the rollback
+            self._interrupt(s, t_detect)
         mode, label, t_fail = self._attribute(stage, store, t_detect)
-        for s in list(self._open):  # a local recovery under way is folded into the rollback
-            del self._open[s]
         self._open[stage] = {"stage": stage, "mode": mode, "failure": label, "kind": "global", "reason": reason,
                              "t_fail": t_fail, "t_detect": t_detect, "rollback_step": rollback_step,
                              "frontier_step": frontier_step, "gen": gen,
                              "fallback": self.cfg.train.method == "zerolock"}
+
+    def _interrupt(self, stage: int, t_now: int) -> None:
+        """Close an open recovery that another failure cut short: its times run until then."""
+        r = self._open.pop(stage, None)
+        if r is None:
+            return
+        self.closed.append({"stage": stage, "mode": r["mode"], "failure": r["failure"], "kind": r["kind"],
+                            "reason": r["reason"] + "; interrupted by another failure",
+                            "detect_s": (r["t_detect"] - r["t_fail"]) / 1e9,
+                            "restore_s": max(0, t_now - r["t_detect"]) / 1e9, "replay_s": 0.0,
+                            "total_s": (t_now - r["t_fail"]) / 1e9, "replayed_microbatches": 0,
+                            "bytes_transferred": 0, "checkpoint_bytes_read": 0, "activation_bytes_resent": 0,
+                            "interrupted": True})
 
     def set_warm(self, stage: int, warm: str | None) -> None:
         if stage in self._open:
@@ -119,7 +144,8 @@ class RecoveryBook:
         out = []
         for stage, labels in sorted(self._expected.items()):
             for label in labels:
-                if label.startswith("api:") or get(protocol.injected(stage, label), None, int) is not None:
+                if label.startswith("api:") or get(protocol.injected(stage, label), None, int) is not None \
+                        or marker_path(self.cfg.out, stage, label).exists():
                     continue
                 out.append({"failure": label, "reason": f"the run ended ({state}) before stage {stage} reached "
                                                         f"the point where it fires"})

@@ -117,7 +117,6 @@ class Run:
             if self.resume:
                 self._resume_step = common_step([CheckpointStore(self.dir / "checkpoints", stage=s).verified_steps()
                                                  for s in range(self.K)])
-                self._store.set(protocol.RESUME_STEP, str(self._resume_step))
             for s in range(self.K):
                 self._spawn(self._launch(s, restore_step=self._resume_step))
         except Exception as err:  # e.g. a process could not be spawned: end cleanly, say why
@@ -221,7 +220,7 @@ class Run:
     def _fail(self, reason: str, detail: str = "") -> None:
         """Record the first reason the run fails (later ones are consequences)."""
         with self._lock:
-            if not self.reason or self._stop_requested_at is not None:
+            if not self.reason or self.reason == "stopped on request":  # a failure outranks a stop
                 self.reason = reason
             self._errors.setdefault("coordinator" if reason.startswith("coordinator") else "run",
                                     f"{reason}\n{detail}".strip())
@@ -419,8 +418,8 @@ class Run:
         for s in d.restart:
             self._restarts[s] += 1
             gen = self._gens[s] + 1
-            self._book.open_local(s, gen=gen, reason=why.get(s, "restarted with a failed neighbour"),
-                                  t_detect=t_detect, store=self._store)
+            self._book.open_local(s, gen=gen, reason=why.get(s, "a neighbour failed while it was starting"),
+                                  t_detect=t_detect, store=self._store, failed=s in why)
             warm = self._spawn(self._launch(s, generation=gen, replacement=True, restore_step=d.restore_step[s]))
             self._book.set_warm(s, warm)
 

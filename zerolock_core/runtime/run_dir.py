@@ -18,7 +18,7 @@ METRICS = "metrics.json"
 CHECKPOINT_LOG = "checkpoint_log.jsonl"  # why the checkpoint loader skipped a checkpoint, one JSON line each
 # What a previous run leaves: its presence means "this directory holds a run".
 RUN_FILES = (CONFIG, METRICS, "events.jsonl", "trace.json", "eval.json", CHECKPOINT_LOG)
-RUN_DIRS = ("checkpoints", "stages", "final")
+RUN_DIRS = ("checkpoints", "stages", "final", "injected")
 
 
 def holds_a_run(d: Path) -> bool:

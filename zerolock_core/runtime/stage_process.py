@@ -283,7 +283,7 @@ def _run_stage(cfg: RunConfig, launch: StageLaunch, store: dist.Store, heartbeat
         capacity = t.replay_buffer or (t.ckpt_every + 1) * t.microbatches + t.inflight_depth + 1
         replay = ReplayBuffer(capacity=capacity, floor=r.replay_floor) if stage < K - 1 else None
         durability = Durability(store=store, generation=launch.generation, checkpoints=r.checkpoints,
-                                injection=FaultInjection(store=store, stage=stage,
+                                injection=FaultInjection(store=store, stage=stage, run_dir=Path(launch.run_dir),
                                                          failures=tuple(map(FailureSpec.parse, t.failures))),
                                 local_recovery=launch.coordinated and t.method == "zerolock", replay=replay,
                                 replay_until=linked.replay_until, skip_sends_below=linked.skip_sends_below)

@@ -35,7 +35,6 @@ from .report import pipeline_metrics, write_trace
 from .stage_process import STORE_TIMEOUT_S, StageLaunch, stage_main
 
 STORE_PORT_OFFSET = 1
-REFUSED = "control/refused"  # rank 0 could not start the run: the reason, for every rank to print
 END_TIMEOUT_S = 600.0  # rank 0 waits at most this long, without any change, for the other stages to end
 
 
@@ -60,7 +59,7 @@ def train_under_torchrun(cfg: RunConfig, *, overwrite: bool = False, resume: boo
         try:
             step = _prepare(d, cfg, overwrite=overwrite, resume=resume or restart_count() > 0)
         except ConfigError as err:
-            store.set(REFUSED, str(err))
+            store.set(protocol.REFUSED, str(err))
             time.sleep(1.0)  # let the other ranks read why before the store goes
             raise
         store.set(protocol.RESUME_STEP, str(-1 if step is None else step))
@@ -93,8 +92,8 @@ def _prepare(d: Path, cfg: RunConfig, *, overwrite: bool, resume: bool) -> int |
 def _agreed_step(store: dist.Store) -> int | None:
     t0 = time.monotonic()
     while not store.check([protocol.RESUME_STEP]):
-        if store.check([REFUSED]):
-            raise ConfigError(store.get(REFUSED).decode())
+        if store.check([protocol.REFUSED]):
+            raise ConfigError(store.get(protocol.REFUSED).decode())
         if time.monotonic() - t0 > STORE_TIMEOUT_S:
             raise TimeoutError(f"rank 0 did not prepare the run within {STORE_TIMEOUT_S:g} s")
         time.sleep(0.05)
