@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -71,11 +72,52 @@ def train_under_torchrun(cfg: RunConfig, *, overwrite: bool = False, resume: boo
     if rank != 0:
         stage_main(cfg.to_dict(), launch)
         return None
+    watch = RankWatch(host, port, world, timeout_s=cfg.train.heartbeat_timeout_s)
     try:
         stage_main(cfg.to_dict(), launch)
     except SystemExit:  # our own stage failed: its error is in the store; the report still gets written
         pass
-    return _report(store, cfg, d, t0=t0, since_ns=t0_ns, start_step=step or 0)
+    try:
+        return _report(store, cfg, d, t0=t0, since_ns=t0_ns, start_step=step or 0)
+    finally:
+        watch.close()
+
+
+class RankWatch:
+    """Rank 0 watches the other ranks' heartbeats: a rank that dies while its neighbours wait on the
+    store (flow control) breaks no link, so nothing else would notice. Its stage is marked failed and
+    every stage is asked to stop; the job then ends with that reason."""
+
+    def __init__(self, host: str, port: int, world: int, *, timeout_s: float) -> None:
+        self._store = dist.TCPStore(host, port, is_master=False, timeout=datetime.timedelta(seconds=30))
+        self._world, self._timeout = world, timeout_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="zerolock-rank-watch", daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        seen: dict[int, tuple[int, float]] = {}
+        while not self._stop.wait(0.2):
+            try:
+                for s in range(1, self._world):
+                    state = protocol.get_str(self._store, protocol.stage_state(s), "")
+                    beats = protocol.get_int(self._store, protocol.heartbeat(s, 0), -1)
+                    if state in ("done", "stopped", "error", "link-lost") or beats < 0:
+                        continue
+                    now = time.monotonic()
+                    if seen.get(s, (None,))[0] != beats:
+                        seen[s] = (beats, now)
+                    elif now - seen[s][1] > self._timeout:
+                        self._store.set(protocol.stage_error(s), f"rank {s} (stage {s}) sent no heartbeat for "
+                                                                 f"{self._timeout:g} s: its process died or hung")
+                        self._store.set(protocol.stage_state(s), "error")
+                        self._store.set(protocol.STOP, f"rank {s} lost")
+                        return
+            except Exception:  # the store is going away with the job
+                return
+
+    def close(self) -> None:
+        self._stop.set()
 
 
 def _prepare(d: Path, cfg: RunConfig, *, overwrite: bool, resume: bool) -> int | None:
