@@ -85,27 +85,22 @@ def build_app(controller: EngineController | None = None, *, runs_root: str | Pa
         runs.refresh.click(on_refresh, runs.run, [runs.table, runs.run], api_name="list_runs")
         runs_item.select(on_refresh, runs.run, [runs.table, runs.run], show_progress="hidden")
 
-        def on_open(name: str | None) -> tuple:
-            if not name:
-                return "Choose a run first.", gr.skip(), gr.skip(), gr.skip()
-            try:
-                controller.open(Path(controller.runs_root) / name)
-            except (RuntimeError, FileNotFoundError) as err:
-                return f"⚠️ {err}", gr.skip(), gr.skip(), gr.skip()
-            return f"Opened `{name}`.", gr.Timer(active=True), gr.Tabs(selected="watch"), None
+        def then_watch(act, done: str):
+            """A Runs-tab button that acts on the chosen run, then switches to Watch (or says why not)."""
+            def handler(name: str | None) -> tuple:
+                if not name:
+                    return "Choose a run first.", gr.skip(), gr.skip(), gr.skip()
+                try:
+                    act(Path(controller.runs_root) / name)
+                except (RuntimeError, ValueError, FileNotFoundError) as err:
+                    return f"⚠️ {err}", gr.skip(), gr.skip(), gr.skip()
+                return done.format(name=name), gr.Timer(active=True), gr.Tabs(selected="watch"), None
+            return handler
 
-        runs.open.click(on_open, runs.run, [runs.message, timer, tabs, drawn], api_name="open_run")
-
-        def on_resume(name: str | None) -> tuple:
-            if not name:
-                return "Choose a run first.", gr.skip(), gr.skip(), gr.skip()
-            try:
-                controller.resume(Path(controller.runs_root) / name)
-            except (RuntimeError, ValueError) as err:
-                return f"⚠️ {err}", gr.skip(), gr.skip(), gr.skip()
-            return f"Resuming `{name}` from its checkpoints.", gr.Timer(active=True), gr.Tabs(selected="watch"), None
-
-        runs.resume.click(on_resume, runs.run, [runs.message, timer, tabs, drawn], api_name="resume_run")
+        runs.open.click(then_watch(controller.open, "Opened `{name}`."), runs.run,
+                        [runs.message, timer, tabs, drawn], api_name="open_run")
+        runs.resume.click(then_watch(controller.resume, "Resuming `{name}` from its checkpoints."), runs.run,
+                          [runs.message, timer, tabs, drawn], api_name="resume_run")
         runs.export.click(lambda name, kind: tab_runs.export(controller, name, kind), [runs.run, runs.export_kind],
                           [runs.file, runs.message], api_name="export")
 

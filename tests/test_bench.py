@@ -487,3 +487,16 @@ def test_recovery_bench_compares_local_replay_with_global_rollback(tmp_path):
         assert summary["bytes_transferred"]["mean"] > 0
     table = format_table(report)
     assert "zerolock" in table and "1f1b" in table and "paper total ms" in table
+
+
+def test_bench_faults_refuses_pipedream_up_front_and_tabulates_outcomes(tmp_path):
+    from zerolock_core.bench.faults import classify, format_table
+
+    row = classify(tmp_path / "pd", tmp_path / "none", "pipedream", ("1@3:kill",))
+    assert row["outcome"] == "refused" and "PipeDream cannot be recovered" in row["reason"]
+    report = {"machine": "m", "load_average": [0.1], "cases": [
+        row, {"method": "zerolock", "failures": ["2@3:kill"], "outcome": "recovered bitwise", "detect_s": 0.1,
+              "restore_s": 7.5, "replay_s": 0.05, "total_s": 7.7, "replayed_microbatches": 4}]}
+    table = format_table(report)
+    assert "1 recovered bitwise, 1 refused" in table
+    assert "2@3:kill" in table and "7.50" in table

@@ -24,14 +24,15 @@ DEADLINE_S = 300
 def cfg_for(out, *, steps=4, ckpt_every=2, stages=2, **train):
     return RunConfig(data=DataConfig(seq_len=32, eval_size=8),
                      train=TrainConfig(runtime="pipeline", stages=stages, batch=4, microbatches=2, steps=steps,
-                                       threads=1, ckpt_every=ckpt_every, heartbeat_timeout_s=2.0, **train),
+                                       threads=1, ckpt_every=ckpt_every, heartbeat_timeout_s=2.0, final_eval=False,
+                                       **train),
                      out=str(out))
 
 
 def train_args(out, steps):
     return ["train", "--runtime", "pipeline", "--method", "zerolock", "--stages", "2", "--batch", "4",
             "--microbatches", "2", "--steps", str(steps), "--seq-len", "32", "--eval-size", "8", "--threads", "1",
-            "--ckpt-every", "2", "--heartbeat-timeout", "2", "--out", str(out), "--quiet"]
+            "--ckpt-every", "2", "--heartbeat-timeout", "2", "--out", str(out), "--quiet", "--no-final-eval"]
 
 
 def children_of_this_process():

@@ -31,7 +31,8 @@ def free_port() -> int:
 def train_flags(out: Path, *, method: str, stages: int, ckpt_every: int, extra=()) -> list[str]:
     return ["train", "--runtime", "pipeline", "--method", method, "--stages", str(stages), "--batch", "4",
             "--microbatches", "4", "--steps", "4", "--seq-len", "32", "--eval-size", "8", "--threads", "1",
-            "--ckpt-every", str(ckpt_every), "--heartbeat-timeout", "2", "--out", str(out), "--quiet", *extra]
+            "--ckpt-every", str(ckpt_every), "--heartbeat-timeout", "2", "--out", str(out), "--quiet",
+            "--no-final-eval", *extra]
 
 
 def torchrun_two_nodes(flags: list[str], *, stages: int, logs: Path,

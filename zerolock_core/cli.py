@@ -61,6 +61,8 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--weight-decay", type=float, default=d_t.weight_decay)
     g.add_argument("--seed", type=int, default=d_t.seed)
     g.add_argument("--eval-every", type=int, default=d_t.eval_every, help="0 = only at the end")
+    g.add_argument("--no-final-eval", dest="final_eval", action="store_false", default=d_t.final_eval,
+                   help="pipeline: skip evaluating the final weights (fault and throughput checks)")
     g.add_argument("--threads", type=int, default=d_t.threads, help="torch threads per process (0 = default)")
     g.add_argument("--device", default=d_t.device, help="cpu or cuda")
     g.add_argument("--inflight-depth", type=int, default=d_t.inflight_depth,
@@ -97,7 +99,7 @@ def config_from_args(a: argparse.Namespace, *, runtime: str, method: str, out: s
         objective=ObjectiveConfig(alpha=a.alpha, consistency=a.consistency),
         train=TrainConfig(runtime=runtime, method=method, stages=a.stages, batch=a.batch,
                           microbatches=a.microbatches, steps=a.steps, lr=a.lr, weight_decay=a.weight_decay,
-                          seed=a.seed, eval_every=a.eval_every, threads=a.threads, device=a.device,
+                          seed=a.seed, eval_every=a.eval_every, final_eval=a.final_eval, threads=a.threads, device=a.device,
                           inflight_depth=a.inflight_depth, memory_budget_bytes=a.memory_budget,
                           ckpt_every=a.ckpt_every, keep_checkpoints=a.keep_checkpoints, failures=tuple(a.fail),
                           heartbeat_timeout_s=a.heartbeat_timeout, replay_buffer=a.replay_buffer,
@@ -147,13 +149,17 @@ def cmd_train(a: argparse.Namespace) -> int:
         from .runtime.torchrun_entry import train_under_torchrun, under_torchrun
 
         if under_torchrun():  # one rank per stage; rank 0 reports
+            from .runtime.stage_process import exit_now
+
             metrics = train_under_torchrun(cfg, overwrite=a.overwrite, resume=bool(a.resume))
             if metrics is None:
-                return 0
+                exit_now(0)  # no destructors: a link torn down after its peer has gone can abort
             if metrics["state"] == "failed":
                 print(f"zerolock: error: pipeline run failed: {metrics.get('reason')} (details: {out}/metrics.json)",
                       file=sys.stderr)
-                return EXIT_FAILED
+                exit_now(EXIT_FAILED)
+            print(summary(metrics, out))
+            exit_now(EXIT_STOPPED if metrics.get("state") == "stopped" else 0)
         else:
             from .runtime.launch import train_pipeline  # local: one spawned process per stage
             metrics = train_pipeline(cfg, progress=not a.quiet, overwrite=a.overwrite, resume=bool(a.resume))

@@ -93,6 +93,7 @@ class TrainConfig:
     weight_decay: float = 0.0
     seed: int = 0
     eval_every: int = 0  # 0 = evaluate at the end only
+    final_eval: bool = True  # pipeline: evaluate the final weights (off: metrics without eval, seconds sooner)
     threads: int = 0  # torch intra-op threads per process; 0 = leave torch's default
     device: str = "cpu"
     inflight_depth: int = 2  # bounded inbound buffer: hidden states sent but not yet consumed

@@ -56,7 +56,7 @@ def case_config(out: Path, *, method: str, failures=(), stages: int = 3, steps: 
     return RunConfig(data=DataConfig(seq_len=32, eval_size=8),
                      train=TrainConfig(runtime="pipeline", method=method, stages=stages, batch=4, microbatches=4,
                                        steps=steps, threads=1, ckpt_every=ckpt_every, failures=tuple(failures),
-                                       heartbeat_timeout_s=2.0),
+                                       heartbeat_timeout_s=2.0, final_eval=False),
                      out=str(out))
 
 
@@ -112,7 +112,8 @@ def resume_latency(root: Path, baseline: Path) -> dict[str, Any]:
     cfg = case_config(d, method="zerolock")
     args = ["train", "--runtime", "pipeline", "--method", "zerolock", "--stages", "3", "--batch", "4",
             "--microbatches", "4", "--steps", str(STEPS), "--seq-len", "32", "--eval-size", "8", "--threads", "1",
-            "--ckpt-every", "2", "--heartbeat-timeout", "2", "--out", str(d), "--quiet", "--overwrite"]
+            "--ckpt-every", "2", "--heartbeat-timeout", "2", "--out", str(d), "--quiet", "--overwrite",
+            "--no-final-eval"]
     proc = subprocess.Popen([sys.executable, "-m", "zerolock_core", *args], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     t0 = time.monotonic()

@@ -41,7 +41,7 @@ from .standby import Standby
 
 TERMINAL = ("finished", "stopped", "failed")
 TRANSITIONS = {
-    "created": {"starting", "failed"},
+    "created": {"starting", "finishing"},  # finishing: the start itself failed
     "starting": {"running", "recovering", "finishing", "failed"},
     "running": {"recovering", "finishing", "failed"},
     "recovering": {"running", "recovering", "finishing", "failed"},
@@ -317,6 +317,8 @@ class Run:
         for s, p in enumerate(self._procs):
             code = p.exitcode
             why = None
+            if states[s] in ("done", "stopped"):
+                continue  # its work is on disk and reported: how the interpreter then exits changes nothing
             if code not in (None, 0):
                 why = f"exited with code {code}"
             elif code is None and self._stale(s, now, timeout, states[s]):
@@ -465,7 +467,9 @@ class Run:
                 self._errors.setdefault(str(s), err)
         state = self._final_state()
         eval_block, eval_note = None, None
-        if state == "finished":
+        if state == "finished" and not self.cfg.train.final_eval:
+            eval_note = "not evaluated (final_eval is off)"
+        elif state == "finished":
             eval_block, eval_note = self._evaluate()
             if "eval" in self._errors:
                 state, self.reason = "failed", self._errors["eval"]
