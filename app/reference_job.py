@@ -24,12 +24,12 @@ def reference_argv(cfg: RunConfig) -> list[str]:
             "--lora-targets", ",".join(m.lora_targets),
             "--dataset", d.dataset, "--seq-len", str(d.seq_len), "--eval-size", str(d.eval_size),
             "--alpha", ",".join(repr(a) for a in o.alpha), "--consistency", o.consistency,
+            "--alpha-schedule", o.alpha_schedule,
             "--stages", str(t.stages), "--batch", str(t.batch), "--microbatches", str(t.microbatches),
             "--steps", str(t.steps), "--lr", repr(t.lr), "--weight-decay", repr(t.weight_decay),
             "--seed", str(t.seed), "--eval-every", str(t.eval_every), "--threads", str(t.threads),
             "--device", t.device]
-    if m.readout_adapter:
-        argv.append("--readout-adapter")
+    argv += ["--readout-adapter", m.readout_adapter, "--readout-adapter-hidden", str(m.readout_adapter_hidden)]
     if m.boundaries is not None:
         argv += ["--boundaries", ",".join(str(b) for b in m.boundaries)]
     return argv

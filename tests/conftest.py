@@ -12,17 +12,26 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 @pytest.fixture(scope="session")
 def tiny_random_model_dir(tmp_path_factory):
     """A small random Llama written by save_pretrained, with the embedded tokenizer."""
+    return _random_llama(tmp_path_factory.mktemp("random_llama"), tied=False)
+
+
+@pytest.fixture(scope="session")
+def tiny_tied_model_dir(tmp_path_factory):
+    """The same with tied embeddings (the head is the embedding, as in SmolLM2), stored in bf16."""
+    return _random_llama(tmp_path_factory.mktemp("random_llama_tied"), tied=True, dtype=torch.bfloat16)
+
+
+def _random_llama(path, *, tied: bool, dtype=torch.float32) -> str:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from zerolock_core.loading import load_tokenizer
 
-    path = tmp_path_factory.mktemp("random_llama")
     tok = load_tokenizer("tiny")
     torch.manual_seed(0)
     cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=4,
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                      tie_word_embeddings=False, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                      tie_word_embeddings=tied, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
                       pad_token_id=tok.pad_token_id)
-    LlamaForCausalLM(cfg).save_pretrained(path)
+    LlamaForCausalLM(cfg).to(dtype).save_pretrained(path)
     tok.save_pretrained(path)
     return str(path)

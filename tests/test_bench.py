@@ -197,7 +197,7 @@ def test_readout_line_item_is_well_formed():
 
 
 def test_random_llama_preset_builds_and_loads(tmp_path):
-    from zerolock_core.bench.presets import LlamaShape, build_random_llama
+    from zerolock_core.models.random_llama import LlamaShape, build_random_llama
     from zerolock_core.loading import load_causal_lm, load_tokenizer
 
     shape = LlamaShape(layers=2, hidden=32, heads=4, kv_heads=2, intermediate=64, vocab=3000, max_positions=64)

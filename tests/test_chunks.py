@@ -126,14 +126,50 @@ def test_zerolock_microbatch_only_sends_detached_states(split_model):
     assert len(losses) == 2 and losses[0].consistency is None and losses[1].consistency is not None
 
 
-def test_readout_adapter_is_identity_at_init(split_model):
-    model, chunks = split_model(2, readout_adapter=True)
+@pytest.mark.parametrize("kind", ["mlp", "affine"])
+def test_readout_adapter_is_identity_at_init(split_model, kind):
+    model, chunks = split_model(2, readout_adapter=kind)
     h = torch.randn(3, 5, model.config.hidden_size)
     for c in chunks:
         assert torch.equal(c.readout_adapter(h), h)
         omega = torch.ones(3, 5, dtype=torch.bool)
         assert torch.equal(c.readout(h, omega), c.upstream_readout(h, omega))
         assert any("readout_adapter" in n for n in c.trainable_state())
+
+
+@pytest.mark.parametrize("kind", ["mlp", "affine"])
+def test_consistency_target_is_the_upstream_chunks_own_readout_with_adapters(split_model, kind):
+    """After the adapters have moved off the identity, chunk k's target p_{k-1} (rebuilt from the
+    message chunk k-1 sent) is exactly chunk k-1's readout, the distribution it trains."""
+    model, chunks = split_model(3, readout_adapter=kind)
+    with torch.no_grad():
+        for c in chunks:
+            for p in c.readout_adapter.parameters():
+                p.add_(0.05 * torch.randn_like(p))
+    workers = [StageWorker(chunk=c, alpha=0.5, consistency="reverse", microbatches=1, lr=1e-3, weight_decay=0)
+               for c in chunks]
+    mb = make_batch(model.config.vocab_size)
+    omega, _ = answer_positions(mb)
+    x = mb["input_ids"]
+    for up, down in zip(workers, workers[1:]):
+        h = up.forward(mb, x)
+        message = up.outgoing(mb, h)
+        h_in, rows = down.incoming(mb, message, tuple(h.shape))
+        assert rows is not None and rows.shape == (int(omega.sum()), model.config.hidden_size)
+        assert torch.equal(h_in, h.detach())
+        own = up.chunk.readout(h, omega)
+        assert torch.equal(down.chunk.upstream_readout(h_in, omega, rows), own)
+        assert not torch.equal(down.chunk.upstream_readout(h_in, omega), own)  # what the old code used
+        x = h_in
+
+
+def test_message_without_adapters_is_the_hidden_state_itself(split_model):
+    model, chunks = split_model(2)
+    w = StageWorker(chunk=chunks[0], alpha=0.5, consistency="reverse", microbatches=1, lr=1e-3, weight_decay=0)
+    mb = make_batch(model.config.vocab_size)
+    h = w.forward(mb, mb["input_ids"])
+    message = w.outgoing(mb, h)
+    assert message.shape == h.shape and torch.equal(message, h.detach())
 
 
 def test_lora_init_does_not_depend_on_the_split(split_model):
@@ -146,7 +182,7 @@ def test_lora_init_does_not_depend_on_the_split(split_model):
 
 
 @pytest.mark.parametrize("targets,message", [
-    (("no_such_module",), "--lora-targets no_such_module: .*not found"),
+    (("no_such_module",), r"chunk 0 \(layers 0..1\) has no trainable parameter: --lora-targets no_such_module"),
     (("layers.0.self_attn.q_proj",), r"chunk 1 \(layers 2..3\) has no trainable parameter"),
 ])
 def test_a_chunk_without_trainable_parameters_is_an_error(split_model, targets, message):

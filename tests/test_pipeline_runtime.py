@@ -164,3 +164,27 @@ def test_a_stop_after_the_last_step_still_finishes(tmp_path):
     assert run.state == "finished" and run.metrics["state"] == "finished"
     status = run.status()
     assert status["steps_done"] == STEPS and status["stage_steps"] == [STEPS] * 3
+
+
+def test_pipeline_zerolock_with_readout_adapters_equals_reference_bitwise(tmp_path):
+    """The upstream's adapted readout rows travel with h (and are counted in bytes_sent): the
+    pipeline still performs exactly the reference's operations."""
+    from zerolock_core.config import replace
+    from zerolock_core.workbench import build_workbench
+
+    ref_cfg = replace(cfg_for(tmp_path / "ref", runtime="reference", method="zerolock"),
+                      model={"readout_adapter": "mlp"})
+    train_reference(ref_cfg, progress=False)
+    got = train_pipeline(replace(cfg_for(tmp_path / "pipe", runtime="pipeline", method="zerolock"),
+                                 model={"readout_adapter": "mlp"}), progress=False)
+    ref, pipe = weights(tmp_path, "ref"), weights(tmp_path, "pipe")
+    assert any("readout_adapter" in name for name in ref[1])
+    for k in ref:
+        assert ref[k].keys() == pipe[k].keys()
+        for name in ref[k]:
+            assert torch.equal(ref[k][name], pipe[k][name]), (k, name)
+    bench = build_workbench(ref_cfg)
+    rows = sum(int((mb["labels"] != -100).sum()) for step in range(STEPS) for mb in bench.microbatches(step))
+    hidden = 128
+    h_bytes = (BATCH // M) * SEQ * hidden * 4 * STEPS * M
+    assert [s["bytes_sent"] for s in got["per_stage"]] == [h_bytes + rows * hidden * 4] * 2 + [0]

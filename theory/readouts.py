@@ -181,23 +181,11 @@ def run_config(run_dir: str | Path) -> Any:
 
 
 def load_run_weights(chunks: Sequence[Any], run_dir: str | Path) -> None:
-    """Load a run's ``final/chunk{k}.safetensors`` into ``chunks`` (every tensor must match).
+    """Load a run's ``final/chunk{k}.safetensors`` into ``chunks`` (every trainable tensor must be
+    there, every saved one must belong; see ``zerolock_core.artifacts.load_trained_weights``)."""
+    from zerolock_core.artifacts import load_trained_weights
 
-    Raises:
-        FileNotFoundError: if the run has no final weights for some chunk.
-        ValueError: if a saved tensor has no counterpart in the chunk (wrong model / K).
-    """
-    from zerolock_core.artifacts import load_final_weights
-
-    weights = load_final_weights(run_dir)
-    missing = [k for k in range(len(chunks)) if k not in weights]
-    if missing:
-        raise FileNotFoundError(f"{run_dir} has no final weights for chunk(s) {missing}")
-    for k, chunk in enumerate(chunks):
-        result = chunk.load_state_dict(weights[k], strict=False)
-        if result.unexpected_keys:
-            raise ValueError(f"chunk {k}: saved tensors {result.unexpected_keys[:3]} ... do not "
-                             "belong to this chunk (different model or number of stages?)")
+    load_trained_weights(chunks, run_dir)
 
 
 def readouts_of_run(

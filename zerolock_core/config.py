@@ -16,6 +16,9 @@ METHODS_BY_RUNTIME = {
     "pipeline": ("zerolock", "gpipe", "1f1b", "pipedream"),
 }
 CONSISTENCY_DIRECTIONS = ("reverse", "forward")
+# none | mlp: the paper's option (b), a residual MLP before the frozen head | affine: a tuned-lens
+# style translator h + A h + b (both the identity at initialisation)
+READOUT_ADAPTERS = ("none", "mlp", "affine")
 
 
 class ConfigError(ValueError):
@@ -60,7 +63,7 @@ class ModelConfig:
     lora_rank: int = 4
     lora_alpha: float = 16.0
     lora_targets: tuple[str, ...] = ("q_proj", "v_proj")
-    readout_adapter: bool = False  # the paper's option (b): a residual MLP before the frozen head
+    readout_adapter: str = "none"  # one of READOUT_ADAPTERS
     readout_adapter_hidden: int = 64
     boundaries: tuple[int, ...] | None = None  # first layer of chunks 2..K; None = even split
 
@@ -76,9 +79,18 @@ class DataConfig:
 class ObjectiveConfig:
     alpha: tuple[float, ...] = (0.5,)  # one value for every chunk, or one per chunk
     consistency: str = "reverse"  # reverse = KL(p_k || p_{k-1}) (paper Eq. 5); forward = KL(p_{k-1} || p_k)
+    alpha_schedule: str = ""  # e.g. "linear:0.5->1" (alpha_schedule.py); "" = the constant alpha above
 
     def alpha_for(self, chunk: int) -> float:
         return self.alpha[0] if len(self.alpha) == 1 else self.alpha[chunk]
+
+    def alpha_at(self, chunk: int, step: int, steps: int) -> float:
+        """α of `chunk` at the 0-based optimizer step `step` of a `steps`-step run."""
+        if not self.alpha_schedule:
+            return self.alpha_for(chunk)
+        from .alpha_schedule import AlphaSchedule
+
+        return AlphaSchedule.parse(self.alpha_schedule).at(step, steps)
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -146,8 +158,11 @@ class RunConfig:
                 raise ConfigError(f"unknown {cls.__name__} field(s): {', '.join(sorted(unknown))}")
             return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
 
+        model = dict(d.get("model", {}))
+        if isinstance(model.get("readout_adapter"), bool):  # run directories written before the kinds
+            model["readout_adapter"] = "mlp" if model["readout_adapter"] else "none"
         return RunConfig(
-            model=tuples(ModelConfig, d.get("model", {})),
+            model=tuples(ModelConfig, model),
             data=tuples(DataConfig, d.get("data", {})),
             objective=tuples(ObjectiveConfig, d.get("objective", {})),
             train=tuples(TrainConfig, d.get("train", {})),
@@ -232,12 +247,21 @@ def validate(cfg: RunConfig) -> None:
         _require(0.0 < a <= 1.0, f"--alpha {a} is outside (0, 1]")
     _require(len(o.alpha) in (1, t.stages),
              f"--alpha has {len(o.alpha)} values; give one, or one per stage ({t.stages})")
+    if o.alpha_schedule:
+        from .alpha_schedule import AlphaSchedule
+
+        AlphaSchedule.parse(o.alpha_schedule)  # raises ConfigError with the reason
+        _require(len(o.alpha) == 1, "--alpha-schedule sets α for every chunk: give no per-stage --alpha with it")
+        _require(t.method == "zerolock", f"--alpha-schedule belongs to ZeroLock's local objective; "
+                                         f"--method {t.method} has no α")
     _require(o.consistency in CONSISTENCY_DIRECTIONS,
              f"--consistency {o.consistency!r} is not one of {', '.join(CONSISTENCY_DIRECTIONS)}")
     _require(m.lora_rank >= 1, f"--lora-rank must be at least 1 (got {m.lora_rank})")
     _require(m.lora_alpha > 0, f"--lora-alpha must be positive (got {m.lora_alpha})")
     _require(len(m.lora_targets) >= 1, "--lora-targets needs at least one module name")
-    _require(not m.readout_adapter or t.method == "zerolock",
+    _require(m.readout_adapter in READOUT_ADAPTERS,
+             f"--readout-adapter {m.readout_adapter!r} is not one of {', '.join(READOUT_ADAPTERS)}")
+    _require(m.readout_adapter == "none" or t.method == "zerolock",
              f"--readout-adapter belongs to ZeroLock's local objective; --method {t.method} has no local readout")
     _require(m.readout_adapter_hidden >= 1,
              f"--readout-adapter-hidden must be at least 1 (got {m.readout_adapter_hidden})")

@@ -14,30 +14,57 @@ from .chunks import Chunk
 from .stage_worker import answer_positions
 
 
+class ReadoutScore:
+    """Running sums of the three metrics for one readout over eval batches."""
+
+    def __init__(self) -> None:
+        self.correct = self.label_correct = self.tokens = self.examples = 0
+        self.nll = 0.0
+
+    def add(self, logits: torch.Tensor, batch: "EvalBatch", label_first_tokens: torch.Tensor) -> None:
+        """`logits`: [|Ω|, V] at the batch's answer positions."""
+        self.nll += float(torch.nn.functional.cross_entropy(logits, batch.targets, reduction="sum"))
+        self.tokens += int(batch.targets.numel())
+        wrong = (logits.argmax(-1) != batch.targets).float()
+        per_example_wrong = torch.zeros(batch.size).index_add_(0, batch.example_of_row, wrong)
+        self.correct += int((per_example_wrong == 0).sum())
+        label_logits = logits[batch.first_row][:, label_first_tokens]
+        self.label_correct += int((label_logits.argmax(-1) == batch.mb["label_index"]).sum())
+        self.examples += batch.size
+
+    def metrics(self) -> dict[str, float]:
+        n = max(1, self.examples)
+        return dict(accuracy=self.correct / n, label_accuracy=self.label_correct / n,
+                    nll=self.nll / max(1, self.tokens), examples=self.examples)
+
+
+class EvalBatch:
+    """One slice of an eval split with its answer positions Ω and each example's first answer row."""
+
+    def __init__(self, split, sl: slice) -> None:
+        self.mb = {"input_ids": split.input_ids[sl], "attention_mask": split.attention_mask[sl],
+                   "labels": split.labels[sl], "label_index": split.label_index[sl]}
+        self.size = sl.stop - sl.start
+        self.omega, self.targets = answer_positions(self.mb)
+        self.example_of_row = self.omega.nonzero()[:, 0]
+        first_row = torch.ones_like(self.example_of_row, dtype=torch.bool)
+        first_row[1:] = self.example_of_row[1:] != self.example_of_row[:-1]
+        self.first_row = first_row
+
+
+def eval_batches(split, *, limit: int = 0, batch_size: int = 32) -> list[EvalBatch]:
+    n = split.input_ids.shape[0] if limit <= 0 else min(limit, split.input_ids.shape[0])
+    return [EvalBatch(split, slice(start, min(n, start + batch_size))) for start in range(0, n, batch_size)]
+
+
 @torch.no_grad()
 def evaluate_chunks(chunks: list[Chunk], split, label_first_tokens: torch.Tensor, *,
                     limit: int = 0, batch_size: int = 32) -> list[dict[str, float]]:
     """Runs the eval split through all chunks in order; returns one metrics dict per chunk."""
-    n = split.input_ids.shape[0] if limit <= 0 else min(limit, split.input_ids.shape[0])
-    sums = [dict(correct=0, label_correct=0, nll=0.0, tokens=0) for _ in chunks]
-    for start in range(0, n, batch_size):
-        sl = slice(start, min(n, start + batch_size))
-        mb = {"input_ids": split.input_ids[sl], "attention_mask": split.attention_mask[sl],
-              "labels": split.labels[sl], "label_index": split.label_index[sl]}
-        omega, targets = answer_positions(mb)
-        example_of_row = omega.nonzero()[:, 0]
-        first_row = torch.ones_like(example_of_row, dtype=torch.bool)
-        first_row[1:] = example_of_row[1:] != example_of_row[:-1]
-        x = mb["input_ids"]
-        for chunk, acc in zip(chunks, sums):
-            x = chunk(x, mb["attention_mask"])
-            logits = chunk.readout(x, omega)
-            acc["nll"] += float(torch.nn.functional.cross_entropy(logits, targets, reduction="sum"))
-            acc["tokens"] += int(targets.numel())
-            wrong = (logits.argmax(-1) != targets).float()
-            per_example_wrong = torch.zeros(sl.stop - sl.start).index_add_(0, example_of_row, wrong)
-            acc["correct"] += int((per_example_wrong == 0).sum())
-            label_logits = logits[first_row][:, label_first_tokens]
-            acc["label_correct"] += int((label_logits.argmax(-1) == mb["label_index"]).sum())
-    return [dict(accuracy=s["correct"] / n, label_accuracy=s["label_correct"] / n,
-                 nll=s["nll"] / max(1, s["tokens"]), examples=n) for s in sums]
+    scores = [ReadoutScore() for _ in chunks]
+    for batch in eval_batches(split, limit=limit, batch_size=batch_size):
+        x = batch.mb["input_ids"]
+        for chunk, score in zip(chunks, scores):
+            x = chunk(x, batch.mb["attention_mask"])
+            score.add(chunk.readout(x, batch.omega), batch, label_first_tokens)
+    return [s.metrics() for s in scores]

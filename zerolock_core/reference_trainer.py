@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 import torch
 
+from .alpha_schedule import alpha_by_step
 from .artifacts import save_final_weights, write_json_atomic
 from .config import RunConfig
 from .evaluation import evaluate_chunks
@@ -20,17 +21,21 @@ from .workbench import Workbench, build_workbench, set_threads
 def make_workers(bench: Workbench) -> list[StageWorker]:
     cfg = bench.cfg
     return [StageWorker(chunk=c, alpha=cfg.objective.alpha_for(c.index), consistency=cfg.objective.consistency,
-                        microbatches=cfg.train.microbatches, lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
+                        microbatches=cfg.train.microbatches, lr=cfg.train.lr, weight_decay=cfg.train.weight_decay,
+                        alpha_at=alpha_by_step(cfg, c.index))
             for c in bench.chunks]
 
 
 def zerolock_microbatch(workers: list[StageWorker], mb: dict[str, torch.Tensor]) -> list[StepLoss]:
-    losses, x, h_in = [], mb["input_ids"], None
-    for w in workers:
+    """The chunks one after another, each message built and read exactly as a pipeline stage does."""
+    losses, x, h_in, prev_rows = [], mb["input_ids"], None, None
+    for k, w in enumerate(workers):
         h_out = w.forward(mb, x)
-        x = h_out.detach()  # early forwarding: what the next stage gets, before the local step
-        losses.append(w.local_backward(mb, h_in, h_out))
-        h_in = x
+        message = w.outgoing(mb, h_out) if k + 1 < len(workers) else None  # early forwarding
+        losses.append(w.local_backward(mb, h_in, h_out, prev_rows))
+        if message is not None:
+            h_in, prev_rows = workers[k + 1].incoming(mb, message, tuple(h_out.shape))
+            x = h_in
     return losses
 
 

@@ -7,7 +7,7 @@ import torch
 
 from .chunks import Chunk, build_chunks
 from .config import ConfigError, RunConfig
-from .loading import load_causal_lm, load_tokenizer
+from .loading import Keep, load_causal_lm, load_tokenizer
 
 DATA_SEED = 0  # the dataset is the same for every training seed; --seed varies init and order
 
@@ -34,13 +34,25 @@ def set_threads(threads: int) -> None:
         torch.set_num_threads(threads)
 
 
-def build_workbench(cfg: RunConfig) -> Workbench:
+def build_workbench(cfg: RunConfig, *, stage: int | None = None) -> Workbench:
+    """With `stage`, `chunks` holds only that chunk and only its weights were read from disk:
+    its layers, the norm + head, and the embedding on stage 0."""
     from . import data
+    from .chunks import chunk_bounds
 
     task = data.load_task(cfg.data.dataset, seed=DATA_SEED)
     tokenizer = load_tokenizer(cfg.model.model)
-    model = load_causal_lm(cfg.model.model)
-    chunks = build_chunks(model, cfg.model, stages=cfg.train.stages, seed=cfg.train.seed)
+    keep = None
+    if stage is not None:
+        from transformers import AutoConfig
+
+        from .loading import resolve_model
+
+        layers = AutoConfig.from_pretrained(resolve_model(cfg.model.model)).num_hidden_layers
+        first, end = chunk_bounds(layers, cfg.train.stages, cfg.model.boundaries)[stage]
+        keep = Keep(first=first, end=end, embedding=stage == 0)
+    model = load_causal_lm(cfg.model.model, keep=keep)
+    chunks = build_chunks(model, cfg.model, stages=cfg.train.stages, seed=cfg.train.seed, only=stage)
     enc = dict(tokenizer=tokenizer, cue=task.cue, label_words=task.label_words, seq_len=cfg.data.seq_len)
     train = data.encode_split(task.train, **enc)
     eval_ = data.encode_split(task.eval, **enc)

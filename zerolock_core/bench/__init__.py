@@ -21,6 +21,8 @@ BENCHMARKS = {
     "throughput": ("zerolock_core.bench.throughput", "Fig. 6a: samples/s and active fraction vs K"),
     "links": ("zerolock_core.bench.links", "Fig. 6b: throughput per emulated link profile"),
     "quality": ("zerolock_core.bench.quality", "Fig. 3: accuracy and NLL curves, BP / 1F1B / ZeroLock variants"),
+    "readability": ("zerolock_core.bench.readability",
+                    "the frozen head's readout after every layer (logit / tuned lens), where to cut chunks"),
     "readout": ("zerolock_core.bench.readout", "time and memory of the readout + local loss vs vocabulary size"),
     "crosscheck": ("zerolock_core.bench.crosscheck", "our GPipe/1F1B vs torch.distributed.pipelining's"),
     "efficiency": ("zerolock_core.bench.efficiency", "throughput vs the slowest-stage bound; bubbles vs textbook"),

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from ..artifacts import load_final_weights, write_json_atomic
+from ..artifacts import load_trained_weights, write_json_atomic
 from ..config import RunConfig
 from ..evaluation import evaluate_chunks
 from ..run_report import eval_block
@@ -18,11 +18,6 @@ def evaluate_run(cfg_dict: dict[str, Any], run_dir: str, threads: int = 0) -> No
         torch.set_num_threads(threads)
     cfg = RunConfig.from_dict(cfg_dict)
     bench = build_workbench(cfg)
-    weights = load_final_weights(run_dir)
-    for chunk in bench.chunks:
-        if chunk.index not in weights:
-            raise RuntimeError(f"no final weights for chunk {chunk.index} in {run_dir}/final")
-        missing, unexpected = chunk.load_state_dict(weights[chunk.index], strict=False)
-        assert not unexpected, unexpected
+    load_trained_weights(bench.chunks, run_dir)
     per_chunk = evaluate_chunks(bench.chunks, bench.eval, bench.label_first_tokens, limit=cfg.data.eval_size)
     write_json_atomic(Path(run_dir) / "eval.json", eval_block(per_chunk))

@@ -21,6 +21,7 @@ from ..schedule import Action, Kind
 from ..schedule.action import COMPUTE_KINDS
 from ..stage_worker import StageWorker, StepLoss
 from ..telemetry import ActivationMeter, Event, EventWriter
+from .. import boundary
 from . import protocol
 from .checkpoint import CheckpointStore, capture
 from .errors import BufferExhausted, LinkBroken, LinkRebuilt, MemoryBudgetExceeded, StopRequested
@@ -86,7 +87,8 @@ class Executor:
         self.counters = StageCounters()
         self.ledger = SendLedger()
         self.held: dict[int, tuple[torch.Tensor | None, torch.Tensor]] = {}  # mb -> (h_in, h_out)
-        self.received: dict[int, torch.Tensor] = {}  # mb -> h_in (received, not yet forwarded)
+        self.received: dict[int, torch.Tensor] = {}  # mb -> message (received, not yet forwarded)
+        self.upstream_rows: dict[int, torch.Tensor] = {}  # mb -> the upstream's adapted readout rows
         self.grads_in: dict[int, torch.Tensor] = {}
         self.grads_out: dict[int, torch.Tensor] = {}
         self.posted: dict[tuple[Kind, int], tuple[object, torch.Tensor]] = {}
@@ -180,7 +182,10 @@ class Executor:
         """Post receives for the next `depth` receive actions not yet posted."""
         while self._next_recv < len(self._recv_plan) and len(self.posted) < max(1, self.depth):
             a = self._recv_plan[self._next_recv]
-            buf = torch.empty(self.hidden_shape, device=self.device)
+            shape = self.hidden_shape
+            if a.kind == Kind.RF and not self.bp:  # with readout adapters, the rows travel with h
+                shape = boundary.message_shape(shape, self.worker.upstream_rows(self.data(a.microbatch)))
+            buf = torch.empty(shape, device=self.device)
             link, kind = (self.prev, HIDDEN) if a.kind == Kind.RF else (self.next, GRAD)
             self.posted[(a.kind, a.microbatch)] = (link.recv(buf, kind=kind, microbatch=a.microbatch), buf)
             self._next_recv += 1
@@ -215,6 +220,10 @@ class Executor:
                 self.wiring.flow_in.consumed(mb)
             if self.bp:
                 h_in.requires_grad_(True)
+            else:
+                h_in, rows = self.worker.incoming(batch, h_in, self.hidden_shape)
+                if rows is not None:
+                    self.upstream_rows[mb] = rows
             x = h_in
         with self.meter.measuring():
             if self.stash is not None:
@@ -227,7 +236,7 @@ class Executor:
     def _do_L(self, mb: int) -> tuple[int, int]:
         h_in, h_out = self.held.pop(mb)
         with self.meter.measuring():
-            loss = self.worker.local_backward(self.data(mb), h_in, h_out)
+            loss = self.worker.local_backward(self.data(mb), h_in, h_out, self.upstream_rows.pop(mb, None))
         self._record_loss(mb, loss)
         if self.ft is not None:
             self.ft.store.set(protocol.microbatches_done(self.stage), str(mb + 1))
@@ -299,7 +308,8 @@ class Executor:
             self.sends.pop(0)
 
     def _do_SF(self, mb: int) -> tuple[int, int]:
-        h = self.held[mb][1].detach().contiguous()
+        h_out = self.held[mb][1]
+        h = h_out.detach().contiguous() if self.bp else self.worker.outgoing(self.data(mb), h_out)
         ft = self.ft
         if ft is not None and ft.replay is not None:
             ft.replay.add(mb, h)

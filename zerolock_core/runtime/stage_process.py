@@ -27,6 +27,7 @@ import torch.distributed as dist
 from ..artifacts import save_final_weights, write_json_atomic
 from ..config import FailureSpec, RunConfig
 from ..schedule import Action, build_schedule
+from ..alpha_schedule import alpha_by_step
 from ..stage_worker import StageWorker
 from ..telemetry import Event, EventWriter
 from ..workbench import build_workbench
@@ -156,13 +157,13 @@ def build(cfg: RunConfig, launch: StageLaunch, store: dist.Store) -> Built:
     t = cfg.train
     torch.set_num_threads(stage_threads(cfg))
     device = stage_device(cfg, launch.stage)
-    bench = build_workbench(cfg)
-    chunk = bench.chunks[launch.stage].to(device)
-    bench.chunks = [chunk]  # drop the other chunks: this process holds only its own
+    bench = build_workbench(cfg, stage=launch.stage)  # reads only this stage's weights
+    chunk = bench.chunks[0].to(device)
+    bench.chunks = [chunk]
     gc.collect()
     worker = StageWorker(chunk=chunk, alpha=cfg.objective.alpha_for(launch.stage),
                          consistency=cfg.objective.consistency, microbatches=t.microbatches, lr=t.lr,
-                         weight_decay=t.weight_decay)
+                         weight_decay=t.weight_decay, alpha_at=alpha_by_step(cfg, launch.stage))
     shape = (t.batch // t.microbatches, cfg.data.seq_len, chunk.config.hidden_size)
     store.set(protocol.HIDDEN_BYTES, str(shape[0] * shape[1] * shape[2] * 4))
     return Built(cfg=cfg, device=device, bench=bench, worker=worker, hidden_shape=shape,

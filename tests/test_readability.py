@@ -1,0 +1,56 @@
+"""The logit lens scores every layer exactly as the evaluator scores a chunk; translators start as
+the plain lens; cut suggestions follow from the readable layers."""
+import pytest
+import torch
+
+from zerolock_core.config import DataConfig, RunConfig, TrainConfig
+from zerolock_core.evaluation import evaluate_chunks
+from zerolock_core.readability import TranslatorFit, fit_translators, lens_scores, suggest_boundaries
+from zerolock_core.workbench import build_workbench
+
+
+@pytest.fixture(scope="module")
+def tiny_bench():
+    return build_workbench(RunConfig(data=DataConfig(seq_len=48, eval_size=24), train=TrainConfig(stages=3)))
+
+
+def test_lens_at_every_chunk_end_equals_the_evaluators_chunk_readout(tiny_bench):
+    b = tiny_bench
+    lens = lens_scores(b.chunks, b.eval, b.label_first_tokens, limit=24)
+    reference = evaluate_chunks(b.chunks, b.eval, b.label_first_tokens, limit=24)
+    assert len(lens) == 8
+    for chunk, ref in zip(b.chunks, reference):
+        got = lens[chunk.layer_range[1] - 1]
+        assert got["label_accuracy"] == ref["label_accuracy"] and got["accuracy"] == ref["accuracy"]
+        assert got["nll"] == pytest.approx(ref["nll"], rel=1e-6)
+
+
+def test_zero_step_translators_read_like_the_frozen_head(tiny_bench):
+    b = tiny_bench
+    answers = torch.unique(b.train.labels[b.train.labels != -100])
+    translators = fit_translators(b.chunks, b.train, answers, TranslatorFit(steps=0, examples=8))
+    plain = lens_scores(b.chunks, b.eval, b.label_first_tokens, limit=24)
+    tuned = lens_scores(b.chunks, b.eval, b.label_first_tokens, limit=24, translators=translators)
+    assert plain == tuned
+
+
+def test_fitting_translators_lowers_the_training_rows_loss(tiny_bench):
+    b = tiny_bench
+    answers = torch.unique(b.train.labels[b.train.labels != -100])
+    before = lens_scores(b.chunks, b.train, b.label_first_tokens, limit=32)
+    translators = fit_translators(b.chunks, b.train, answers, TranslatorFit(steps=40, examples=32, lr=3e-3))
+    after = lens_scores(b.chunks, b.train, b.label_first_tokens, limit=32, translators=translators)
+    assert all(a["nll"] < bf["nll"] for a, bf in zip(after, before))
+
+
+@pytest.mark.parametrize("accuracy,stages,expected", [
+    ([0.26] * 8, 3, None),                                   # nothing reads: fine-tune first
+    ([0.25, 0.25, 0.3, 0.8, 0.8, 0.8, 0.8, 0.9], 3, [4, 6]),  # readable from layer 4: 3 -> 4, 6 stays
+    ([0.9] * 8, 3, [3, 6]),                                  # everything reads: the even split
+    ([0.25] * 7 + [0.9], 2, None),                           # only the last layer reads
+    ([0.25] * 6 + [0.9, 0.9], 3, None),                      # one readable layer, two cuts needed
+    ([0.25] * 6 + [0.9, 0.9], 2, [7]),
+    ([0.9] * 8, 1, []),
+])
+def test_suggested_boundaries(accuracy, stages, expected):
+    assert suggest_boundaries(accuracy, stages=stages, chance=0.25)["boundaries"] == expected

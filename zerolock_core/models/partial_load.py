@@ -1,0 +1,97 @@
+"""Load only the part of a causal LM that one stage runs.
+
+The model is built on the meta device (no memory), then only the kept modules are materialised
+and filled from the safetensors files: the kept decoder layers, the token embedding if asked for,
+and the final norm + LM head every chunk reads out through. The other layers stay on meta and
+are never read from disk. Tied embeddings (SmolLM2) stay tied: with both kept they are one tensor,
+and a stage without the embedding reads the head from the embedding's stored weights.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from ..config import ConfigError
+
+
+@dataclass(kw_only=True, frozen=True)
+class Keep:
+    """What a process materialises: decoder layers [first, end) and, optionally, the embedding."""
+    first: int
+    end: int
+    embedding: bool
+
+
+def safetensors_files(directory: Path) -> dict[str, Path]:
+    """tensor name -> the safetensors file holding it ({} if the directory has none)."""
+    index = directory / "model.safetensors.index.json"
+    if index.exists():
+        weight_map = json.loads(index.read_text())["weight_map"]
+        return {name: directory / file for name, file in weight_map.items()}
+    single = directory / "model.safetensors"
+    if not single.exists():
+        return {}
+    from safetensors import safe_open
+
+    with safe_open(single, framework="pt") as fh:
+        return {name: single for name in fh.keys()}
+
+
+def load_partial(directory: Path, keep: Keep, *, dtype: torch.dtype) -> nn.Module:
+    """A model whose kept modules hold real weights and whose other modules are on meta."""
+    from safetensors import safe_open
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    files = safetensors_files(directory)
+    if not files:
+        raise ConfigError(f"{directory}: no safetensors weights to load a part of")
+    config = AutoConfig.from_pretrained(directory)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa", dtype=dtype)
+    base = model.model
+    if not 0 <= keep.first < keep.end <= len(base.layers):
+        raise ConfigError(f"layers {keep.first}..{keep.end - 1} are not in the model's {len(base.layers)}")
+
+    tied = bool(getattr(config, "tie_word_embeddings", False))
+    wanted: dict[str, nn.Module] = {f"model.layers.{i}": base.layers[i] for i in range(keep.first, keep.end)}
+    wanted["model.norm"] = base.norm
+    if keep.embedding:
+        wanted["model.embed_tokens"] = base.embed_tokens
+    if not (tied and keep.embedding):
+        wanted["lm_head"] = model.lm_head
+    for module in wanted.values():
+        module.to_empty(device="cpu")
+
+    by_file: dict[Path, list[tuple[str, nn.Parameter | torch.Tensor, str]]] = {}
+    for prefix, module in wanted.items():
+        for local, tensor in [*module.named_parameters(), *module.named_buffers()]:
+            name = f"{prefix}.{local}"
+            stored = name
+            if name == "lm_head.weight" and name not in files and tied:
+                stored = "model.embed_tokens.weight"
+            if stored not in files:
+                raise ConfigError(f"{directory}: the weights have no tensor {stored!r}")
+            by_file.setdefault(files[stored], []).append((name, tensor, stored))
+    for file, items in by_file.items():
+        with safe_open(file, framework="pt") as fh:
+            with torch.no_grad():
+                for name, tensor, stored in items:
+                    value = fh.get_tensor(stored)
+                    if value.shape != tensor.shape:
+                        raise ConfigError(f"{directory}: {stored} has shape {tuple(value.shape)}, "
+                                          f"the config says {tuple(tensor.shape)}")
+                    tensor.copy_(value.to(tensor.dtype))
+    if tied and keep.embedding:
+        model.lm_head.weight = base.embed_tokens.weight  # one tensor, as in the full model
+    # Rotary frequencies are a non-persistent buffer computed at construction: rebuild on CPU.
+    base.rotary_emb = type(base.rotary_emb)(config=config)
+    return model
+
+
+def materialised_keys(model: nn.Module) -> set[str]:
+    """Names of the parameters that hold real data (not meta): what this process loaded."""
+    return {n for n, p in model.named_parameters(remove_duplicate=False) if not p.is_meta}

@@ -1,0 +1,155 @@
+"""Readability of the hidden state at every depth through the frozen final norm + head (the logit
+lens), optionally through a small translator fitted per layer (the tuned lens).
+
+ZeroLock assumes an early chunk's hidden state can be read by the frozen head; this measures
+whether it can. For each layer l = 1..L the eval split's hidden state after layer l is read out
+at the answer positions Ω and scored exactly as `evaluation.evaluate_chunks` scores a chunk
+(label accuracy, strict accuracy, answer NLL): the last layer's numbers are the last chunk's.
+
+A translator is the affine `h + A h + b` (zero-initialised: the plain lens before fitting) or the
+paper's residual MLP, fitted by Adam on the training split's rows at Ω with the base frozen. For a
+large vocabulary the fit's softmax runs over the answer tokens only (the tokens of the label words),
+which makes it cheap on a CPU; it is then scored over the whole vocabulary like everything else.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from torch import nn
+
+from .chunks import Chunk, make_readout_adapter
+from .evaluation import EvalBatch, ReadoutScore, eval_batches
+
+FULL_SOFTMAX_MAX_VOCAB = 8192  # above this, translators are fitted on the answer tokens' softmax
+
+
+@dataclass(kw_only=True, frozen=True)
+class TranslatorFit:
+    kind: str = "affine"  # affine | mlp (see chunks.make_readout_adapter)
+    examples: int = 256  # training examples whose answer rows the fit uses
+    steps: int = 150
+    lr: float = 1e-3
+    seed: int = 0
+
+
+def num_layers(chunks: list[Chunk]) -> int:
+    return sum(c.layer_range[1] - c.layer_range[0] for c in chunks)
+
+
+@torch.no_grad()
+def _layer_rows(chunks: list[Chunk], batch: EvalBatch) -> list[torch.Tensor]:
+    """The hidden state's rows at Ω after every layer, in depth order: L tensors [|Ω|, d]."""
+    rows, x = [], batch.mb["input_ids"]
+    for chunk in chunks:
+        for h in chunk.layer_outputs(x, batch.mb["attention_mask"]):
+            rows.append(h[batch.omega])
+        x = h
+    return rows
+
+
+def _head(chunks: list[Chunk]) -> Callable[[torch.Tensor], torch.Tensor]:
+    last = chunks[-1]  # every chunk's norm + head are the same frozen weights
+    return lambda rows: last.lm_head(last.norm(rows)).float()
+
+
+@torch.no_grad()
+def lens_scores(chunks: list[Chunk], split, label_first_tokens: torch.Tensor, *, limit: int = 0,
+                translators: list[nn.Module] | None = None,
+                progress: Callable[[int, int], None] | None = None) -> list[dict[str, float]]:
+    """One metrics dict per layer (depth order), read through the frozen head (+ translators)."""
+    head = _head(chunks)
+    scores = [ReadoutScore() for _ in range(num_layers(chunks))]
+    batches = eval_batches(split, limit=limit)
+    for i, batch in enumerate(batches):
+        for layer, rows in enumerate(_layer_rows(chunks, batch)):
+            if translators is not None:
+                rows = translators[layer](rows)
+            scores[layer].add(head(rows), batch, label_first_tokens)
+        if progress is not None:
+            progress(i + 1, len(batches))
+    return [{"layer": layer + 1, **s.metrics()} for layer, s in enumerate(scores)]
+
+
+def fit_translators(chunks: list[Chunk], split, answer_vocab: torch.Tensor, fit: TranslatorFit,
+                    progress: Callable[[int, int], None] | None = None) -> list[nn.Module]:
+    """One translator per layer, fitted to the training rows at Ω with the base model frozen."""
+    hidden = chunks[0].config.hidden_size
+    batches = eval_batches(split, limit=fit.examples)
+    per_layer: list[list[torch.Tensor]] = [[] for _ in range(num_layers(chunks))]
+    targets = []
+    for batch in batches:
+        for layer, rows in enumerate(_layer_rows(chunks, batch)):
+            per_layer[layer].append(rows)
+        targets.append(batch.targets)
+    target = torch.cat(targets)
+    head = _head(chunks)
+    vocab = chunks[-1].lm_head.weight.shape[0]
+    restricted = vocab > FULL_SOFTMAX_MAX_VOCAB
+    if restricted:  # the softmax over the answer tokens: targets re-indexed into answer_vocab
+        position = {int(t): i for i, t in enumerate(answer_vocab)}
+        target = torch.tensor([position[int(t)] for t in target])
+    translators = []
+    for layer, rows in enumerate(per_layer):
+        x = torch.cat(rows)
+        torch.manual_seed(fit.seed * 1000 + layer)
+        translator = make_readout_adapter(fit.kind, hidden, 64, seed=fit.seed, chunk=layer)
+        optimizer = torch.optim.Adam(translator.parameters(), lr=fit.lr)
+        for _ in range(fit.steps):
+            logits = head(translator(x))
+            if restricted:
+                logits = logits[:, answer_vocab]
+            loss = nn.functional.cross_entropy(logits, target)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+        translator.eval()
+        for p in translator.parameters():
+            p.requires_grad_(False)
+        translators.append(translator)
+        if progress is not None:
+            progress(layer + 1, len(per_layer))
+    return translators
+
+
+def majority_rate(split, limit: int = 0) -> float:
+    """The label accuracy of always answering the most frequent eval label (the chance line)."""
+    labels = split.label_index if limit <= 0 else split.label_index[:limit]
+    return float(torch.bincount(labels).max()) / max(1, labels.numel())
+
+
+def suggest_boundaries(label_accuracy: list[float], *, stages: int, chance: float) -> dict[str, object]:
+    """Where to cut K chunks so that every chunk ends where the head can read. A layer is readable
+    when its label accuracy has covered at least half the way from chance to the last layer's;
+    each cut is the readable layer nearest to where the even split would end that chunk.
+    `boundaries` is in `--boundaries` terms: the 0-based first layer of chunks 2..K, which is the
+    1-based number of the layer the previous chunk ends with."""
+    depth = len(label_accuracy)
+    last = label_accuracy[-1]
+    if stages < 2:
+        return {"boundaries": [], "readable_from": None, "why": "one chunk: nothing to cut"}
+    if last <= chance + 0.02:
+        return {"boundaries": None, "readable_from": None,
+                "why": f"even the last layer reads at chance ({last:.2f} vs {chance:.2f}): fine-tune first"}
+    bar = chance + 0.5 * (last - chance)
+    readable = [layer for layer in range(1, depth) if label_accuracy[layer - 1] >= bar]
+    if len(readable) < stages - 1:
+        return {"boundaries": None, "readable_from": readable[0] if readable else None,
+                "why": f"only {len(readable)} layer(s) before the last read above {bar:.2f}; "
+                       f"{stages} chunks cannot all end readable"}
+    even = [start for start, _ in _even_bounds(depth, stages)[1:]]
+    cuts: list[int] = []
+    for i, target in enumerate(even):
+        remaining = stages - 2 - i  # cuts still to place after this one
+        options = [layer for layer in readable if (not cuts or layer > cuts[-1])
+                   and len([r for r in readable if r > layer]) >= remaining]
+        cuts.append(min(options, key=lambda layer: (abs(layer - target), layer)))
+    return {"boundaries": cuts, "readable_from": readable[0],
+            "why": f"layers {readable[0]}+ read label accuracy >= {bar:.2f} (majority class {chance:.2f})"}
+
+
+def _even_bounds(depth: int, stages: int) -> list[tuple[int, int]]:
+    from .chunks import chunk_bounds
+
+    return chunk_bounds(depth, stages)
