@@ -1,4 +1,4 @@
-"""The Gradio Blocks app: Run | Watch live | Compare | Explain | Runs, over one EngineController."""
+"""The Gradio Blocks app: Run | Watch live | Compare | Explain | Readability | Runs, over one EngineController."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,7 +6,7 @@ from typing import Any
 
 import gradio as gr
 
-from . import tab_compare, tab_explain, tab_run, tab_runs, tab_watch
+from . import tab_compare, tab_explain, tab_readability, tab_run, tab_runs, tab_watch
 from .controller import EngineController
 
 MIN_POLL_S = 0.5  # the watch view polls at most twice a second
@@ -33,8 +33,13 @@ def build_app(controller: EngineController | None = None, *, runs_root: str | Pa
                 cmp = tab_compare.build_compare_tab()
             with gr.Tab("Explain", id="explain", elem_id="tab-explain"):
                 expl = tab_explain.build_explain_tab()
+            with gr.Tab("Readability", id="readability", elem_id="tab-readability"):
+                readability = tab_readability.build_readability_tab()
             with gr.Tab("Runs", id="runs", elem_id="tab-runs") as runs_item:
                 runs = tab_runs.build_runs_tab(controller.runs_root)
+
+        readability.button.click(tab_readability.measure, readability.inputs, readability.outputs,
+                                 api_name="readability")
 
         # ---- Run / Stop --------------------------------------------------------------------
         def on_run(*values: Any) -> tuple:

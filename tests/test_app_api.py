@@ -196,3 +196,11 @@ def test_resume_from_the_runs_tab_explains_a_run_it_cannot_resume(app):
     if finished:  # a run of an earlier test in this module: finished runs are not resumed
         message, *_ = client.predict(finished[0], api_name="/resume_run")
         assert "that run finished" in message or "no checkpoints" in message
+
+
+def test_readability_tab_measures_the_tiny_model_and_explains_a_bad_name(app):
+    client, _, _ = app
+    text, plot = client.predict("tiny", "topics", 3, 32, False, api_name="/readability")
+    assert "Majority class" in text and "cut suggestion" in text and plot is not None
+    text, plot = client.predict("./no-such-model-dir", "topics", 3, 32, False, api_name="/readability")
+    assert text.startswith("⚠️") and "no such directory" in text and plot is None

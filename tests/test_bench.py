@@ -397,7 +397,9 @@ def test_quality_bench(runs):
         assert 0 <= r["final"]["accuracy"]["mean"] <= 1 and r["final"]["nll"]["mean"] > 0, arm
     # 1F1B is BP, pipelined: the same training loss
     assert res["1f1b"]["curves"][0]["train_loss"] == pytest.approx(res["bp"]["curves"][0]["train_loss"], rel=1e-5)
-    assert "accuracy" in format_report(report) and figures(report)
+    per_chunk = res["zerolock a=0.5 reverse"]["curves"][0]["per_chunk_label_accuracy"]
+    assert len(per_chunk) == 2 and all(len(row) == K for row in per_chunk)  # every chunk, every eval
+    assert "accuracy" in format_report(report) and set(figures(report)) == {"quality_curves", "quality_per_chunk"}
 
 
 @pytest.mark.slow

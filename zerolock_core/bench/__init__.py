@@ -23,6 +23,7 @@ BENCHMARKS = {
     "quality": ("zerolock_core.bench.quality", "Fig. 3: accuracy and NLL curves, BP / 1F1B / ZeroLock variants"),
     "readability": ("zerolock_core.bench.readability",
                     "the frozen head's readout after every layer (logit / tuned lens), where to cut chunks"),
+    "stage-rss": ("zerolock_core.bench.stage_rss", "per-stage resident memory after loading, K = 1, 2, 3, 5"),
     "readout": ("zerolock_core.bench.readout", "time and memory of the readout + local loss vs vocabulary size"),
     "crosscheck": ("zerolock_core.bench.crosscheck", "our GPipe/1F1B vs torch.distributed.pipelining's"),
     "efficiency": ("zerolock_core.bench.efficiency", "throughput vs the slowest-stage bound; bubbles vs textbook"),

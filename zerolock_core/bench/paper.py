@@ -17,5 +17,7 @@ DIRECTIONS = {
     "geometry": "as b/m grows, GPipe's memory grows sharply, ZeroLock's slowly (Fig. 5)",
     "throughput": "ZeroLock's advantage grows with stages, 2 -> 4 (Fig. 6a)",
     "links": "ZeroLock's advantage grows as the link slows: local -> wifi -> mobile -> constrained (Fig. 6b)",
-    "quality": "ZeroLock tracks BP; alpha = 0.5 gives lower NLL than alpha = 1 (Fig. 3)",
+    "quality": "ZeroLock tracks BP; alpha = 0.5 gives lower NLL than alpha = 1 (Fig. 3). The authors' notes "
+               "(TinyLlama-1.1B, AG News, 3 chunks): BP 0.836, local CE only (alpha = 1) 0.832-0.836, terminal "
+               "chunk only 0.805, base model 0.336; the KL term does not reliably beat CE only",
 }

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import time
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,14 @@ ARMS: dict[str, dict[str, Any]] = {
     "zerolock a=0.5 reverse": {"runtime": "reference", "method": "zerolock", "alpha": 0.5, "consistency": "reverse"},
     "zerolock a=0.5 forward": {"runtime": "reference", "method": "zerolock", "alpha": 0.5, "consistency": "forward"},
     "zerolock a=1": {"runtime": "reference", "method": "zerolock", "alpha": 1.0, "consistency": "reverse"},
+    "zerolock a=0.5 mlp adapter": {"runtime": "reference", "method": "zerolock", "alpha": 0.5,
+                                   "consistency": "reverse", "readout_adapter": "mlp"},
+    "zerolock a=0.5 affine adapter": {"runtime": "reference", "method": "zerolock", "alpha": 0.5,
+                                      "consistency": "reverse", "readout_adapter": "affine"},
+    "zerolock a=0.5->1": {"runtime": "reference", "method": "zerolock", "alpha": 0.5, "consistency": "reverse",
+                          "alpha_schedule": "linear:0.5->1"},
 }
+DEFAULT_ARMS = ("bp", "1f1b", "zerolock a=0.5 reverse", "zerolock a=0.5 forward", "zerolock a=1")
 
 
 def arm_config(
@@ -53,13 +61,16 @@ def arm_config(
     eval_every: int,
     eval_size: int,
     out: Path,
+    lora_targets: tuple[str, ...] = ("q_proj", "v_proj"),
 ) -> RunConfig:
     a = ARMS[arm]
     threads = settings.threads if a["runtime"] == "pipeline" else max(settings.threads, cores())
     return RunConfig(
-        model=ModelConfig(model=resolve_bench_model(settings.model)),
+        model=ModelConfig(model=resolve_bench_model(settings.model), readout_adapter=a.get("readout_adapter", "none"),
+                          lora_targets=lora_targets),
         data=DataConfig(dataset=settings.dataset, seq_len=settings.seq_len, eval_size=eval_size),
-        objective=ObjectiveConfig(alpha=(a["alpha"],), consistency=a["consistency"]),
+        objective=ObjectiveConfig(alpha=(a["alpha"],), consistency=a["consistency"],
+                                  alpha_schedule=a.get("alpha_schedule", "")),
         train=TrainConfig(
             runtime=a["runtime"],
             method=a["method"],
@@ -90,6 +101,8 @@ def _curve(metrics: dict[str, Any]) -> dict[str, list[float]]:
         "train_step": train["step"],
         "train_loss": train["task"],
         "final_per_chunk": metrics["eval"]["per_chunk"],
+        # label accuracy of every chunk's own readout at each eval (the last chunk's is the model's)
+        "per_chunk_label_accuracy": [[c["label_accuracy"] for c in h["per_chunk"]] for h in hist if "per_chunk" in h],
     }
 
 
@@ -103,49 +116,59 @@ def run_quality(
     runs: PipelineRuns,
     out: Path,
     seeds: tuple[int, ...],
-    stages: int,
+    stages: tuple[int, ...] | int,
     batch: int,
     microbatches: int,
     eval_every: int,
     eval_size: int,
-    arms: tuple[str, ...] = tuple(ARMS),
+    arms: tuple[str, ...] = DEFAULT_ARMS,
+    lora_targets: tuple[str, ...] = ("q_proj", "v_proj"),
 ) -> dict[str, Any]:
     unknown = [a for a in arms if a not in ARMS]
     if unknown:
         raise ValueError(f"unknown quality arm(s) {unknown}; choose from {list(ARMS)}")
+    stage_list = (stages,) if isinstance(stages, int) else tuple(stages)
     res: dict[str, Any] = {}
-    for arm in arms:
-        per_seed = []
-        for seed in seeds:
-            cfg = arm_config(
-                settings,
-                arm,
-                seed=seed,
-                stages=stages,
-                batch=batch,
-                microbatches=microbatches,
-                eval_every=eval_every,
-                eval_size=eval_size,
-                out=out / "arms" / f"{arm.replace(' ', '_').replace('=', '')}-seed{seed}",
-            )
-            print(f"  {arm}, seed {seed} ...", flush=True)
-            metrics = (
-                train_reference(cfg, progress=False) if ARMS[arm]["runtime"] == "reference" else runs.run(cfg).metrics
-            )
-            per_seed.append(_curve(metrics))
-        final = {k: _mean_sd([c[k][-1] for c in per_seed]) for k in ("accuracy", "label_accuracy", "nll")}
-        res[arm] = {"seeds": list(seeds), "curves": per_seed, "final": final, "source": ARMS[arm]["runtime"]}
+    started = time.perf_counter()
+    for k in stage_list:
+        for arm in arms:
+            per_seed = []
+            for seed in seeds:
+                cfg = arm_config(
+                    settings,
+                    arm,
+                    seed=seed,
+                    stages=k,
+                    batch=batch,
+                    microbatches=microbatches,
+                    eval_every=eval_every,
+                    eval_size=eval_size,
+                    out=out / "arms" / f"K{k}-{arm.replace(' ', '_').replace('=', '').replace('>', '')}-seed{seed}",
+                    lora_targets=lora_targets,
+                )
+                print(f"  K={k} {arm}, seed {seed} ({time.perf_counter() - started:.0f} s so far) ...", flush=True)
+                metrics = (
+                    train_reference(cfg, progress=False) if ARMS[arm]["runtime"] == "reference"
+                    else runs.run(cfg).metrics
+                )
+                per_seed.append(_curve(metrics))
+            final = {m: _mean_sd([c[m][-1] for c in per_seed]) for m in ("accuracy", "label_accuracy", "nll")}
+            name = arm if len(stage_list) == 1 else f"{arm} · K={k}"
+            res[name] = {"arm": arm, "stages": k, "seeds": list(seeds), "curves": per_seed, "final": final,
+                         "source": ARMS[arm]["runtime"]}
     return {
         **report_header("quality", settings),
         "config": {
-            "stages": stages,
+            "stages": list(stage_list) if len(stage_list) > 1 else stage_list[0],
             "batch": batch,
             "microbatches": microbatches,
             "steps": settings.steps,
             "eval_every": eval_every,
             "eval_size": eval_size,
             "seeds": list(seeds),
+            "lora_targets": list(lora_targets),
         },
+        "wall_s": round(time.perf_counter() - started, 1),
         "paper": paper.DIRECTIONS["quality"],
         "results": res,
     }
@@ -186,7 +209,7 @@ def figures(report: dict[str, Any]):
     fig = make_subplots(
         rows=1, cols=3, subplot_titles=("accuracy (eval)", "NLL per answer token (eval)", "training task loss")
     )
-    palette = ("#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a")
+    palette = ("#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3", "#ff6692", "#b6e880", "#8c564b")
     for i, (arm, r) in enumerate(report["results"].items()):
         color = palette[i % len(palette)]
         for j, c in enumerate(r["curves"]):
@@ -234,19 +257,44 @@ def figures(report: dict[str, Any]):
     fig.update_layout(
         title=f"Quality over training, {s['dataset']} ({len(report['config']['seeds'])} seeds; cf. paper Fig. 3)"
     )
-    return {"quality_curves": fig}
+    return {"quality_curves": fig, "quality_per_chunk": _per_chunk_figure(report)}
+
+
+def _per_chunk_figure(report: dict[str, Any]):
+    """Label accuracy of every chunk's own readout over training (first seed), one panel per arm."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    arms = [(name, r) for name, r in report["results"].items() if r["curves"][0].get("per_chunk_label_accuracy")]
+    cols = min(4, max(1, len(arms)))
+    rows = max(1, -(-len(arms) // cols))
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[name for name, _ in arms] or ["(no eval history)"],
+                        shared_yaxes=True)
+    shades = ("#c6dbef", "#6baed6", "#2171b5", "#08306b", "#000000")
+    for i, (name, r) in enumerate(arms):
+        c = r["curves"][0]
+        per_step = c["per_chunk_label_accuracy"]
+        for k in range(len(per_step[0])):
+            fig.add_trace(go.Scatter(x=c["step"], y=[row[k] for row in per_step], mode="lines+markers",
+                                     name=f"chunk {k}", legendgroup=f"chunk {k}", showlegend=i == 0,
+                                     line={"color": shades[max(0, len(shades) - len(per_step[0]) + k)]}),
+                          row=i // cols + 1, col=i % cols + 1)
+    fig.update_layout(title="Label accuracy of each chunk's own readout over training (first seed)",
+                      height=320 * rows)
+    return fig
 
 
 def register(p: argparse.ArgumentParser) -> None:
     add_common_flags(p, steps=200, seq_len=64)
     p.set_defaults(lr=5e-3)  # the README's reference fine-tune: learns the embedded task in 200 steps
-    p.add_argument("--stages", type=int, default=3)
+    p.add_argument("--stages", type=ints_arg, default=(3,), help="K, or several: 2,3")
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--microbatches", type=int, default=4)
     p.add_argument("--seeds", type=ints_arg, default=(0, 1))
     p.add_argument("--eval-every", type=int, default=0, help="0 = steps // 4")
     p.add_argument("--eval-size", type=int, default=128, help="eval examples (0 = the whole eval split)")
-    p.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated, from: {', '.join(ARMS)}")
+    p.add_argument("--arms", default=",".join(DEFAULT_ARMS), help=f"comma-separated, from: {', '.join(ARMS)}")
+    p.add_argument("--lora-targets", default="q_proj,v_proj", help="LoRA on these modules in every arm")
 
     def run(a: argparse.Namespace) -> int:
         settings, out = settings_from_args(a), results_dir("quality", a.out)
@@ -261,6 +309,7 @@ def register(p: argparse.ArgumentParser) -> None:
             eval_every=a.eval_every or max(1, a.steps // 4),
             eval_size=a.eval_size,
             arms=tuple(x.strip() for x in a.arms.split(",") if x.strip()),
+            lora_targets=tuple(x for x in a.lora_targets.split(",") if x),
         )
         print(publish(report, out=out, name="quality", figures=figures, format_report=format_report, png=not a.no_png))
         return 0

@@ -33,7 +33,7 @@ FINETUNES = ("bp", "zerolock")
 COND_COLORS = {"pretrained": "#7f7f7f", "bp": "#636efa", "zerolock": "#ab63fa"}
 
 
-def _config(settings: BenchSettings, *, method: str, stages: int, steps: int, eval_size: int,
+def lens_config(settings: BenchSettings, *, method: str, stages: int, steps: int, eval_size: int,
             out: Path | None, boundaries: tuple[int, ...] | None) -> RunConfig:
     return RunConfig(
         model=ModelConfig(model=resolve_bench_model(settings.model), boundaries=boundaries),
@@ -58,20 +58,21 @@ def _bar(label: str):
 
 
 def measure_condition(cfg: RunConfig, *, run_dir: Path | None, fit: TranslatorFit | None,
-                      eval_size: int) -> dict[str, Any]:
-    """Lens (and tuned-lens) curves of one set of weights: the pretrained model or a run's."""
+                      eval_size: int, progress=_bar) -> dict[str, Any]:
+    """Lens (and tuned-lens) curves of one set of weights: the pretrained model or a run's.
+    `progress(label)` returns a `(done, total)` callback (the terminal's lines, or the dashboard's bar)."""
     bench = build_workbench(cfg)
     if run_dir is not None:
         load_trained_weights(bench.chunks, run_dir)
     name = "pretrained" if run_dir is None else cfg.train.method
     t0 = time.perf_counter()
     lens = lens_scores(bench.chunks, bench.eval, bench.label_first_tokens, limit=eval_size,
-                       progress=_bar(f"{name}: lens over eval batches"))
+                       progress=progress(f"{name}: lens over eval batches"))
     result: dict[str, Any] = {"lens": lens}
     if fit is not None:
         answers = torch.unique(torch.cat([s.labels[s.labels != -100] for s in (bench.train, bench.eval)]))
         translators = fit_translators(bench.chunks, bench.train, answers, fit,
-                                      progress=_bar(f"{name}: translators fitted (of {len(lens)} layers)"))
+                                      progress=progress(f"{name}: translators fitted (of {len(lens)} layers)"))
         result["tuned"] = lens_scores(bench.chunks, bench.eval, bench.label_first_tokens, limit=eval_size,
                                       translators=translators)
         result["answer_vocab"] = int(answers.numel())
@@ -84,22 +85,29 @@ def run_readability(settings: BenchSettings, *, out: Path, stages: int, finetune
                     finetune_steps: int, eval_size: int, fit: TranslatorFit | None,
                     boundaries: tuple[int, ...] | None) -> dict[str, Any]:
     set_threads(max(settings.threads, cores()))
-    base = _config(settings, method="bp", stages=stages, steps=1, eval_size=eval_size, out=None,
+    base = lens_config(settings, method="bp", stages=stages, steps=1, eval_size=eval_size, out=None,
                    boundaries=boundaries)
     conditions: dict[str, Any] = {}
     _say(f"readability of {settings.model} on {settings.dataset}: pretrained")
     conditions["pretrained"] = measure_condition(base, run_dir=None, fit=fit, eval_size=eval_size)
     for method in finetune if finetune_steps > 0 else ():
         run_dir = out / f"finetune-{method}"
-        cfg = _config(settings, method=method, stages=stages, steps=finetune_steps, eval_size=eval_size,
+        cfg = lens_config(settings, method=method, stages=stages, steps=finetune_steps, eval_size=eval_size,
                       out=run_dir, boundaries=boundaries)
         _say(f"fine-tuning with {method} for {finetune_steps} steps (K={stages}) ...")
         train_reference(cfg, progress=False)
         conditions[method] = measure_condition(cfg, run_dir=run_dir, fit=fit, eval_size=eval_size)
-    layers = len(conditions["pretrained"]["lens"])
-    chance = conditions["pretrained"]["chance"]
-    cuts = [first for first, _ in chunk_bounds(layers, stages, boundaries)[1:]]
-    best = "tuned" if fit is not None else "lens"
+    return assemble_report(settings, conditions, stages=stages, boundaries=boundaries, fit=fit,
+                           finetune_steps=finetune_steps, eval_size=eval_size)
+
+
+def assemble_report(settings: BenchSettings, conditions: dict[str, Any], *, stages: int,
+                    boundaries: tuple[int, ...] | None, fit: TranslatorFit | None, finetune_steps: int,
+                    eval_size: int) -> dict[str, Any]:
+    """The report (and what `figures` / `format_report` read) from measured conditions."""
+    first = next(iter(conditions.values()))
+    layers, chance = len(first["lens"]), first["chance"]
+    cuts = [start for start, _ in chunk_bounds(layers, stages, boundaries)[1:]]
     suggestions = {name: {curve: suggest_boundaries([r["label_accuracy"] for r in c[curve]], stages=stages,
                                                     chance=chance)
                           for curve in ("lens", "tuned") if curve in c}
@@ -107,7 +115,7 @@ def run_readability(settings: BenchSettings, *, out: Path, stages: int, finetune
     return report_header(
         "readability", settings, stages=stages, finetune_steps=finetune_steps, eval_size=eval_size,
         translator=None if fit is None else asdict(fit), layers=layers, chance=chance,
-        chunk_boundaries=cuts, conditions=conditions, suggestions=suggestions, suggestion_curve=best,
+        chunk_boundaries=cuts, conditions=conditions, suggestions=suggestions,
     )
 
 

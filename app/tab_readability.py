@@ -1,0 +1,66 @@
+"""Readability tab: can the frozen head read the hidden state after every layer (logit lens, and a
+fitted translator per layer)? Computed on demand in the dashboard's process, with a progress bar;
+the figure is the one `zerolock bench readability` writes."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gradio as gr
+
+
+@dataclass(kw_only=True)
+class ReadabilityTab:
+    inputs: list[gr.components.Component]
+    button: gr.Button
+    outputs: list[gr.components.Component]
+
+
+def build_readability_tab() -> ReadabilityTab:
+    gr.Markdown("Every ZeroLock chunk reads its hidden state out through the **frozen** final norm + LM head. "
+                "This measures whether the head can: label accuracy after each layer, read through the "
+                "frozen head (solid) and through a small translator fitted per layer (dotted). Dashed lines "
+                "are the chunk boundaries at K; the red line is always answering the most frequent label.")
+    with gr.Row():
+        model = gr.Textbox("tiny", label="model (tiny, smollm2-135m, a directory)", elem_id="read-model")
+        dataset = gr.Textbox("topics", label="dataset", elem_id="read-dataset")
+        stages = gr.Slider(1, 8, value=3, step=1, label="stages K (boundaries drawn)", elem_id="read-k")
+        examples = gr.Slider(32, 512, value=128, step=32, label="eval examples", elem_id="read-examples")
+        fit = gr.Checkbox(True, label="fit translators (slower)", elem_id="read-fit")
+    button = gr.Button("Measure readability", variant="primary", elem_id="read-go")
+    text = gr.Markdown(elem_id="read-text")
+    plot = gr.Plot(show_label=False, elem_id="read-plot")
+    return ReadabilityTab(inputs=[model, dataset, stages, examples, fit], button=button, outputs=[text, plot])
+
+
+def measure(model: str, dataset: str, stages: float, examples: float, fit: bool,
+            progress: gr.Progress = gr.Progress()) -> tuple:
+    from zerolock_core.bench.readability import assemble_report, figures, lens_config, measure_condition
+    from zerolock_core.bench.settings import BenchSettings
+    from zerolock_core.readability import TranslatorFit
+
+    k, n = int(stages), int(examples)
+    try:
+        settings = BenchSettings(model=model.strip(), dataset=dataset.strip(), seq_len=64, threads=1)
+        cfg = lens_config(settings, method="bp", stages=k, steps=1, eval_size=n, out=None, boundaries=None)
+    except ValueError as err:
+        return f"⚠️ {err}", None
+    translator = TranslatorFit(steps=100, examples=128) if fit else None
+    progress(0.0, desc="loading the model")
+
+    def bar(label: str):
+        return lambda done, total: progress(done / max(1, total), desc=label)
+
+    try:
+        condition = measure_condition(cfg, run_dir=None, fit=translator, eval_size=n, progress=bar)
+    except ValueError as err:  # ConfigError: a bad model / dataset name, a missing extra
+        return f"⚠️ {err}", None
+    report = assemble_report(settings, {"pretrained": condition}, stages=k, boundaries=None, fit=translator,
+                             finetune_steps=0, eval_size=n)
+    lines = [f"**{model}** on **{dataset}**, {n} eval examples, {condition['seconds']:.0f} s. "
+             f"Majority class: {report['chance']:.2f}; last layer: "
+             f"{condition['lens'][-1]['label_accuracy']:.2f} (frozen head)."]
+    for curve, s in report["suggestions"]["pretrained"].items():
+        where = "no cut works" if s["boundaries"] is None else \
+            f"`--boundaries {','.join(str(b) for b in s['boundaries'])}`" if s["boundaries"] else "—"
+        lines.append(f"- cut suggestion ({'frozen head' if curve == 'lens' else 'translator'}): {where} — {s['why']}")
+    return "\n".join(lines), figures(report)["readability_label_accuracy"]

@@ -1,0 +1,101 @@
+"""`zerolock bench stage-rss`: the resident memory of each stage process after it loads its part
+of the model, for several K, against loading the whole model and keeping one chunk.
+
+Each measurement is a fresh process (one at a time, so they do not disturb each other). Beyond the
+floor every stage pays (Python + torch + transformers + tokenizer + data), a stage should hold about
+1/K of the layers plus the frozen norm + head (+ the embedding on stage 0). The run's start-up peak
+is the sum of its stages' peaks: they all load at once.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from .presets import resolve_bench_model
+from .publish import publish
+from .settings import BenchSettings, add_common_flags, ints_arg, report_header, results_dir, settings_from_args
+from .table import markdown_table, mib
+
+MODES = ("partial", "full")
+WORKER_TIMEOUT_S = 600
+
+
+def measure_stage(cfg: RunConfig, stage: int, mode: str) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "zerolock_core.bench.stage_rss_worker", json.dumps(cfg.to_dict()), str(stage), mode]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=WORKER_TIMEOUT_S)
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise RuntimeError(f"stage {stage} ({mode}) load failed: {tail}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def run_stage_rss(settings: BenchSettings, *, stages: tuple[int, ...], modes: tuple[str, ...]) -> dict[str, Any]:
+    model = resolve_bench_model(settings.model)  # converts / builds a preset once, before the timings
+    results: dict[str, Any] = {}
+    for k in stages:
+        cfg = RunConfig(model=ModelConfig(model=model), data=DataConfig(dataset=settings.dataset, seq_len=settings.seq_len),
+                        train=TrainConfig(runtime="pipeline", method="zerolock", stages=k, threads=1))
+        for mode in modes:
+            print(f"  K={k} {mode} ...", file=sys.stderr, flush=True)
+            per_stage = [measure_stage(cfg, s, mode) for s in range(k)]
+            results[f"K={k} {mode}"] = {"stages": k, "mode": mode, "per_stage": per_stage,
+                                        "startup_peak_rss": sum(s["peak_rss"] for s in per_stage)}
+    return report_header("stage-rss", settings, results=results)
+
+
+def format_report(report: dict[str, Any]) -> str:
+    rows = []
+    for name, r in report["results"].items():
+        ps = r["per_stage"]
+        rows.append([str(r["stages"]), r["mode"],
+                     " / ".join(f"{mib(s['peak_rss'])}" for s in ps),
+                     " / ".join(f"{mib(s['peak_rss'] - s['floor_rss'])}" for s in ps),
+                     " / ".join(f"{mib(s['chunk_param_bytes'])}" for s in ps),
+                     mib(r["startup_peak_rss"])])
+    return ("MiB per stage process (stage 0 / 1 / ...). peak = the process's RSS high-water mark; "
+            "beyond floor = peak minus the RSS before any weight was read\n"
+            + markdown_table(["K", "load", "peak RSS", "beyond floor", "chunk parameters", "run start-up peak (sum)"],
+                             rows))
+
+
+def figures(report: dict[str, Any]):
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for mode, color in zip(MODES, ("#636efa", "#bbbbbb")):
+        xs, ys = [], []
+        for r in report["results"].values():
+            if r["mode"] == mode:
+                for s, st in enumerate(r["per_stage"]):
+                    xs.append(f"K={r['stages']} s{s}")
+                    ys.append((st["peak_rss"] - st["floor_rss"]) / 2**20)
+        if xs:
+            fig.add_trace(go.Bar(x=xs, y=ys, name=f"{mode} load", marker_color=color))
+    fig.update_layout(barmode="group", yaxis_title="MiB beyond the runtime floor",
+                      title=f"Per-stage resident memory after loading, {report['settings']['model']}")
+    return {"stage_rss": fig}
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    add_common_flags(p, steps=1, seq_len=64)
+    p.add_argument("--stages-list", type=ints_arg, default=(1, 2, 3, 5), help="K values to measure")
+    p.add_argument("--modes", default="partial,full", help="partial (what stages do) and/or full (load all, keep one)")
+
+    def run(a: argparse.Namespace) -> int:
+        settings, out = settings_from_args(a), results_dir("stage-rss", a.out)
+        modes = tuple(m for m in a.modes.split(",") if m)
+        bad = [m for m in modes if m not in MODES]
+        if bad or not modes:
+            raise ValueError(f"--modes {a.modes!r}: choose from {', '.join(MODES)}")
+        report = run_stage_rss(settings, stages=a.stages_list, modes=modes)
+        out.mkdir(parents=True, exist_ok=True)
+        print(publish(report, out=out, name="stage_rss", figures=figures, format_report=format_report,
+                      png=not a.no_png))
+        return 0
+
+    p.set_defaults(func=run)

@@ -1,0 +1,53 @@
+"""One stage's model load in a fresh process, for `zerolock bench stage-rss`; prints JSON.
+
+Usage: python -m zerolock_core.bench.stage_rss_worker CONFIG_JSON STAGE partial|full
+`floor` is the resident memory once Python, torch, transformers, peft, the tokenizer and the data
+are in (what every stage pays before any weight); `peak` the high-water mark after the build.
+"""
+from __future__ import annotations
+
+import gc
+import json
+import sys
+
+
+def _status(field: str) -> int:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def main() -> None:
+    cfg_json, stage, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    import peft.tuners.lora  # noqa: F401  (everything a stage imports, before the weights)
+    import torch
+    import transformers.masking_utils  # noqa: F401
+    import transformers.models.llama.modeling_llama  # noqa: F401
+
+    from zerolock_core import data
+    from zerolock_core.config import RunConfig
+    from zerolock_core.loading import load_tokenizer
+    from zerolock_core.workbench import DATA_SEED, build_workbench
+
+    torch.set_num_threads(1)
+    cfg = RunConfig.from_dict(json.loads(cfg_json))
+    data.load_task(cfg.data.dataset, seed=DATA_SEED)
+    load_tokenizer(cfg.model.model)
+    floor = _status("VmRSS")
+    if mode == "partial":
+        bench = build_workbench(cfg, stage=stage)
+        chunk = bench.chunks[0]
+    else:  # what stages did before: load everything, keep one chunk
+        bench = build_workbench(cfg)
+        chunk = bench.chunks[stage]
+        bench.chunks = [chunk]
+    gc.collect()
+    params = sum(p.numel() * p.element_size() for p in chunk.parameters())
+    print(json.dumps({"floor_rss": floor, "rss": _status("VmRSS"), "peak_rss": _status("VmHWM"),
+                      "chunk_param_bytes": params, "layers": list(chunk.layer_range)}))
+
+
+if __name__ == "__main__":
+    main()
