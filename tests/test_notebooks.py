@@ -47,23 +47,56 @@ def test_notebook_source_is_a_well_formed_percent_notebook(path):
     compile(code, str(path), "exec")  # plain Python: the notebooks use no IPython magics
 
 
-def test_jupyter_server_opens_the_py_files_as_notebooks():
-    """What `jupyter lab notebooks/` does when a .py file is opened with "Open With -> Notebook":
-    jupytext's contents manager serves it as a notebook. Needs jupyter_server (from jupyterlab)."""
-    pytest.importorskip("jupyter_server")
-    from jupyter_server.services.contents.largefilemanager import LargeFileManager
+def test_jupyter_lab_serves_the_py_files_as_notebooks(tmp_path):
+    """What `jupyter lab notebooks/` does, for real: the server starts, serves the Lab page, and its
+    contents API opens every .py source as a notebook (jupytext's contents manager)."""
+    import socket
+    import subprocess
+    import urllib.request
 
-    try:  # jupytext >= 1.16
-        from jupytext.sync_contentsmanager import build_sync_jupytext_contents_manager_class as build
-    except ImportError:  # older jupytext
-        from jupytext.contentsmanager import build_jupytext_contents_manager_class as build
+    pytest.importorskip("jupyterlab")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    token = "zerolock-test"
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"), "JUPYTER_DATA_DIR": str(tmp_path / "data")}
+    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+           f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={NB_DIR}",
+           "--ServerApp.contents_manager_class=jupytext.TextFileContentsManager", "--allow-root"]
+    log = open(tmp_path / "lab.log", "w")
+    server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
 
-    manager = build(LargeFileManager)(root_dir=str(NB_DIR))
-    for path in NOTEBOOKS:
-        model = manager.get(path.name, type="notebook", content=True)
-        assert model["type"] == "notebook"
-        assert model["content"]["cells"][0]["cell_type"] == "markdown"
-        assert model["content"]["metadata"]["kernelspec"]["name"] == "python3"
+    def get(path: str):
+        req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers={"Authorization": f"token {token}"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, resp.read()
+
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                status, _ = get("/api/status")
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError("jupyter lab did not come up: " + (tmp_path / "lab.log").read_text()[-2000:])
+                time.sleep(0.5)
+        status, page = get("/lab")
+        assert status == 200 and b"JupyterLab" in page
+        for path in NOTEBOOKS:
+            status, body = get(f"/api/contents/{path.name}?type=notebook&content=1")
+            model = json.loads(body)
+            assert status == 200 and model["type"] == "notebook", path.name
+            assert model["content"]["cells"][0]["cell_type"] == "markdown"
+            assert model["content"]["metadata"]["kernelspec"]["name"] == "python3"
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(timeout=10)
+        log.close()
 
 
 # ---------------------------------------------------------------------------

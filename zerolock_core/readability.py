@@ -84,12 +84,16 @@ def fit_translators(chunks: list[Chunk], split, answer_vocab: torch.Tensor, fit:
             per_layer[layer].append(rows)
         targets.append(batch.targets)
     target = torch.cat(targets)
-    head = _head(chunks)
-    vocab = chunks[-1].lm_head.weight.shape[0]
+    last = chunks[-1]
+    vocab = last.lm_head.weight.shape[0]
     restricted = vocab > FULL_SOFTMAX_MAX_VOCAB
-    if restricted:  # the softmax over the answer tokens: targets re-indexed into answer_vocab
+    if restricted:  # the softmax over the answer tokens only: their head rows, targets re-indexed
         position = {int(t): i for i, t in enumerate(answer_vocab)}
         target = torch.tensor([position[int(t)] for t in target])
+        rows_of_head = last.lm_head.weight[answer_vocab]
+        head = lambda rows: (last.norm(rows) @ rows_of_head.T).float()  # noqa: E731
+    else:
+        head = _head(chunks)
     translators = []
     for layer, rows in enumerate(per_layer):
         x = torch.cat(rows)
@@ -98,8 +102,6 @@ def fit_translators(chunks: list[Chunk], split, answer_vocab: torch.Tensor, fit:
         optimizer = torch.optim.Adam(translator.parameters(), lr=fit.lr)
         for _ in range(fit.steps):
             logits = head(translator(x))
-            if restricted:
-                logits = logits[:, answer_vocab]
             loss = nn.functional.cross_entropy(logits, target)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
