@@ -1,0 +1,49 @@
+"""Final weights: saved per chunk, loaded back only when every trainable tensor is there."""
+import pytest
+import torch
+
+from zerolock_core.artifacts import load_trained_weights, save_final_weights
+from zerolock_core.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from zerolock_core.workbench import build_workbench
+
+
+@pytest.fixture(scope="module")
+def bench():
+    return build_workbench(RunConfig(model=ModelConfig(readout_adapter="mlp"), data=DataConfig(seq_len=16),
+                                     train=TrainConfig(stages=2)))
+
+
+def _save(out, chunks, *, drop: str | None = None, extra: str | None = None):
+    for c in chunks:
+        tensors = {n: p.detach() + 1.0 for n, p in c.trainable_state().items() if n != drop}
+        if extra is not None:
+            tensors[extra] = torch.zeros(1)
+        save_final_weights(out, c.index, tensors)
+
+
+def test_saved_weights_load_back_into_every_chunk(tmp_path, bench):
+    before = {c.index: {n: p.detach().clone() for n, p in c.trainable_state().items()} for c in bench.chunks}
+    _save(tmp_path, bench.chunks)
+    load_trained_weights(bench.chunks, tmp_path)
+    for c in bench.chunks:
+        for n, p in c.trainable_state().items():
+            assert torch.equal(p, before[c.index][n] + 1.0), n
+        with torch.no_grad():  # back to what the other tests expect
+            for n, p in c.trainable_state().items():
+                p.copy_(before[c.index][n])
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"drop": "readout_adapter.up.weight"}, "lacks trainable tensor"),   # a renamed / missing adapter
+    ({"extra": "layers.99.mystery"}, "does not have"),                   # another model or K
+])
+def test_incomplete_or_foreign_weights_are_refused(tmp_path, bench, change, message):
+    _save(tmp_path, bench.chunks, **change)
+    with pytest.raises(ValueError, match=message):
+        load_trained_weights(bench.chunks, tmp_path)
+
+
+def test_a_missing_chunk_file_is_refused(tmp_path, bench):
+    _save(tmp_path, bench.chunks[:1])
+    with pytest.raises(FileNotFoundError, match="chunk 1"):
+        load_trained_weights(bench.chunks, tmp_path)
