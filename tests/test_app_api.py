@@ -60,11 +60,9 @@ def test_invalid_combination_is_explained_not_raised(app):
     assert not demo.controller.busy
 
 
-def test_explain_is_instant_and_needs_no_model(app):
+def test_explain_draws_the_simulated_schedules(app):
     client, _, _ = app
-    t0 = time.monotonic()
     text, timeline, memory = client.predict(4, 6, "gpipe", api_name="/explain")
-    assert time.monotonic() - t0 < 5
     assert "update locking" in text and "6, 6, 6, 6" in text and "1, 1, 1, 1" in text
     assert timeline is not None and memory is not None
 

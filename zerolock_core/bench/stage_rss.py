@@ -50,17 +50,18 @@ def run_stage_rss(settings: BenchSettings, *, stages: tuple[int, ...], modes: tu
 
 def format_report(report: dict[str, Any]) -> str:
     rows = []
-    for name, r in report["results"].items():
+    for r in report["results"].values():
         ps = r["per_stage"]
         rows.append([str(r["stages"]), r["mode"],
-                     " / ".join(f"{mib(s['peak_rss'])}" for s in ps),
-                     " / ".join(f"{mib(s['peak_rss'] - s['floor_rss'])}" for s in ps),
-                     " / ".join(f"{mib(s['chunk_param_bytes'])}" for s in ps),
-                     mib(r["startup_peak_rss"])])
-    return ("MiB per stage process (stage 0 / 1 / ...). peak = the process's RSS high-water mark; "
-            "beyond floor = peak minus the RSS before any weight was read\n"
-            + markdown_table(["K", "load", "peak RSS", "beyond floor", "chunk parameters", "run start-up peak (sum)"],
-                             rows))
+                     " / ".join(mib(s["rss"] - s["floor_rss"]) for s in ps),
+                     " / ".join(mib(s["peak_rss"] - s["floor_rss"]) for s in ps),
+                     " / ".join(mib(s["chunk_param_bytes"]) for s in ps),
+                     mib(ps[0]["floor_rss"]), mib(r["startup_peak_rss"])])
+    return ("MiB per stage process (stage 0 / 1 / ...), beyond the floor every process pays before any "
+            "weight (Python + torch + transformers + peft + tokenizer + data); 'resident' is with every "
+            "weight of the chunk touched, as after the first forward\n"
+            + markdown_table(["K", "load", "resident", "peak", "chunk parameters", "floor",
+                              "run start-up peak (sum of peaks)"], rows))
 
 
 def figures(report: dict[str, Any]):
@@ -73,7 +74,7 @@ def figures(report: dict[str, Any]):
             if r["mode"] == mode:
                 for s, st in enumerate(r["per_stage"]):
                     xs.append(f"K={r['stages']} s{s}")
-                    ys.append((st["peak_rss"] - st["floor_rss"]) / 2**20)
+                    ys.append((st["rss"] - st["floor_rss"]) / 2**20)
         if xs:
             fig.add_trace(go.Bar(x=xs, y=ys, name=f"{mode} load", marker_color=color))
     fig.update_layout(barmode="group", yaxis_title="MiB beyond the runtime floor",

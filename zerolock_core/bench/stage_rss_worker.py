@@ -2,7 +2,9 @@
 
 Usage: python -m zerolock_core.bench.stage_rss_worker CONFIG_JSON STAGE partial|full
 `floor` is the resident memory once Python, torch, transformers, peft, the tokenizer and the data
-are in (what every stage pays before any weight); `peak` the high-water mark after the build.
+are in (what every stage pays before any weight); `loaded` right after the build; `rss` once every
+weight of the chunk has been touched (as the first forward does: memory-mapped weights are read
+only then); `peak` the high-water mark.
 """
 from __future__ import annotations
 
@@ -44,8 +46,12 @@ def main() -> None:
         chunk = bench.chunks[stage]
         bench.chunks = [chunk]
     gc.collect()
+    loaded = _status("VmRSS")
+    with torch.no_grad():  # touch every weight, as the first forward will: memory-mapped pages come in
+        for p in chunk.parameters():
+            p.sum()
     params = sum(p.numel() * p.element_size() for p in chunk.parameters())
-    print(json.dumps({"floor_rss": floor, "rss": _status("VmRSS"), "peak_rss": _status("VmHWM"),
+    print(json.dumps({"floor_rss": floor, "loaded_rss": loaded, "rss": _status("VmRSS"), "peak_rss": _status("VmHWM"),
                       "chunk_param_bytes": params, "layers": list(chunk.layer_range)}))
 
 

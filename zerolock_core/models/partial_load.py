@@ -1,9 +1,11 @@
 """Load only the part of a causal LM that one stage runs.
 
-The model is built on the meta device (no memory), then only the kept modules are materialised
-and filled from the safetensors files: the kept decoder layers, the token embedding if asked for,
-and the final norm + LM head every chunk reads out through. The other layers stay on meta and
-are never read from disk. Tied embeddings (SmolLM2) stay tied: with both kept they are one tensor,
+The model is built on the meta device (no memory), then only the kept modules get real tensors
+from the safetensors files: the kept decoder layers, the token embedding if asked for, and the
+final norm + LM head every chunk reads out through. The other layers stay on meta and are never
+read from disk. A tensor stored in the wanted dtype is used as a memory-mapped view of the file
+(no copy: its pages are read when first used, and shared by the stage processes of one host);
+one stored otherwise (bf16 on disk, fp32 wanted) is converted, that tensor only. Tied embeddings (SmolLM2) stay tied: with both kept they are one tensor,
 and a stage without the embedding reads the head from the embedding's stored weights.
 """
 from __future__ import annotations
@@ -63,10 +65,8 @@ def load_partial(directory: Path, keep: Keep, *, dtype: torch.dtype) -> nn.Modul
         wanted["model.embed_tokens"] = base.embed_tokens
     if not (tied and keep.embedding):
         wanted["lm_head"] = model.lm_head
-    for module in wanted.values():
-        module.to_empty(device="cpu")
 
-    by_file: dict[Path, list[tuple[str, nn.Parameter | torch.Tensor, str]]] = {}
+    by_file: dict[Path, list[tuple[nn.Module, str, bool, torch.Tensor, str]]] = {}
     for prefix, module in wanted.items():
         for local, tensor in [*module.named_parameters(), *module.named_buffers()]:
             name = f"{prefix}.{local}"
@@ -75,16 +75,24 @@ def load_partial(directory: Path, keep: Keep, *, dtype: torch.dtype) -> nn.Modul
                 stored = "model.embed_tokens.weight"
             if stored not in files:
                 raise ConfigError(f"{directory}: the weights have no tensor {stored!r}")
-            by_file.setdefault(files[stored], []).append((name, tensor, stored))
+            owner_name, _, leaf = name.rpartition(".")
+            owner = model.get_submodule(owner_name)
+            by_file.setdefault(files[stored], []).append((owner, leaf, leaf in owner._parameters, tensor, stored))
     for file, items in by_file.items():
         with safe_open(file, framework="pt") as fh:
-            with torch.no_grad():
-                for name, tensor, stored in items:
-                    value = fh.get_tensor(stored)
-                    if value.shape != tensor.shape:
-                        raise ConfigError(f"{directory}: {stored} has shape {tuple(value.shape)}, "
-                                          f"the config says {tuple(tensor.shape)}")
-                    tensor.copy_(value.to(tensor.dtype))
+            for owner, leaf, is_param, meta, stored in items:
+                value = fh.get_tensor(stored)  # memory-mapped: no page is read until it is used
+                if value.shape != meta.shape:
+                    raise ConfigError(f"{directory}: {stored} has shape {tuple(value.shape)}, "
+                                      f"the config says {tuple(meta.shape)}")
+                if value.dtype != meta.dtype:  # a converted copy (e.g. bf16 on disk, fp32 wanted)
+                    value = value.to(meta.dtype)
+                # Stored in the right dtype, the weight stays a view of the file: its pages are read on
+                # first use and shared (page cache) by every stage process on the host.
+                if is_param:
+                    owner._parameters[leaf] = nn.Parameter(value, requires_grad=False)
+                else:
+                    owner._buffers[leaf] = value
     if tied and keep.embedding:
         model.lm_head.weight = base.embed_tokens.weight  # one tensor, as in the full model
     # Rotary frequencies are a non-persistent buffer computed at construction: rebuild on CPU.
