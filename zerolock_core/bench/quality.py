@@ -62,9 +62,13 @@ def arm_config(
     eval_size: int,
     out: Path,
     lora_targets: tuple[str, ...] = ("q_proj", "v_proj"),
+    reference_threads: int = 0,
 ) -> RunConfig:
     a = ARMS[arm]
-    threads = settings.threads if a["runtime"] == "pipeline" else max(settings.threads, cores())
+    if a["runtime"] == "pipeline":
+        threads = settings.threads
+    else:  # one process: all the cores, unless told (two benchmarks side by side must not oversubscribe)
+        threads = reference_threads or max(settings.threads, cores())
     return RunConfig(
         model=ModelConfig(model=resolve_bench_model(settings.model), readout_adapter=a.get("readout_adapter", "none"),
                           lora_targets=lora_targets),
@@ -123,6 +127,7 @@ def run_quality(
     eval_size: int,
     arms: tuple[str, ...] = DEFAULT_ARMS,
     lora_targets: tuple[str, ...] = ("q_proj", "v_proj"),
+    reference_threads: int = 0,
 ) -> dict[str, Any]:
     unknown = [a for a in arms if a not in ARMS]
     if unknown:
@@ -145,6 +150,7 @@ def run_quality(
                     eval_size=eval_size,
                     out=out / "arms" / f"K{k}-{arm.replace(' ', '_').replace('=', '').replace('>', '')}-seed{seed}",
                     lora_targets=lora_targets,
+                    reference_threads=reference_threads,
                 )
                 print(f"  K={k} {arm}, seed {seed} ({time.perf_counter() - started:.0f} s so far) ...", flush=True)
                 metrics = (
@@ -295,6 +301,8 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eval-size", type=int, default=128, help="eval examples (0 = the whole eval split)")
     p.add_argument("--arms", default=",".join(DEFAULT_ARMS), help=f"comma-separated, from: {', '.join(ARMS)}")
     p.add_argument("--lora-targets", default="q_proj,v_proj", help="LoRA on these modules in every arm")
+    p.add_argument("--reference-threads", type=int, default=0,
+                   help="torch threads of the single-process arms (0 = every core)")
 
     def run(a: argparse.Namespace) -> int:
         settings, out = settings_from_args(a), results_dir("quality", a.out)
@@ -310,6 +318,7 @@ def register(p: argparse.ArgumentParser) -> None:
             eval_size=a.eval_size,
             arms=tuple(x.strip() for x in a.arms.split(",") if x.strip()),
             lora_targets=tuple(x for x in a.lora_targets.split(",") if x),
+            reference_threads=a.reference_threads,
         )
         print(publish(report, out=out, name="quality", figures=figures, format_report=format_report, png=not a.no_png))
         return 0

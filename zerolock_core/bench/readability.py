@@ -34,14 +34,14 @@ COND_COLORS = {"pretrained": "#7f7f7f", "bp": "#636efa", "zerolock": "#ab63fa"}
 
 
 def lens_config(settings: BenchSettings, *, method: str, stages: int, steps: int, eval_size: int,
-            out: Path | None, boundaries: tuple[int, ...] | None) -> RunConfig:
+                out: Path | None, boundaries: tuple[int, ...] | None, threads: int = 0) -> RunConfig:
     return RunConfig(
         model=ModelConfig(model=resolve_bench_model(settings.model), boundaries=boundaries),
         data=DataConfig(dataset=settings.dataset, seq_len=settings.seq_len, eval_size=eval_size),
         objective=ObjectiveConfig(alpha=(settings.alpha,), consistency=settings.consistency),
         train=TrainConfig(runtime="reference", method=method, stages=stages, batch=8, microbatches=4,
                           steps=max(1, steps), lr=settings.lr, seed=settings.seed,
-                          threads=max(settings.threads, cores())),
+                          threads=threads or max(settings.threads, cores())),
         out=None if out is None else str(out),
     )
 
@@ -83,17 +83,18 @@ def measure_condition(cfg: RunConfig, *, run_dir: Path | None, fit: TranslatorFi
 
 def run_readability(settings: BenchSettings, *, out: Path, stages: int, finetune: tuple[str, ...],
                     finetune_steps: int, eval_size: int, fit: TranslatorFit | None,
-                    boundaries: tuple[int, ...] | None) -> dict[str, Any]:
-    set_threads(max(settings.threads, cores()))
+                    boundaries: tuple[int, ...] | None, threads: int = 0) -> dict[str, Any]:
+    threads = threads or max(settings.threads, cores())
+    set_threads(threads)
     base = lens_config(settings, method="bp", stages=stages, steps=1, eval_size=eval_size, out=None,
-                   boundaries=boundaries)
+                       boundaries=boundaries, threads=threads)
     conditions: dict[str, Any] = {}
     _say(f"readability of {settings.model} on {settings.dataset}: pretrained")
     conditions["pretrained"] = measure_condition(base, run_dir=None, fit=fit, eval_size=eval_size)
     for method in finetune if finetune_steps > 0 else ():
         run_dir = out / f"finetune-{method}"
         cfg = lens_config(settings, method=method, stages=stages, steps=finetune_steps, eval_size=eval_size,
-                      out=run_dir, boundaries=boundaries)
+                          out=run_dir, boundaries=boundaries, threads=threads)
         _say(f"fine-tuning with {method} for {finetune_steps} steps (K={stages}) ...")
         train_reference(cfg, progress=False)
         conditions[method] = measure_condition(cfg, run_dir=run_dir, fit=fit, eval_size=eval_size)
@@ -184,6 +185,7 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="fit this translator per layer (none: the frozen-head lens only)")
     p.add_argument("--translator-steps", type=int, default=150)
     p.add_argument("--translator-examples", type=int, default=256)
+    p.add_argument("--reference-threads", type=int, default=0, help="torch threads (0 = every core)")
 
     def run(a: argparse.Namespace) -> int:
         settings, out = settings_from_args(a), results_dir("readability", a.out)
@@ -196,7 +198,8 @@ def register(p: argparse.ArgumentParser) -> None:
             kind=a.translator, examples=a.translator_examples, steps=a.translator_steps, seed=a.seed)
         out.mkdir(parents=True, exist_ok=True)
         report = run_readability(settings, out=out, stages=a.stages, finetune=finetune, finetune_steps=a.steps,
-                                 eval_size=a.eval_size, fit=fit, boundaries=boundaries)
+                                 eval_size=a.eval_size, fit=fit, boundaries=boundaries,
+                                 threads=a.reference_threads)
         print(publish(report, out=out, name="readability", figures=figures, format_report=format_report,
                       png=not a.no_png))
         return 0
