@@ -44,6 +44,8 @@ ARMS: dict[str, dict[str, Any]] = {
                                    "consistency": "reverse", "readout_adapter": "mlp"},
     "zerolock a=0.5 affine adapter": {"runtime": "reference", "method": "zerolock", "alpha": 0.5,
                                       "consistency": "reverse", "readout_adapter": "affine"},
+    "zerolock a=1 affine adapter": {"runtime": "reference", "method": "zerolock", "alpha": 1.0,
+                                    "consistency": "reverse", "readout_adapter": "affine"},
     "zerolock a=0.5->1": {"runtime": "reference", "method": "zerolock", "alpha": 0.5, "consistency": "reverse",
                           "alpha_schedule": "linear:0.5->1"},
 }
