@@ -220,6 +220,20 @@ def test_figures_fall_back_to_html(tmp_path):
     assert "why_not_png" in res
 
 
+def test_a_hung_png_export_falls_back_to_html_and_says_why(tmp_path, monkeypatch):
+    import plotly.graph_objects as go
+    import plotly.io as pio
+
+    from zerolock_core.bench import figures
+
+    monkeypatch.setattr(figures, "png_export_error", lambda: None)
+    monkeypatch.setattr(figures, "EXPORT_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(pio, "write_images", lambda *a, **k: time.sleep(30))
+    res = figures.save_figures({"a": go.Figure(go.Bar(x=[1], y=[2]))}, tmp_path)
+    assert res["format"] == "html" and "TimeoutError" in res["why_not_png"]
+    assert (tmp_path / "a.html").exists()
+
+
 @pytest.mark.skipif(png_export_error() is not None, reason="no browser for kaleido on this machine")
 def test_figures_as_png(tmp_path):
     import plotly.graph_objects as go
