@@ -23,22 +23,34 @@ declare -A COMMANDS=(
   [recovery]="zerolock bench recovery --out results/recovery --repeats 2"
   [dashboard]="python -m app.bench_dashboard --repeats 2"
   [dashboard-poll3]="python -m app.bench_dashboard --repeats 2 --poll 3"
+  [faults]="zerolock bench faults --cases matrix --out results/faults-matrix"
+  [quality-tiny-1000-k3]="zerolock bench quality --stages 3 --steps 1000 --eval-every 100 --seeds 0 --eval-size 256 --reference-threads 1 --arms 'bp,zerolock a=0.5 reverse' --out results/quality-tiny-1000-k3"
+  [quality-tiny-1000-k2]="zerolock bench quality --stages 2 --steps 1000 --eval-every 100 --seeds 0 --eval-size 256 --reference-threads 1 --arms 'zerolock a=0.5 reverse' --out results/quality-tiny-1000-k2"
+  [quality-tiny-adapters]="zerolock bench quality --stages 3 --steps 200 --eval-every 50 --seeds 0 --eval-size 256 --reference-threads 1 --arms 'zerolock a=0.5 reverse,zerolock a=0.5 mlp adapter,zerolock a=0.5 affine adapter,zerolock a=1 affine adapter,zerolock a=0.5->1' --out results/quality-tiny-adapters"
+  [readability-tiny]="zerolock bench readability --steps 200 --lr 5e-3 --eval-size 256 --translator-steps 150 --reference-threads 1 --out results/readability-tiny"
+  # the real model: bash scripts/setup.sh --real first
+  [stage-rss-smollm2]="zerolock bench stage-rss --model smollm2-135m --out results/stage-rss-smollm2"
+  [readability-smollm2]="zerolock bench readability --model smollm2-135m --steps 20 --lr 5e-4 --eval-size 128 --translator-steps 100 --translator-examples 192 --reference-threads 1 --out results/readability-smollm2"
+  [quality-smollm2]="zerolock bench quality --model smollm2-135m --stages 3 --steps 30 --eval-every 10 --seeds 0 --eval-size 128 --lr 5e-4 --reference-threads 1 --arms 'bp,zerolock a=1,zerolock a=0.5 reverse,zerolock a=0.5 mlp adapter,zerolock a=0.5->1' --out results/quality-smollm2"
+  [quality-smollm2-affine]="zerolock bench quality --model smollm2-135m --stages 3 --steps 30 --eval-every 10 --seeds 0 --eval-size 128 --lr 5e-4 --reference-threads 1 --arms 'zerolock a=0.5 affine adapter,zerolock a=1 affine adapter' --out results/quality-smollm2-affine"
 )
+# the default set (the tiny model; about 40 min on 2 cores). The fault matrix (36 min), the long tiny
+# runs and the real-model ones are named only: bash scripts/benchmarks.sh quality-smollm2 ...
 ORDER=(memory efficiency simulator throughput links geometry geometry-fixed-m envelope quality readout
-       crosscheck recovery dashboard dashboard-poll3)
+       crosscheck recovery dashboard dashboard-poll3 readability-tiny quality-tiny-adapters)
 
 names=("$@")
 [ ${#names[@]} -eq 0 ] && names=("${ORDER[@]}")
 for name in "${names[@]}"; do
   if [ -z "${COMMANDS[$name]:-}" ]; then
-    echo "unknown benchmark '$name'; one of: ${ORDER[*]}" >&2
+    echo "unknown benchmark '$name'; one of: ${!COMMANDS[*]}" >&2
     exit 2
   fi
 done
 for name in "${names[@]}"; do
   echo "== $name: ${COMMANDS[$name]}"
   start=$(date +%s)
-  ${COMMANDS[$name]} > "results/logs/$name.log" 2>&1 || { echo "   FAILED, see results/logs/$name.log"; continue; }
+  eval "${COMMANDS[$name]}" > "results/logs/$name.log" 2>&1 || { echo "   FAILED, see results/logs/$name.log"; continue; }
   tail -n 2 "results/logs/$name.log" | sed 's/^/   /'
   echo "   $(( $(date +%s) - start )) s"
 done
