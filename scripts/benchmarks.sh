@@ -33,6 +33,12 @@ declare -A COMMANDS=(
   [readability-smollm2]="zerolock bench readability --model smollm2-135m --steps 20 --lr 5e-4 --eval-size 128 --translator-steps 100 --translator-examples 192 --reference-threads 1 --out results/readability-smollm2"
   [quality-smollm2]="zerolock bench quality --model smollm2-135m --stages 3 --steps 30 --eval-every 10 --seeds 0 --eval-size 128 --lr 5e-4 --reference-threads 1 --arms 'bp,zerolock a=1,zerolock a=0.5 reverse,zerolock a=0.5 mlp adapter,zerolock a=0.5->1' --out results/quality-smollm2"
   [quality-smollm2-affine]="zerolock bench quality --model smollm2-135m --stages 3 --steps 30 --eval-every 10 --seeds 0 --eval-size 128 --lr 5e-4 --reference-threads 1 --arms 'zerolock a=0.5 affine adapter,zerolock a=1 affine adapter' --out results/quality-smollm2-affine"
+  [quality-smollm2-k2]="zerolock bench quality --model smollm2-135m --stages 2 --steps 30 --eval-every 10 --seeds 0 --eval-size 128 --lr 5e-4 --reference-threads 1 --arms 'zerolock a=1,zerolock a=1 affine adapter' --out results/quality-smollm2-k2"
+  [quality-smollm2-forward]="zerolock bench quality --model smollm2-135m --stages 3 --steps 30 --eval-every 10 --seeds 0 --eval-size 128 --lr 5e-4 --reference-threads 1 --arms 'zerolock a=0.5 forward' --out results/quality-smollm2-forward"
+  [quality-smollm2-seed1]="zerolock bench quality --model smollm2-135m --stages 3 --steps 30 --eval-every 10 --seeds 1 --eval-size 128 --lr 5e-4 --reference-threads 1 --arms 'bp,zerolock a=1,zerolock a=1 affine adapter' --out results/quality-smollm2-seed1"
+  [quality-smollm2-late]="zerolock bench quality --model smollm2-135m --stages 3 --boundaries 20,25 --steps 30 --eval-every 10 --seeds 0 --eval-size 128 --lr 5e-4 --reference-threads 1 --arms 'zerolock a=1' --out results/quality-smollm2-late"
+  [quality-smollm2-qkvo]="zerolock bench quality --model smollm2-135m --stages 3 --lora-targets q_proj,k_proj,v_proj,o_proj --steps 30 --eval-every 10 --seeds 0 --eval-size 128 --lr 5e-4 --reference-threads 1 --arms 'bp,zerolock a=1' --out results/quality-smollm2-qkvo"
+  [quality-smollm2-1f1b]="zerolock bench quality --model smollm2-135m --stages 3 --steps 30 --seeds 0 --eval-size 128 --lr 5e-4 --threads 1 --arms 1f1b --out results/quality-smollm2-1f1b"
 )
 # the default set (the tiny model; about 40 min on 2 cores). The fault matrix (36 min), the long tiny
 # runs and the real-model ones are named only: bash scripts/benchmarks.sh quality-smollm2 ...

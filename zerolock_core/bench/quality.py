@@ -65,6 +65,7 @@ def arm_config(
     out: Path,
     lora_targets: tuple[str, ...] = ("q_proj", "v_proj"),
     reference_threads: int = 0,
+    boundaries: tuple[int, ...] | None = None,
 ) -> RunConfig:
     a = ARMS[arm]
     if a["runtime"] == "pipeline":
@@ -73,7 +74,7 @@ def arm_config(
         threads = reference_threads or max(settings.threads, cores())
     return RunConfig(
         model=ModelConfig(model=resolve_bench_model(settings.model), readout_adapter=a.get("readout_adapter", "none"),
-                          lora_targets=lora_targets),
+                          lora_targets=lora_targets, boundaries=boundaries),
         data=DataConfig(dataset=settings.dataset, seq_len=settings.seq_len, eval_size=eval_size),
         objective=ObjectiveConfig(alpha=(a["alpha"],), consistency=a["consistency"],
                                   alpha_schedule=a.get("alpha_schedule", "")),
@@ -130,6 +131,7 @@ def run_quality(
     arms: tuple[str, ...] = DEFAULT_ARMS,
     lora_targets: tuple[str, ...] = ("q_proj", "v_proj"),
     reference_threads: int = 0,
+    boundaries: tuple[int, ...] | None = None,
 ) -> dict[str, Any]:
     unknown = [a for a in arms if a not in ARMS]
     if unknown:
@@ -153,6 +155,7 @@ def run_quality(
                     out=out / "arms" / f"K{k}-{arm.replace(' ', '_').replace('=', '').replace('>', '')}-seed{seed}",
                     lora_targets=lora_targets,
                     reference_threads=reference_threads,
+                    boundaries=boundaries,
                 )
                 print(f"  K={k} {arm}, seed {seed} ({time.perf_counter() - started:.0f} s so far) ...", flush=True)
                 metrics = (
@@ -175,6 +178,7 @@ def run_quality(
             "eval_size": eval_size,
             "seeds": list(seeds),
             "lora_targets": list(lora_targets),
+            "boundaries": list(boundaries) if boundaries else "even split",
         },
         "wall_s": round(time.perf_counter() - started, 1),
         "paper": paper.DIRECTIONS["quality"],
@@ -188,7 +192,8 @@ def format_report(report: dict[str, Any]) -> str:
     lines = [
         f"machine: {report['machine']}",
         f"dataset {s['dataset']}, model {s['model']}, K={c['stages']}, b={c['batch']}, m={c['microbatches']}, "
-        f"{c['steps']} steps, lr {s['lr']}, seeds {c['seeds']}, eval on {c['eval_size'] or 'all'} examples",
+        f"{c['steps']} steps, lr {s['lr']}, seeds {c['seeds']}, eval on {c['eval_size'] or 'all'} examples, "
+        f"LoRA on {','.join(c.get('lora_targets', []))}, chunk boundaries {c.get('boundaries', 'even split')}",
     ]
     rows = []
     for arm, r in report["results"].items():
@@ -303,6 +308,8 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eval-size", type=int, default=128, help="eval examples (0 = the whole eval split)")
     p.add_argument("--arms", default=",".join(DEFAULT_ARMS), help=f"comma-separated, from: {', '.join(ARMS)}")
     p.add_argument("--lora-targets", default="q_proj,v_proj", help="LoRA on these modules in every arm")
+    p.add_argument("--boundaries", type=ints_arg, default=None,
+                   help="first layer of chunks 2..K in every arm (default: an even split), e.g. 20,25")
     p.add_argument("--reference-threads", type=int, default=0,
                    help="torch threads of the single-process arms (0 = every core)")
 
@@ -321,6 +328,7 @@ def register(p: argparse.ArgumentParser) -> None:
             arms=tuple(x.strip() for x in a.arms.split(",") if x.strip()),
             lora_targets=tuple(x for x in a.lora_targets.split(",") if x),
             reference_threads=a.reference_threads,
+            boundaries=a.boundaries,
         )
         print(publish(report, out=out, name="quality", figures=figures, format_report=format_report, png=not a.no_png))
         return 0
