@@ -19,6 +19,7 @@ from zerolock_core.bench.faults import (CI_CASES, DEADLINE_S, MATRIX_CASES, STEP
                                         run_with_deadline)
 from zerolock_core.config import ConfigError, DataConfig, RunConfig, TrainConfig
 from zerolock_core.runtime.run import Run
+from zerolock_core.telemetry.lifecycle import STARTUP_PHASES, read_lifecycle
 
 pytestmark = pytest.mark.slow
 
@@ -65,11 +66,21 @@ def check_recovered(tmp_path, baselines, method, failures, metrics):
         assert rec["kind"] == kind and rec["mode"] == rec["failure"].split(":")[1]
         for key in ("detect_s", "restore_s", "replay_s", "total_s", "replayed_microbatches", "bytes_transferred"):
             assert rec[key] >= 0, (key, rec)
+        # the instants a timeline draws, in order and agreeing with the durations
+        assert rec["open"] is False
+        assert rec["t_fail_ns"] <= rec["t_detect_ns"] <= rec["t_restored_ns"] <= rec["t_end_ns"], rec
+        assert rec["t_detect_ns"] - rec["t_fail_ns"] == round(rec["detect_s"] * 1e9)
     base_dir, base_metrics = baselines(method)
     assert_bitwise_equal(base_dir, tmp_path)
     assert metrics["train"]["curves"] == base_metrics["train"]["curves"]
     events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
     assert any(e["kind"] == "RESTORE" for e in events)
+    # every stage process, the replacements included, recorded its start-up phase by phase
+    starts, stages = read_lifecycle(tmp_path), metrics["config"]["train"]["stages"]
+    assert {(r["stage"], r["gen"]) for r in starts} >= {(s, 0) for s in range(stages)}
+    assert len(starts) > stages  # and the replacements
+    for r in starts:
+        assert list(r["phases"]) == list(STARTUP_PHASES) and r["t0"] <= r["t1"]
     if kind == "local":  # only the failed stages restarted and replayed; nobody else rolled back
         failed = {int(f.split("@")[0]) for f in failures}
         assert {e["stage"] for e in events if e["kind"] in ("RESTORE", "REPLAY")} <= failed

@@ -8,6 +8,8 @@
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 
 from .chunks import Chunk
@@ -59,12 +61,19 @@ def eval_batches(split, *, limit: int = 0, batch_size: int = 32) -> list[EvalBat
 
 @torch.no_grad()
 def evaluate_chunks(chunks: list[Chunk], split, label_first_tokens: torch.Tensor, *,
-                    limit: int = 0, batch_size: int = 32) -> list[dict[str, float]]:
-    """Runs the eval split through all chunks in order; returns one metrics dict per chunk."""
+                    limit: int = 0, batch_size: int = 32,
+                    progress: Callable[[int, int], None] | None = None) -> list[dict[str, float]]:
+    """Runs the eval split through all chunks in order; returns one metrics dict per chunk.
+    `progress(scored, total)` is called after every batch."""
     scores = [ReadoutScore() for _ in chunks]
-    for batch in eval_batches(split, limit=limit, batch_size=batch_size):
+    batches = eval_batches(split, limit=limit, batch_size=batch_size)
+    total, scored = sum(b.mb["input_ids"].shape[0] for b in batches), 0
+    for batch in batches:
         x = batch.mb["input_ids"]
         for chunk, score in zip(chunks, scores):
             x = chunk(x, batch.mb["attention_mask"])
             score.add(chunk.readout(x, batch.omega), batch, label_first_tokens)
+        scored += batch.mb["input_ids"].shape[0]
+        if progress is not None:
+            progress(scored, total)
     return [s.metrics() for s in scores]

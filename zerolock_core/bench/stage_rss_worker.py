@@ -12,13 +12,14 @@ import gc
 import json
 import sys
 
+from ..telemetry.process_memory import proc_status_bytes
+
 
 def _status(field: str) -> int:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no {field} in /proc/self/status")
+    value = proc_status_bytes(field)
+    if value is None:
+        raise RuntimeError(f"no {field} in /proc/self/status (this benchmark needs Linux)")
+    return value
 
 
 def main() -> None:

@@ -11,13 +11,21 @@ from ..config import RunConfig
 from ..evaluation import evaluate_chunks
 from ..run_report import eval_block
 from ..workbench import build_workbench
+from .run_dir import EVAL_PROGRESS
 
 
 def evaluate_run(cfg_dict: dict[str, Any], run_dir: str, threads: int = 0) -> None:
     if threads > 0:
         torch.set_num_threads(threads)
+    progress_path = Path(run_dir) / EVAL_PROGRESS
+    write_json_atomic(progress_path, {"phase": "loading", "scored": 0, "total": None})
     cfg = RunConfig.from_dict(cfg_dict)
     bench = build_workbench(cfg)
     load_trained_weights(bench.chunks, run_dir)
-    per_chunk = evaluate_chunks(bench.chunks, bench.eval, bench.label_first_tokens, limit=cfg.data.eval_size)
+
+    def progress(scored: int, total: int) -> None:
+        write_json_atomic(progress_path, {"phase": "scoring", "scored": scored, "total": total})
+
+    per_chunk = evaluate_chunks(bench.chunks, bench.eval, bench.label_first_tokens, limit=cfg.data.eval_size,
+                                progress=progress)
     write_json_atomic(Path(run_dir) / "eval.json", eval_block(per_chunk))

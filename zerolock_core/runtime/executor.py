@@ -183,7 +183,8 @@ class Executor:
         while self._next_recv < len(self._recv_plan) and len(self.posted) < max(1, self.depth):
             a = self._recv_plan[self._next_recv]
             shape = self.hidden_shape
-            if a.kind == Kind.RF and not self.bp:  # with readout adapters, the rows travel with h
+            if a.kind == Kind.RF and not self.bp and self.worker.chunk.readout_adapter is not None:
+                # with readout adapters, the upstream's adapted rows travel with h
                 shape = boundary.message_shape(shape, self.worker.upstream_rows(self.data(a.microbatch)))
             buf = torch.empty(shape, device=self.device)
             link, kind = (self.prev, HIDDEN) if a.kind == Kind.RF else (self.next, GRAD)

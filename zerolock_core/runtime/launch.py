@@ -19,13 +19,15 @@ def train_pipeline(cfg: RunConfig, *, progress: bool = True, overwrite: bool = F
     from tqdm import tqdm
 
     run = Run(cfg, overwrite=overwrite, resume=resume).start()
+    # tqdm's own rate would count start-up and outages as training: the postfix says it instead
     bar = tqdm(total=cfg.train.steps, disable=not progress, unit="step",
-               desc=f"{cfg.train.method} pipeline K={cfg.train.stages}", dynamic_ncols=True)
+               desc=f"{cfg.train.method} pipeline K={cfg.train.stages}", dynamic_ncols=True,
+               bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt}{postfix}")
     try:
         while not run.done:
             st = run.status()
             bar.n = st["steps_done"]
-            bar.set_postfix_str(st["state"])
+            bar.set_postfix_str(progress_words(st))
             bar.refresh()
             time.sleep(0.2)
     except KeyboardInterrupt:
@@ -45,3 +47,28 @@ def train_pipeline(cfg: RunConfig, *, progress: bool = True, overwrite: bool = F
         raise PipelineFailed(f"pipeline run failed: {run.metrics.get('reason') or 'unknown error'} "
                              f"(details: {cfg.out}/metrics.json)")
     return run.metrics
+
+
+def _clock(seconds: float) -> str:
+    m, s = divmod(int(round(seconds)), 60)
+    return f"{m:02d}:{s:02d}" if m < 60 else f"{m // 60}:{m % 60:02d}:{s:02d}"
+
+
+def progress_words(st: dict[str, Any]) -> str:
+    """One line for a run's status (the CLI's progress bar; the dashboard says the same in its words)."""
+    state, elapsed = st["state"], _clock(st.get("elapsed_s") or 0.0)
+    if state == "starting":
+        phases = ", ".join(f"{s}: {p}" for s, p in enumerate(st.get("stage_states", [])))
+        return f"starting {elapsed} ({phases})"
+    if st.get("open_recoveries"):
+        down = "; ".join(f"stage {r['stage']} down — {'rolling every stage back' if r['kind'] == 'global' else 'restarting'}"
+                         f" ({r['down_s']:.1f} s)" for r in st["open_recoveries"])
+        return f"{down}; elapsed {elapsed}"
+    if state == "finishing":
+        ev = st.get("eval_progress")
+        if ev and ev.get("total"):
+            return f"evaluating the final weights: {ev['scored']}/{ev['total']} examples; elapsed {elapsed}"
+        return f"evaluating the final weights ({(ev or {}).get('phase', 'starting')}); elapsed {elapsed}"
+    if st.get("s_per_step") is not None:
+        return f"{state}, {st['s_per_step']:.2f} s/step, ETA {_clock(st['eta_s'])}, elapsed {elapsed}"
+    return f"{state}, elapsed {elapsed}"

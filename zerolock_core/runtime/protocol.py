@@ -15,6 +15,8 @@ import time
 
 import torch.distributed as dist
 
+from ..telemetry.lifecycle import STARTUP_PHASES
+
 # ---- run-wide control ------------------------------------------------------------------------
 STOP = "control/stop"  # set: every stage finishes its current action, saves and exits
 COMPLETE = "control/complete"  # set by the coordinator once every stage ran all its actions
@@ -24,8 +26,14 @@ HIDDEN_BYTES = "meta/hidden_bytes_per_microbatch"  # one hidden state on the wir
 
 
 # ---- one stage -------------------------------------------------------------------------------
+# A stage process's start-up, in order (the coordinator writes "importing" as it spawns it; the
+# process the rest): every one of them counts as "still starting" for the start-up timeout.
+STARTING_STATES = STARTUP_PHASES
+
+
 def stage_state(stage: int) -> str:
-    """loading | running | done | stopped | error | link-lost (written by the stage's current process)."""
+    """one of STARTING_STATES | running | done | stopped | error | link-lost (written by the stage's
+    current process)."""
     return f"stage/{stage}/state"
 
 

@@ -1,6 +1,8 @@
 """The coordinator's book of failures: which injections it expects, which recoveries are open, and
 the closed records that go into metrics.json (`recovery`): mode, kind, detect / restore / replay /
-total seconds, micro-batches replayed, bytes moved."""
+total seconds, micro-batches replayed, bytes moved, and the instants themselves (`t_fail_ns`,
+`t_detect_ns`, `t_restored_ns`, `t_end_ns`: monotonic ns, the clock of events.jsonl) so that a
+timeline can draw the failure where it happened."""
 from __future__ import annotations
 
 import time
@@ -91,7 +93,7 @@ class RecoveryBook:
                             "restore_s": max(0, t_now - r["t_detect"]) / 1e9, "replay_s": 0.0,
                             "total_s": (t_now - r["t_fail"]) / 1e9, "replayed_microbatches": 0,
                             "bytes_transferred": 0, "checkpoint_bytes_read": 0, "activation_bytes_resent": 0,
-                            "interrupted": True})
+                            "interrupted": True, **_instants(r, restored=None, end=t_now)})
 
     def set_warm(self, stage: int, warm: str | None) -> None:
         if stage in self._open:
@@ -99,6 +101,29 @@ class RecoveryBook:
 
     def open_stages(self) -> list[int]:
         return sorted(self._open)
+
+    def open_records(self) -> list[dict[str, Any]]:
+        """The recoveries under way, as far as they got: what the dashboard shows during an outage."""
+        now = time.monotonic_ns()
+        return [{"stage": s, "mode": r["mode"], "failure": r["failure"], "kind": r["kind"], "reason": r["reason"],
+                 "detect_s": (r["t_detect"] - r["t_fail"]) / 1e9, "down_s": (now - r["t_fail"]) / 1e9,
+                 **_instants(r, restored=None, end=None)} for s, r in sorted(list(self._open.items()))]
+
+    def downtime_s(self) -> float:
+        """Seconds the pipeline spent in failures so far (failure to caught up; open ones until now),
+        overlapping outages counted once: what an ETA must leave out."""
+        now = time.monotonic_ns()
+        spans = sorted([(r["t_fail_ns"], r["t_end_ns"]) for r in list(self.closed) if r.get("t_fail_ns") is not None]
+                       + [(r["t_fail"], now) for r in list(self._open.values())])
+        total, reach = 0, None
+        for a, b in spans:
+            if reach is None or a > reach:
+                total += b - a
+                reach = b
+            elif b > reach:
+                total += b - reach
+                reach = b
+        return total / 1e9
 
     def close_ready(self, get: Getter, *, gens: list[int]) -> None:
         m, K = self.m, self.K
@@ -132,7 +157,8 @@ class RecoveryBook:
                    "total_s": (max(caught, t_restored) - r["t_fail"]) / 1e9,
                    "replayed_microbatches": replayed,
                    "bytes_transferred": resent + ckpt_bytes, "checkpoint_bytes_read": ckpt_bytes,
-                   "activation_bytes_resent": resent}
+                   "activation_bytes_resent": resent,
+                   **_instants(r, restored=t_restored, end=max(caught, t_restored))}
             for key in ("rollback_step", "fallback", "warm_standby"):
                 if key in r:
                     rec[key] = r[key]
@@ -150,3 +176,8 @@ class RecoveryBook:
                 out.append({"failure": label, "reason": f"the run ended ({state}) before stage {stage} reached "
                                                         f"the point where it fires"})
         return out
+
+
+def _instants(r: dict[str, Any], *, restored: int | None, end: int | None) -> dict[str, Any]:
+    return {"t_fail_ns": r["t_fail"], "t_detect_ns": r["t_detect"], "t_restored_ns": restored, "t_end_ns": end,
+            "open": end is None}

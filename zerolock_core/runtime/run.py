@@ -15,6 +15,7 @@ No training happens in the caller's threads.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import json
 import os
 import signal
@@ -184,13 +185,26 @@ class Run:
             steps = [p["steps_done"] for p in per_stage]
         elapsed = time.monotonic() - self._t_start if self._t_start else 0.0
         done = min(steps) if steps else 0
-        eta = None
-        if self._t_running is not None and done > 0 and self.state == "running":
-            per_step = (time.monotonic() - self._t_running) / done
+        eta = per_step = None
+        downtime = self._book.downtime_s()
+        if self._t_running is not None and done > 0 and self.state in ("running", "recovering"):
+            # seconds per step of training only: start-up and outages are left out
+            per_step = max(0.0, time.monotonic() - self._t_running - downtime) / done
             eta = per_step * (self.cfg.train.steps - done)
         return {"state": self.state, "stage_states": states, "stage_steps": steps, "steps_done": done,
-                "total_steps": self.cfg.train.steps, "elapsed_s": elapsed, "eta_s": eta, "dir": str(self.dir),
-                "recoveries": list(self.recoveries), "recovering": self._book.open_stages(), "reason": self.reason}
+                "total_steps": self.cfg.train.steps, "elapsed_s": elapsed, "eta_s": eta, "s_per_step": per_step,
+                "startup_s": (self._t_running - self._t_start) if self._t_running is not None else None,
+                "downtime_s": downtime, "dir": str(self.dir), "recoveries": list(self.recoveries),
+                "recovering": self._book.open_stages(), "open_recoveries": self._book.open_records(),
+                "eval_progress": self._eval_progress(), "reason": self.reason}
+
+    def _eval_progress(self) -> dict[str, Any] | None:
+        if self.state != "finishing" or self._eval_proc is None:
+            return None
+        try:
+            return json.loads((self.dir / run_dir.EVAL_PROGRESS).read_text())
+        except (OSError, ValueError):  # not written yet (the process is importing)
+            return {"phase": "starting", "scored": 0, "total": None}
 
     def events(self, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
         """Events written since byte `offset`, and the offset to ask from next time."""
@@ -238,7 +252,8 @@ class Run:
     def _spawn(self, launch: StageLaunch) -> str | None:
         """Start the stage's process, from the standby if there is one: "ready" / "warming" (it was
         still importing) / None (a fresh process)."""
-        self._store.set(protocol.stage_state(launch.stage), "spawned")
+        self._store.set(protocol.stage_state(launch.stage), protocol.STARTING_STATES[0])
+        launch = dataclasses.replace(launch, spawned_ns=time.monotonic_ns())
         args = (self.cfg.to_dict(), launch)
         p, warm = self._standby.take(stage_main, args)
         if p is None:
@@ -323,7 +338,7 @@ class Run:
                 why = f"exited with code {code}"
             elif code is None and self._stale(s, now, timeout, states[s]):
                 why = f"sent no heartbeat for {timeout:g} s"
-            elif code is None and states[s] in ("spawned", "loading") and \
+            elif code is None and states[s] in protocol.STARTING_STATES and \
                     now - self._spawned_at[s] > STARTUP_TIMEOUT_S:
                 why = f"was still starting after {STARTUP_TIMEOUT_S:g} s"
             if why is not None:
@@ -370,7 +385,7 @@ class Run:
         views = []
         for s in range(self.K):
             base = by_stage.get(s) or StageView(stage=s, restarts=self._restarts[s],
-                                                starting=states[s] in ("spawned", "loading"),
+                                                starting=states[s] in protocol.STARTING_STATES,
                                                 link_lost=states[s] == "link-lost")
             views.append(StageView(
                 **{**base.__dict__,

@@ -12,12 +12,16 @@ from pathlib import Path
 from typing import Any
 
 from ..config import ConfigError, RunConfig
+from ..telemetry.lifecycle import LIFECYCLE_FILE
+
+EVAL_PROGRESS = "eval_progress.json"  # the final eval's {"phase": loading | scoring, "scored", "total"}
 
 CONFIG = "config.json"
 METRICS = "metrics.json"
 CHECKPOINT_LOG = "checkpoint_log.jsonl"  # why the checkpoint loader skipped a checkpoint, one JSON line each
 # What a previous run leaves: its presence means "this directory holds a run".
-RUN_FILES = (CONFIG, METRICS, "events.jsonl", "trace.json", "eval.json", CHECKPOINT_LOG)
+RUN_FILES = (CONFIG, METRICS, "events.jsonl", LIFECYCLE_FILE, "trace.json", "eval.json", EVAL_PROGRESS,
+             CHECKPOINT_LOG)
 RUN_DIRS = ("checkpoints", "stages", "final", "injected")
 
 

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psutil
 import torch
 import torch.distributed as dist
 
@@ -30,6 +29,8 @@ from ..schedule import Action, build_schedule
 from ..alpha_schedule import alpha_by_step
 from ..stage_worker import StageWorker
 from ..telemetry import Event, EventWriter
+from ..telemetry.lifecycle import StartupClock, write_lifecycle
+from ..telemetry.process_memory import peak_rss_bytes
 from ..workbench import build_workbench
 from . import protocol
 from .checkpoint import CheckpointStore, restore
@@ -57,6 +58,7 @@ class StageLaunch:
     replacement: bool = False  # local recovery: restore and replay while the others keep going
     restore_step: int | None = None  # restore this checkpoint step (0: from scratch); None: a fresh start
     coordinated: bool = True  # a `Run` watches us (False under torchrun: nobody respawns a stage)
+    spawned_ns: int = 0  # when the coordinator spawned us (monotonic ns; 0: unknown), for the start-up span
 
 
 def stage_threads(cfg: RunConfig) -> int:
@@ -82,9 +84,10 @@ def stage_main(cfg_dict: dict[str, Any], launch: StageLaunch) -> None:
     stage = launch.stage
     state_key = protocol.stage_state(stage)
     heartbeat = Heartbeat(launch.host, launch.port, stage, launch.generation)
+    clock = StartupClock(stage=stage, generation=launch.generation, spawned_ns=launch.spawned_ns)
     try:
-        store.set(state_key, "loading")
-        final = _run_stage(RunConfig.from_dict(cfg_dict), launch, store, heartbeat)
+        _enter(store, clock, "loading")
+        final = _run_stage(RunConfig.from_dict(cfg_dict), launch, store, heartbeat, clock)
         heartbeat.close()  # before the last word: the store may go away once every stage has said it
         _last_word(store, state_key, final)
     except StopRequested:
@@ -120,6 +123,12 @@ def exit_now(code: int) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def _enter(store: dist.Store, clock: StartupClock, phase: str) -> None:
+    """A start-up phase begins: the coordinator's status shows it, the lifecycle record times it."""
+    clock.enter(phase)
+    store.set(protocol.stage_state(clock.stage), phase)
 
 
 def _store_gone(store: dist.Store) -> bool:
@@ -283,12 +292,15 @@ def stage_actions(cfg: RunConfig, stage: int, start_step: int) -> tuple[Action, 
 
 
 # ---- phase 4: run the schedule, then report --------------------------------------------------
-def _run_stage(cfg: RunConfig, launch: StageLaunch, store: dist.Store, heartbeat: Heartbeat) -> str:
+def _run_stage(cfg: RunConfig, launch: StageLaunch, store: dist.Store, heartbeat: Heartbeat,
+               clock: StartupClock) -> str:
     """The phases in order; returns the final state ("done" or "stopped")."""
     t, stage, K = cfg.train, launch.stage, cfg.train.stages
     b = build(cfg, launch, store)
+    _enter(store, clock, "restoring")
     r = restore_phase(b, launch, store)
     first_mb = r.start_step * t.microbatches
+    _enter(store, clock, "linking")
     linked = link_phase(b, launch, store, first_mb)
     durability = None
     if r.checkpoints is not None:
@@ -334,6 +346,7 @@ def _run_stage(cfg: RunConfig, launch: StageLaunch, store: dist.Store, heartbeat
     executor.restore_losses(r.losses or {})
     heartbeat.progress = lambda: executor.counters.actions
     actions = stage_actions(cfg, stage, r.start_step)
+    write_lifecycle(launch.run_dir, clock.record())
     store.set(protocol.stage_state(stage), "running")
     stopped = False
     try:
@@ -388,7 +401,7 @@ def stage_report(cfg: RunConfig, stage: int, ex: Executor, device: torch.device,
         "steps_done": ex.worker.steps_done,
         "peak_activation_bytes": ex.meter.peak_bytes,
         "peak_inflight_microbatches": c.peak_inflight,
-        "peak_rss_bytes": _peak_rss(),
+        "peak_rss_bytes": peak_rss_bytes(),
         "busy_s": busy, "idle_s": max(0.0, span - busy), "span_s": span,
         "active_fraction": busy / span if span > 0 else 0.0,
         "first_ns": c.first_ns, "last_ns": c.last_ns,
@@ -408,12 +421,3 @@ def stage_report(cfg: RunConfig, stage: int, ex: Executor, device: torch.device,
     return report
 
 
-def _peak_rss() -> int:
-    try:
-        with open(f"/proc/{os.getpid()}/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return psutil.Process().memory_info().rss

@@ -1,0 +1,63 @@
+"""What a run says while it waits: start-up phases, outages (ETA without them), the final eval."""
+from __future__ import annotations
+
+import pytest
+
+from zerolock_core.runtime.launch import progress_words
+from zerolock_core.runtime.recovery_records import RecoveryBook
+from zerolock_core.config import RunConfig, TrainConfig
+from zerolock_core.telemetry.lifecycle import STARTUP_PHASES, StartupClock
+
+S = 10**9
+
+
+def status(**kw):
+    return {"state": "running", "elapsed_s": 75.0, "stage_states": [], "open_recoveries": [],
+            "eval_progress": None, "s_per_step": None, "eta_s": None, **kw}
+
+
+@pytest.mark.parametrize("st,expected", [
+    (status(state="starting", stage_states=["loading", "importing"]),
+     "starting 01:15 (0: loading, 1: importing)"),
+    (status(open_recoveries=[{"stage": 1, "kind": "local", "down_s": 3.24}]),
+     "stage 1 down — restarting (3.2 s); elapsed 01:15"),
+    (status(state="recovering", open_recoveries=[{"stage": 0, "kind": "global", "down_s": 12.0}]),
+     "stage 0 down — rolling every stage back (12.0 s); elapsed 01:15"),
+    (status(state="finishing", eval_progress={"phase": "scoring", "scored": 96, "total": 256}),
+     "evaluating the final weights: 96/256 examples; elapsed 01:15"),
+    (status(state="finishing", eval_progress={"phase": "loading", "scored": 0, "total": None}),
+     "evaluating the final weights (loading); elapsed 01:15"),
+    (status(s_per_step=0.5, eta_s=61.0), "running, 0.50 s/step, ETA 01:01, elapsed 01:15"),
+    (status(), "running, elapsed 01:15"),
+])
+def test_progress_words_say_what_the_run_waits_for(st, expected):
+    assert progress_words(st) == expected
+
+
+def _closed(t_fail, t_end):
+    return {"t_fail_ns": t_fail * S, "t_end_ns": t_end * S}
+
+
+@pytest.mark.parametrize("closed,expected_s", [
+    ([], 0.0),
+    ([_closed(10, 13)], 3.0),
+    ([_closed(10, 13), _closed(20, 21)], 4.0),
+    ([_closed(10, 13), _closed(12, 15)], 5.0),  # overlapping outages count once
+    ([_closed(10, 20), _closed(12, 15)], 10.0),  # one inside another
+])
+def test_downtime_counts_every_outage_once(closed, expected_s):
+    book = RecoveryBook(RunConfig(train=TrainConfig(stages=2, ckpt_every=1)))
+    book.closed = closed
+    assert book.downtime_s() == pytest.approx(expected_s)
+
+
+def test_startup_clock_phases_are_contiguous_and_cover_the_start_up():
+    clock = StartupClock(stage=1, generation=2, spawned_ns=5)
+    for phase in STARTUP_PHASES[1:]:
+        clock.enter(phase)
+    r = clock.record()
+    assert (r["stage"], r["gen"], r["kind"], r["t0"]) == (1, 2, "STARTUP", 5)
+    spans = list(r["phases"].values())
+    assert list(r["phases"]) == list(STARTUP_PHASES)
+    assert spans[0][0] == r["t0"] and spans[-1][1] == r["t1"]
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
