@@ -61,3 +61,17 @@ def test_startup_clock_phases_are_contiguous_and_cover_the_start_up():
     assert list(r["phases"]) == list(STARTUP_PHASES)
     assert spans[0][0] == r["t0"] and spans[-1][1] == r["t1"]
     assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+
+
+def test_the_cli_summary_states_wall_train_eval_throughput_bubble_and_peaks():
+    from zerolock_core.cli import time_lines
+
+    metrics = {"total_s": 69.2, "setup_s": 23.4, "wall_s": 26.9, "eval_s": 18.0, "downtime_s": 12.5,
+               "samples_per_s": 11.9, "bubble_fraction": 0.626,
+               "per_stage": [{"peak_activation_bytes": 2**19}, {"peak_activation_bytes": 2**18}]}
+    assert time_lines(metrics) == [
+        "wall time 69.2 s: start-up 23.4 s, training 26.9 s (outages 12.5 s of it), final eval 18.0 s",
+        "11.9 samples/s over the training, bubble 62.6 %",
+        "peak activation memory per stage: 0.50 / 0.25 MiB"]
+    reference = {"wall_s": 5.0, "samples_per_s": 40.0}  # one process: no start-up split, no bubble
+    assert time_lines(reference) == ["time: start-up 0.0 s, training 5.0 s", "40.0 samples/s over the training"]

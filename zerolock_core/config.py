@@ -1,11 +1,13 @@
 """Run configuration: keyword-only dataclasses, validated before any work starts.
 
 Every user mistake is a `ConfigError` (a `ValueError`) whose message names the flag, the value
-and what is allowed, so the CLI can print one clear line instead of a traceback.
+and what is allowed, so the CLI can print one clear line instead of a traceback. The rules a Run form
+field can break raise `preflight.FieldError`, whose message the dashboard renders with its own labels.
 """
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -177,28 +179,30 @@ def _require(ok: bool, message: str) -> None:
 
 
 def validate(cfg: RunConfig) -> None:
-    """Checks everything that can be checked without loading the model."""
+    """Checks everything that can be checked without loading the model (preflight.py adds what needs
+    a look at the model's config and the dataset's files)."""
+    from . import preflight  # imported here: preflight builds on this module
+    rule = preflight.require  # a rule about a form field: its message is given the audience's words
     t, o, m, d = cfg.train, cfg.objective, cfg.model, cfg.data
     _require(t.runtime in METHODS_BY_RUNTIME,
              f"--runtime {t.runtime!r} is not one of {', '.join(METHODS_BY_RUNTIME)}")
     allowed = METHODS_BY_RUNTIME[t.runtime]
     _require(t.method in allowed,
              f"--method {t.method!r} is not available with --runtime {t.runtime} (choose {', '.join(allowed)})")
-    _require(t.stages >= 1, f"--stages must be at least 1 (got {t.stages})")
-    _require(t.batch >= 1, f"--batch must be at least 1 (got {t.batch})")
-    _require(t.microbatches >= 1, f"--microbatches must be at least 1 (got {t.microbatches})")
-    _require(t.batch % t.microbatches == 0,
-             f"--batch {t.batch} is not divisible by --microbatches {t.microbatches}")
-    _require(t.steps >= 1, f"--steps must be at least 1 (got {t.steps})")
-    _require(t.lr > 0, f"--lr must be positive (got {t.lr})")
+    for key in ("stages", "batch", "microbatches", "steps"):
+        value = getattr(t, key)
+        rule(value >= 1, key, lambda w, key=key, value=value: f"{w.name(key)} must be at least 1 (got {value})")
+    rule(t.batch % t.microbatches == 0, "microbatches",
+          lambda w: preflight.not_divisible(w, batch=t.batch, microbatches=t.microbatches))
+    rule(math.isfinite(t.lr) and t.lr > 0, "lr", lambda w: f"{w.name('lr')} must be positive and finite (got {t.lr})")
     _require(t.weight_decay >= 0, f"--weight-decay must be >= 0 (got {t.weight_decay})")
     _require(t.eval_every >= 0, f"--eval-every must be >= 0 (got {t.eval_every})")
     _require(t.threads >= 0, f"--threads must be >= 0 (got {t.threads})")
     _require(t.device == "cpu" or t.device.startswith("cuda"),
              f"--device {t.device!r} is not 'cpu' or 'cuda[:N]'")
     if t.method == "1f1b":
-        _require(t.microbatches >= t.stages,
-                 f"--method 1f1b needs --microbatches >= --stages (got m={t.microbatches}, K={t.stages})")
+        rule(t.microbatches >= t.stages, "microbatches", lambda w: preflight.microbatches_below_stages(
+            w, batch=t.batch, microbatches=t.microbatches, stages=t.stages))
     _require(t.ckpt_every >= 0, f"--ckpt-every must be >= 0 (got {t.ckpt_every})")
     _require(t.keep_checkpoints >= 2, f"--keep-checkpoints must be at least 2 (got {t.keep_checkpoints})")
     _require(t.warm_standby in WARM_STANDBY, f"--warm-standby must be one of {', '.join(WARM_STANDBY)} "
@@ -213,10 +217,12 @@ def validate(cfg: RunConfig) -> None:
     for text in t.failures:
         f = FailureSpec.parse(text)
         _require(t.runtime == "pipeline", "--fail needs --runtime pipeline")
-        _require(0 <= f.stage < t.stages, f"--fail {text!r}: stage {f.stage} is not in 0..{t.stages - 1}")
-        _require(1 <= f.step < t.steps, f"--fail {text!r}: step {f.step} must be in 1..{t.steps - 1}")
+        rule(0 <= f.stage < t.stages, "fail_stage", lambda w, f=f, text=text:
+              f"{w.value('failures', repr(text))}: stage {f.stage} is not in 0..{t.stages - 1}")
+        rule(1 <= f.step < t.steps, "fail_step", lambda w, f=f, text=text:
+              f"{w.value('failures', repr(text))}: step {f.step} must be in 1..{t.steps - 1}")
+        _require(t.method != "pipedream", PIPEDREAM_REFUSAL)  # before --ckpt-every: no checkpoint helps it
         _require(t.ckpt_every > 0, f"--fail {text!r} needs checkpoints to recover from: set --ckpt-every")
-        _require(t.method != "pipedream", PIPEDREAM_REFUSAL)
         if f.mode == "mid-ckpt":
             first_ckpt = -(-f.step // max(1, t.ckpt_every)) * max(1, t.ckpt_every)
             _require(t.ckpt_every == 0 or first_ckpt <= t.steps,
@@ -244,9 +250,9 @@ def validate(cfg: RunConfig) -> None:
     _require(lk.profile == "none" or t.runtime == "pipeline", "--link emulation needs --runtime pipeline")
     _require(len(o.alpha) >= 1, "--alpha needs at least one value")
     for a in o.alpha:
-        _require(0.0 < a <= 1.0, f"--alpha {a} is outside (0, 1]")
-    _require(len(o.alpha) in (1, t.stages),
-             f"--alpha has {len(o.alpha)} values; give one, or one per stage ({t.stages})")
+        rule(0.0 < a <= 1.0, "alpha", lambda w, a=a: f"{w.value('alpha', a)} is outside (0, 1]")
+    rule(len(o.alpha) in (1, t.stages), "alpha",
+          lambda w: f"{w.name('alpha')} has {len(o.alpha)} values; give one, or one per stage ({t.stages})")
     if o.alpha_schedule:
         from .alpha_schedule import AlphaSchedule
 
@@ -270,8 +276,8 @@ def validate(cfg: RunConfig) -> None:
                  f"--boundaries has {len(m.boundaries)} values; --stages {t.stages} needs {t.stages - 1}")
         _require(all(b > 0 for b in m.boundaries) and list(m.boundaries) == sorted(set(m.boundaries)),
                  f"--boundaries {list(m.boundaries)} must be strictly increasing layer indices > 0")
-    _require(d.seq_len >= 8, f"--seq-len must be at least 8 (got {d.seq_len})")
-    _require(d.eval_size >= 0, f"--eval-size must be >= 0 (got {d.eval_size})")
+    rule(d.seq_len >= 8, "seq_len", lambda w: f"{w.name('seq_len')} must be at least 8 (got {d.seq_len})")
+    rule(d.eval_size >= 0, "eval_size", lambda w: f"{w.name('eval_size')} must be >= 0 (got {d.eval_size})")
 
 
 def replace(cfg: RunConfig, **sections: dict[str, Any]) -> RunConfig:

@@ -481,11 +481,13 @@ class Run:
             if err and self._get(protocol.stage_state(s), "", str) == "error":
                 self._errors.setdefault(str(s), err)
         state = self._final_state()
-        eval_block, eval_note = None, None
+        eval_block, eval_note, eval_s = None, None, 0.0
         if state == "finished" and not self.cfg.train.final_eval:
             eval_note = "not evaluated (final_eval is off)"
         elif state == "finished":
+            t_eval = time.monotonic()
             eval_block, eval_note = self._evaluate()
+            eval_s = time.monotonic() - t_eval
             if "eval" in self._errors:
                 state, self.reason = "failed", self._errors["eval"]
         elif state == "stopped":
@@ -508,7 +510,10 @@ class Run:
             metrics = {"config": self.cfg.to_dict(), "state": state, "errors": {"coordinator": traceback.format_exc()}}
         metrics.update({"state": state, "stopped": state != "finished", "reason": self.reason if state != "finished"
                         else "", "recovery": self.recoveries, "restarts": list(self._restarts),
-                        "failures_not_injected": self._book.not_injected(self._get, state)})
+                        "failures_not_injected": self._book.not_injected(self._get, state),
+                        # what the user waited for: start to metrics.json, the final eval's part of it
+                        "total_s": time.monotonic() - self._t_start, "eval_s": eval_s,
+                        "downtime_s": self._book.downtime_s()})
         if eval_note:
             metrics["eval_skipped"] = eval_note
         if self._resume_step is not None:
