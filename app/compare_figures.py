@@ -1,7 +1,12 @@
 """Side-by-side figures of several runs (Compare tab, Explain tab, notebooks).
 
-Every run is drawn from its own start (time 0 = its first action), on one common time axis, so
-the lengths of the runs and the places where stages wait can be compared by eye."""
+Every run is drawn from its own first action (time 0; its start-up, if recorded, at negative
+times), on one common time axis in seconds, so the lengths of the runs and the places where stages
+wait can be compared by eye. Under each measured timeline, the schedule simulator's prediction for
+the same method, K and m, costed with the run's own mean action times (`predicted_events`).
+
+Colours (app/palette.py): bars by action kind, runs by method (loss curves, peaks, summary bars),
+stages by a slate shade with a dash pattern."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -11,25 +16,36 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .layout import amount, frame
-from .memory import MEASURES, MemoryGrid, add_memory_traces, memory_grid
-from .palette import method_colour, method_label
+from .memory import DETAIL_MAX_EVENTS, MEASURES, MemoryGrid, add_memory_traces, envelope_trace, memory_grid, \
+    step_peaks, with_failures
+from .palette import NEUTRAL, method_colour, method_label, stage_dash
 from .run_figures import placeholder_figure
-from .timebase import first_steps_ms, time_origin
+from .simulated import events_from_simulation
+from .timebase import STARTUP, first_steps_s, time_end, training_origin, to_s
 from .timeline import LANE_HEIGHT_PX, WEBGL_THRESHOLD, add_timeline_traces, style_lanes
+
+COMPARE_X_TITLE = "seconds since the run's first action (start-up before 0)"
+SIMULATED_METHODS = ("zerolock", "gpipe", "1f1b", "pipedream")
 
 
 @dataclass(kw_only=True)
 class Series:
-    """One run to compare: its label, events, number of stages, and (optionally) metrics.json."""
+    """One run to compare: its label, events, number of stages, and (optionally) metrics.json and
+    config.json (default: metrics.json's "config")."""
     label: str
     events: list[dict[str, Any]]
     stages: int
     method: str = ""
     metrics: dict[str, Any] | None = field(default=None)
+    config: dict[str, Any] | None = field(default=None)
 
     @property
     def short(self) -> str:
         return method_label(self.method) if self.method else self.label
+
+    @property
+    def run_config(self) -> dict[str, Any]:
+        return self.config or (self.metrics or {}).get("config") or {}
 
 
 def _split(series: Sequence[Series]) -> tuple[list[Series], str]:
@@ -43,40 +59,92 @@ def _split(series: Sequence[Series]) -> tuple[list[Series], str]:
 def _footnote(fig: go.Figure, text: str) -> None:
     if text:
         fig.add_annotation(text=text, showarrow=False, xref="paper", yref="paper", x=0, y=1,
-                           xanchor="left", yanchor="bottom", yshift=22, font=dict(size=11, color="#666666"))
+                           xanchor="left", yanchor="bottom", yshift=22, font=dict(size=11, color=NEUTRAL["muted"]))
 
 
 def focus_range(series: Sequence[Series], steps: int | None) -> list[float] | None:
-    """The x range showing every run's first `steps` optimizer steps (None: show everything)."""
+    """The x range (s from each run's first action) showing every run's first `steps` optimizer
+    steps (None: show everything)."""
     if not steps:
         return None
-    ends = [first_steps_ms(s.events, steps) for s in series if s.events]
-    total = [first_steps_ms(s.events, steps + 1) for s in series if s.events]
+    ends = [first_steps_s(s.events, steps, origin_ns=training_origin(s.events)) for s in series if s.events]
+    total = [first_steps_s(s.events, steps + 1, origin_ns=training_origin(s.events)) for s in series if s.events]
     if not ends or any(e is None for e in ends) or all(t is None for t in total):
         return None  # the runs are too short for a zoom to help
     return [0.0, 1.02 * max(ends)]
 
 
+def predicted_events(s: Series, *, windows: int = 3) -> list[dict[str, Any]] | None:
+    """The schedule simulator's timeline for run `s`: its method, K, m (from its config), the first
+    `windows` optimizer steps, each action costed with the run's own mean duration per stage and
+    kind (after its first step when it has more), its hidden-state bytes and its link profile
+    (zerolock_core.bench: the same costing as the simulator benchmark). None when the run is not a
+    pipeline run of a simulated method, or has no config or no actions yet."""
+    from zerolock_core.bench.prediction import link_for
+    from zerolock_core.bench.timeline import costs_from_spans, spans_from_events, window_start
+    from zerolock_core.config import LinkConfig
+    from zerolock_core.schedule import build_schedule, simulate
+
+    train = s.run_config.get("train") or {}
+    method = train.get("method", s.method)
+    acts = [e for e in s.events if e["kind"] != STARTUP]
+    if method not in SIMULATED_METHODS or not acts or not train.get("microbatches"):
+        return None
+    m, steps = int(train["microbatches"]), int(train.get("steps") or windows)
+    windows = max(1, min(windows, steps))
+    spans = spans_from_events(acts)
+    try:
+        skip = window_start(spans, microbatches=m, skip_windows=1)
+    except ValueError:
+        skip = 0.0
+    hidden = max((e.get("sent") or 0 for e in acts if e["kind"] == "SF"), default=0)
+    try:
+        costs = costs_from_spans(spans, stages=s.stages, hidden_bytes=hidden,
+                                 grad_bytes=0 if method == "zerolock" else hidden, skip_before=skip)
+        link = link_for(LinkConfig(**(s.run_config.get("link") or {})))
+        sched = build_schedule(method, stages=s.stages, microbatches=m, windows=windows)
+        depth = train.get("inflight_depth")
+        sim = simulate(sched, costs=costs, link=link, inflight_limit=depth if depth else None)
+    except (ValueError, TypeError, KeyError):
+        return None
+    per_mb = max((e.get("act_bytes") or 0) for e in acts) // max(1, max((e.get("inflight") or 0) for e in acts))
+    return events_from_simulation(sim, bytes_per_microbatch=per_mb, hidden_bytes=hidden,
+                                  grad_bytes=0 if method == "zerolock" else hidden)
+
+
 def compare_timeline_figure(series: Sequence[Series], *, title: str = "", initial_steps: int | None = 3,
-                            webgl_threshold: int = WEBGL_THRESHOLD) -> go.Figure:
-    """One row of stage lanes per run, all on one time axis (ms since each run's first action).
-    Long runs open zoomed on their first `initial_steps` optimizer steps (autoscale shows all)."""
+                            webgl_threshold: int = WEBGL_THRESHOLD, predicted: bool = True,
+                            x_title: str = COMPARE_X_TITLE) -> go.Figure:
+    """One row of stage lanes per run, all on one time axis (s since each run's first action).
+    Long runs open zoomed on their first `initial_steps` optimizer steps (autoscale shows all).
+    predicted: under each run whose config is known, the simulator's timeline for the same method,
+    K and m costed with the run's measured mean action times (`predicted_events`).
+    x_title: the time axis's title."""
     if not series:
         raise ValueError("compare_timeline_figure needs at least one run")
     series, note = _split(series)
     if not series:
         return placeholder_figure(note, title=title, height=200)
-    total = sum(len(s.events) for s in series)
-    heights = [max(1, s.stages) for s in series]
-    fig = make_subplots(rows=len(series), cols=1, shared_xaxes=True, vertical_spacing=0.28 / len(series),
-                        row_heights=heights, subplot_titles=[s.label for s in series])
+    focus = focus_range(series, initial_steps)
+    rows: list[tuple[str, list[dict[str, Any]], int, int]] = []  # label, events, stages, origin
+    for s in series:
+        rows.append((s.label, s.events, s.stages, training_origin(s.events)))
+        sim = predicted_events(s, windows=initial_steps or 3) if predicted else None
+        if sim:
+            rows.append((f"{s.short}: predicted by the simulator (the run's mean action times)", sim, s.stages, 0))
+    total = sum(len(r[1]) for r in rows)
+    span = (focus[1] - focus[0]) if focus else max(to_s(time_end(ev), o) for _, ev, _, o in rows)
+    heights = [max(1, r[2]) for r in rows]
+    fig = make_subplots(rows=len(rows), cols=1, shared_xaxes=True, vertical_spacing=0.28 / len(rows),
+                        row_heights=heights, subplot_titles=[r[0] for r in rows])
     seen: set[str] = set()
-    for i, s in enumerate(series, start=1):
-        add_timeline_traces(fig, s.events, stages=s.stages, origin_ns=time_origin(s.events),
-                            webgl=total > webgl_threshold, row=i, col=1, legend_seen=seen)
-        style_lanes(fig, stages=s.stages, row=i, col=1)
-    fig.update_xaxes(title_text="time since the run's first action (ms)", row=len(series), col=1)
-    fig.update_xaxes(range=focus_range(series, initial_steps))
+    for i, (_, events, stages, origin) in enumerate(rows, start=1):
+        in_view = events if focus is None else [e for e in events if to_s(e["t0"], origin) <= focus[1]]
+        add_timeline_traces(fig, events, stages=stages, origin_ns=origin, webgl=total > webgl_threshold,
+                            row=i, col=1, legend_seen=seen, view_span_s=span, labels=len(in_view) <= 150)
+        style_lanes(fig, stages=stages, row=i, col=1)
+    fig.update_xaxes(title_text=x_title, row=len(rows), col=1)
+    fig.update_xaxes(range=focus, ticksuffix=" s")
     frame(fig, title=title, height=110 + sum(LANE_HEIGHT_PX * h + 60 for h in heights), subplot_titles=True,
           uirevision="compare-timeline")
     fig.update_layout(barmode="overlay", bargap=0)
@@ -96,10 +164,12 @@ def _peaks(s: Series, grid: MemoryGrid, measure: str) -> list[float]:
 
 
 def compare_memory_figure(series: Sequence[Series], *, measure: str = "act_bytes", title: str = "",
-                          initial_steps: int | None = 3) -> go.Figure:
-    """Left: per run, every stage's held activations over time (shared time and value axes), opened
-    on the first `initial_steps` steps like the timelines. Right: the peak per stage, one bar per run,
-    so the methods' memory can be read side by side."""
+                          initial_steps: int | None = 3, x_title: str = COMPARE_X_TITLE) -> go.Figure:
+    """Left: per run, every stage's held activations over time (shared time and value axes; a
+    slate shade and dash per stage): after each action for short runs, the per-step peak envelope
+    past DETAIL_MAX_EVENTS actions; opened on the first `initial_steps` steps like the timelines.
+    Right: the peak per stage side by side, one bar per run in its method's colour.
+    x_title: the time axis's title."""
     if not series:
         raise ValueError("compare_memory_figure needs at least one run")
     if measure not in MEASURES:
@@ -114,10 +184,20 @@ def compare_memory_figure(series: Sequence[Series], *, measure: str = "act_bytes
                         shared_yaxes=False, horizontal_spacing=0.1, vertical_spacing=0.22 / n,
                         subplot_titles=_titles(series, what))
     stages = max(s.stages for s in series)
-    grids = [memory_grid(s.events, stages=s.stages, measure=measure) for s in series]
+    grids = [memory_grid(with_failures(s.events, (s.metrics or {}).get("recovery") or [], stages=s.stages),
+                         stages=s.stages, measure=measure, origin_ns=training_origin(s.events)) for s in series]
     top = 1.05 * max((max(v, default=0) for g in grids for v in g.values), default=0) or 1.0
     for i, (s, grid) in enumerate(zip(series, grids), start=1):
-        add_memory_traces(fig, grid, row=i, col=1, showlegend=i == 1)
+        if len(s.events) <= DETAIL_MAX_EVENTS:
+            add_memory_traces(fig, grid, row=i, col=1, showlegend=i == 1)
+        else:
+            for k, env in enumerate(step_peaks(s.events, stages=s.stages, measure=measure,
+                                               origin_ns=training_origin(s.events))):
+                trace = envelope_trace(env, stage=k, stages=s.stages, unit=unit, axes=("x", "y"),
+                                       name=f"stage {k} peak per step", showlegend=i == 1, dash=stage_dash(k))
+                del trace["xaxis"], trace["yaxis"]
+                trace["legendgroup"] = f"stage{k}"
+                fig.add_trace(trace, row=i, col=1)
         fig.update_yaxes(title_text=unit, range=[0, top], row=i, col=1)  # one scale for every run
         peaks = _peaks(s, grid, measure)
         if any(peaks):
@@ -125,15 +205,15 @@ def compare_memory_figure(series: Sequence[Series], *, measure: str = "act_bytes
                 x=peaks, y=list(range(s.stages)), orientation="h", name=s.label, showlegend=False,
                 marker=dict(color=method_colour(s.method)), offsetgroup=str(i),
                 text=[f"{s.short}: {amount(p, unit)}" for p in peaks], textposition="auto",
-                insidetextanchor="start",
-                hovertemplate=f"{s.label}<br>stage %{{y}} peak %{{x:.3g}} {unit}<extra></extra>"), row=1, col=2)
+                insidetextanchor="start", customdata=[f"stage {k}" for k in range(s.stages)],
+                hovertemplate=f"{s.label}<br>%{{customdata}} peak %{{x:.3g}} {unit}<extra></extra>"), row=1, col=2)
     fig.update_yaxes(tickmode="array", tickvals=list(range(stages)),
                      ticktext=[f"stage {k}" for k in range(stages)], range=[stages - 0.5, -0.5], row=1, col=2)
     fig.update_xaxes(title_text=f"peak ({unit})", rangemode="tozero", row=1, col=2)
-    fig.update_xaxes(title_text="time since the run's first action (ms)", row=n, col=1)
+    fig.update_xaxes(title_text=x_title, row=n, col=1)
     focus = focus_range(series, initial_steps)
     for i in range(1, n + 1):
-        fig.update_xaxes(range=focus, row=i, col=1)
+        fig.update_xaxes(range=focus, ticksuffix=" s", row=i, col=1)
     frame(fig, title=title, height=150 + 180 * n, subplot_titles=True, uirevision="compare-memory")
     fig.update_layout(barmode="group")
     _footnote(fig, note)
@@ -150,12 +230,101 @@ def _titles(series: Sequence[Series], what: str) -> list[str]:
     return out
 
 
-def compare_summary_figure(series: Sequence[Series], *, title: str = "") -> go.Figure:
-    """Throughput, eval label accuracy and bubble per run (one bar each, coloured by method)."""
+def label_count(dataset: str | None) -> int | None:
+    """How many label words the dataset spec has, without loading it (None: unknown)."""
+    if not dataset:
+        return None
+    from zerolock_core.data.needle import NEEDLE_LABEL_WORDS
+    from zerolock_core.data.topics import TOPIC_LABEL_WORDS
+
+    if dataset == "needle":
+        return len(NEEDLE_LABEL_WORDS)
+    if dataset in ("topics", "ag_news") or dataset.startswith("csv:"):
+        return len(TOPIC_LABEL_WORDS)  # AG News and its CSVs use the four topic words
+    return None
+
+
+def chance_level(metrics: dict[str, Any] | None, config: dict[str, Any] | None = None) -> tuple[float, str] | None:
+    """The label accuracy a constant answer gets: the eval's majority-class rate when metrics.json
+    has it (`eval.majority_rate`, or `eval.chance`), else 1 / the number of labels (from `eval.labels`
+    or the dataset spec in the config). (value, what it is), or None when unknown."""
+    ev = (metrics or {}).get("eval") or {}
+    for key, what in (("majority_rate", "majority class"), ("chance", "chance")):
+        if isinstance(ev.get(key), (int, float)):
+            return float(ev[key]), what
+    labels = ev.get("labels")
+    n = len(labels) if isinstance(labels, (list, tuple)) else labels if isinstance(labels, int) else None
+    if n is None:
+        cfg = config or (metrics or {}).get("config") or {}
+        n = label_count((cfg.get("data") or {}).get("dataset"))
+    return (1.0 / n, f"chance 1/{n}") if n else None
+
+
+def add_loss_curves(fig: go.Figure, series: Sequence[Series], *, row: int, col: int) -> int:
+    """Every run's training loss per step, overlaid, in its method's colour: the model's own loss
+    (BP's one loss, ZeroLock's last chunk) solid, earlier chunks' local losses thin and dashed.
+    Returns how many curves were drawn."""
+    drawn = 0
+    for s in series:
+        curves = ((s.metrics or {}).get("train") or {}).get("curves") or []
+        chunks = [c for c in curves if c.get("chunk", "").startswith("chunk")]
+        last = max((int(c["chunk"][5:]) for c in chunks if c["chunk"][5:].isdigit()), default=None)
+        for c in curves:
+            name = c.get("chunk", "")
+            k = int(name[5:]) if name.startswith("chunk") and name[5:].isdigit() else None
+            main = k is None or k == last
+            label = s.short if main else f"{s.short} chunk {k} (local)"
+            fig.add_trace(go.Scatter(x=c["step"], y=c["loss"], mode="lines", name=label, legendgroup=s.label,
+                                     line=dict(color=method_colour(s.method), width=2.5 if main else 1.2,
+                                               dash="solid" if main else stage_dash(1 + (k or 0))),
+                                     opacity=1.0 if main else 0.65,
+                                     hovertemplate=f"{label} · step %{{x}}: loss %{{y:.3f}}<extra></extra>"),
+                          row=row, col=col)
+            drawn += 1
+    return drawn
+
+
+def _step_dtick(series: Sequence[Series]) -> int:
+    """Whole steps, at most about 10 ticks."""
+    last = max((c["step"][-1] for s in series for c in ((s.metrics or {}).get("train") or {}).get("curves") or []
+                if c.get("step")), default=1)
+    return max(1, -(-last // 10))
+
+
+def compare_loss_figure(series: Sequence[Series], *, title: str = "") -> go.Figure:
+    """The training loss of every run overlaid on one chart (see `add_loss_curves`)."""
+    if not series:
+        raise ValueError("compare_loss_figure needs at least one run")
+    fig = make_subplots(rows=1, cols=1)
+    if not add_loss_curves(fig, series, row=1, col=1):
+        return placeholder_figure("No loss curves yet: they come with each run's metrics.json.", title=title,
+                                  height=200)
+    fig.update_xaxes(title_text="optimizer step", dtick=_step_dtick(series))
+    fig.update_yaxes(title_text="loss (nats)")
+    frame(fig, title=title, height=340, left=60)
+    return fig
+
+
+def compare_summary_figure(series: Sequence[Series], *, title: str = "", chance: float | None = None,
+                           with_loss: bool = True) -> go.Figure:
+    """Throughput, eval label accuracy (with the chance line) and bubble per run (one bar each,
+    coloured by method); with_loss: above them, every run's training loss overlaid.
+
+    chance: the accuracy line to draw (default `chance_level` of the first run that has one)."""
     if not series:
         raise ValueError("compare_summary_figure needs at least one run")
-    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.09,
-                        subplot_titles=("throughput (samples/s)", "eval label accuracy", "bubble (% idle)"))
+    has_loss = with_loss and any(((s.metrics or {}).get("train") or {}).get("curves") for s in series)
+    level = (chance, "chance") if chance is not None else next(
+        (c for c in (chance_level(s.metrics, s.config) for s in series) if c is not None), None)
+    accuracy = "eval label accuracy" + (f" (- - {level[1]}: {level[0]:.2f})" if level is not None else "")
+    titles = ("throughput (samples/s)", accuracy, "bubble (% idle)")
+    if has_loss:
+        fig = make_subplots(rows=2, cols=3, horizontal_spacing=0.09, vertical_spacing=0.2, row_heights=[0.55, 0.45],
+                            specs=[[{"colspan": 3}, None, None], [{}, {}, {}]],
+                            subplot_titles=("training loss of every run", *titles))
+    else:
+        fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.09, subplot_titles=titles)
+    bar_row = 2 if has_loss else 1
     labels = [s.short for s in series]
     colours = [method_colour(s.method) for s in series]
 
@@ -175,8 +344,15 @@ def compare_summary_figure(series: Sequence[Series], *, title: str = "") -> go.F
     for col, (values, f) in enumerate(zip(columns, fmt), start=1):
         fig.add_trace(go.Bar(x=labels, y=[v if v is not None else 0 for v in values], marker=dict(color=colours),
                              text=[f.format(v) if v is not None else "n/a" for v in values], textposition="auto",
-                             showlegend=False, hovertemplate="%{x}: %{y:.3g}<extra></extra>"), row=1, col=col)
-    fig.update_yaxes(range=[0, 1], row=1, col=2)
-    fig.update_yaxes(range=[0, 100], row=1, col=3)
-    frame(fig, title=title, height=330, legend=False, subplot_titles=True, left=50)
+                             showlegend=False, hovertemplate="%{x}: %{y:.3g}<extra></extra>"), row=bar_row, col=col)
+    if level is not None:  # named in the panel's title: a label on the line would sit on the bars
+        fig.add_hline(y=level[0], line_color=NEUTRAL["chance"], line_width=1.5, line_dash="dash", row=bar_row, col=2,
+                      name="chance")
+    fig.update_yaxes(range=[0, 1], row=bar_row, col=2)
+    fig.update_yaxes(range=[0, 100], row=bar_row, col=3)
+    if has_loss:
+        add_loss_curves(fig, series, row=1, col=1)
+        fig.update_xaxes(title_text="optimizer step", dtick=_step_dtick(series), row=1, col=1)
+        fig.update_yaxes(title_text="loss (nats)", row=1, col=1)
+    frame(fig, title=title, height=620 if has_loss else 330, legend=has_loss, subplot_titles=True, left=50)
     return fig

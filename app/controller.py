@@ -13,6 +13,7 @@ from zerolock_core.artifacts import write_json_atomic
 from zerolock_core.config import RunConfig
 from zerolock_core.runtime.run import Run
 from zerolock_core.telemetry import read_events
+from zerolock_core.telemetry.lifecycle import LIFECYCLE_FILE, read_lifecycle
 
 from .live_stats import StageStats, stage_stats
 from .reference_job import ReferenceJob
@@ -31,11 +32,13 @@ class Tracked:
     batch: str
     engine: Run | ReferenceJob | None = None
     events: list[dict[str, Any]] = field(default_factory=list)
+    lifecycle: list[dict[str, Any]] = field(default_factory=list)  # STARTUP spans (telemetry/lifecycle.py)
     offset: int = 0
     state: str = "queued"
     metrics: dict[str, Any] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _stats: tuple[int, list[StageStats]] = (-1, [])
+    _lifecycle_size: int = -1
 
     def stage_stats(self) -> list[StageStats]:
         """Per-stage numbers from the events so far (recomputed only when new events arrived)."""
@@ -62,6 +65,9 @@ class Tracked:
         with self._lock:
             new, self.offset = read_events(self.dir / "events.jsonl", offset=self.offset)
             self.events.extend(new)
+            size = (self.dir / LIFECYCLE_FILE).stat().st_size if (self.dir / LIFECYCLE_FILE).exists() else 0
+            if size != self._lifecycle_size:  # a few lines per run: reread whole when it grew
+                self.lifecycle, self._lifecycle_size = read_lifecycle(self.dir), size
             if self.engine is not None:
                 self.state = self.engine.state if self.state != "cancelled" else self.state
                 if self.engine.done and self.metrics is None:
@@ -71,10 +77,20 @@ class Tracked:
         st = self.engine.status() if self.engine is not None else {}
         if self.metrics and "steps_done" in self.metrics:  # an ended Run's status() no longer knows its steps
             st["steps_done"] = self.metrics["steps_done"]
+        recoveries = st.get("recoveries") if self.engine is not None else (self.metrics or {}).get("recovery")
         return {"name": self.name, "method": self.method, "batch": self.batch, "dir": str(self.dir),
                 "state": self.state, "stages": self.stages, "events": len(self.events),
                 "steps_done": st.get("steps_done"), "total_steps": self.cfg["train"]["steps"],
-                "elapsed_s": st.get("elapsed_s"), "eta_s": st.get("eta_s"), "error": st.get("error", "")}
+                "elapsed_s": st.get("elapsed_s"), "eta_s": st.get("eta_s"), "s_per_step": st.get("s_per_step"),
+                "stage_states": st.get("stage_states", []), "eval_progress": st.get("eval_progress"),
+                "recoveries": list(recoveries or []), "open_recoveries": st.get("open_recoveries", []),
+                "error": st.get("error", "")}
+
+    def failures(self) -> list[dict[str, Any]]:
+        """Every recovery so far, closed and under way, with its instants (for the timeline)."""
+        st = self.engine.status() if isinstance(self.engine, Run) else {}
+        closed = st.get("recoveries") if st else (self.metrics or {}).get("recovery")
+        return [*(closed or []), *st.get("open_recoveries", [])]
 
     def to_run_data(self) -> RunData:
         with self._lock:
@@ -212,7 +228,7 @@ class EngineController:
         """Reopen a run from disk (e.g. after a restart) and watch it."""
         data = load_run(run_dir)
         t = Tracked(name=data.name, dir=data.dir, cfg=data.config, method=data.method, batch=data.batch,
-                    events=data.events, state=data.state, metrics=data.metrics)
+                    events=data.events, lifecycle=read_lifecycle(data.dir), state=data.state, metrics=data.metrics)
         t.offset = (data.dir / "events.jsonl").stat().st_size if (data.dir / "events.jsonl").exists() else 0
         with self._lock:
             if self.busy:

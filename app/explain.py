@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 from zerolock_core.schedule import Costs, Link, build_schedule, simulate
 
 from .compare_figures import Series, compare_memory_figure, compare_timeline_figure
-from .palette import method_label
+from .palette import method_label  # bar colours: palette.KIND_COLOURS, named in the text below
 from .simulated import events_from_simulation
 
 # Assumed costs: a backward costs about two forwards; ZeroLock's local step (readout + local loss
@@ -39,8 +39,11 @@ def explain(*, stages: int, microbatches: int, bp_method: str = "gpipe") -> Expl
         label = f"{method_label(method)} (simulated, K={stages}, m={microbatches})"
         series.append(Series(label=label, events=events_from_simulation(sim), stages=stages, method=method))
         peaks[method], makespan[method], bubble[method] = sim.inflight_peak, 1e3 * sim.makespan_s, sim.bubble_fraction
-    timeline = compare_timeline_figure(series, title="One optimizer step: backprop pipeline vs ZeroLock")
-    memory = compare_memory_figure(series, measure="inflight", title="Activations each stage holds (micro-batches)")
+    axis = "simulated seconds from the step's first action"
+    timeline = compare_timeline_figure(series, title="One optimizer step: backprop pipeline vs ZeroLock",
+                                       predicted=False, x_title=axis)
+    memory = compare_memory_figure(series, measure="inflight", title="Activations each stage holds (micro-batches)",
+                                   x_title=axis)
     return Explanation(timeline=timeline, memory=memory, peaks=peaks, makespan_ms=makespan,
                        text=_text(stages, microbatches, bp_method, peaks, makespan, bubble))
 
@@ -61,7 +64,7 @@ activations of {held}: at the peak the stages hold **{_list(peaks[bp])}** micro-
 frozen LM head and trains on its own local loss (L, green). No gradient comes back, so no stage ever waits
 for one, and a micro-batch's activations are freed right after its L: each stage holds
 **{_list(peaks['zerolock'])}** micro-batch at a time, whatever K and m. The only idle time is the pipeline
-fill at the start (purple *RF* bars: waiting for the first hidden state).
+fill at the start (lavender *RF* bars: waiting for the first hidden state).
 
 | | {name} | ZeroLock |
 |---|---|---|

@@ -9,6 +9,10 @@ import plotly.graph_objects as go
 from zerolock_core.telemetry import read_events, write_chrome_trace
 
 EVENT_COLUMNS = ["stage", "kind", "mb", "t0", "t1", "act_bytes", "inflight", "sent", "recv", "step", "gen"]
+# the CSV header says each column's unit (an event field -> its column name)
+CSV_HEADER = {"t0": "t0_ns (monotonic)", "t1": "t1_ns (monotonic)", "act_bytes": "act_bytes (held after)",
+              "inflight": "inflight (micro-batches held)", "sent": "sent_bytes", "recv": "recv_bytes",
+              "step": "step (optimizer steps done)", "gen": "gen (process generation)", "loss": "loss (nats)"}
 
 
 class ExportError(RuntimeError):
@@ -30,7 +34,7 @@ def events_csv(run_dir: str | Path) -> Path:
     path = export_dir(run_dir) / "events.csv"
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=EVENT_COLUMNS + extra, restval="")
-        w.writeheader()
+        w.writerow({k: CSV_HEADER.get(k, k) for k in w.fieldnames})
         w.writerows(events)
     return path
 

@@ -14,27 +14,23 @@ MODE_LABELS = {"kill": "kill (SIGKILL)", "stop": "hang (SIGSTOP)", "post-step": 
                "mid-ckpt": "die while writing its checkpoint"}
 
 
-def recovery_line(run: Run | None) -> str:
-    if run is None:
-        return ""
-    st = run.status()
-    parts = [f"stage {s} recovering …" for s in st.get("recovering", [])]
-    for r in st.get("recoveries", []):
-        parts.append(f"stage {r['stage']} {r['mode']} → {r['kind']} recovery: detect {r['detect_s'] * 1e3:.0f} ms, "
-                     f"restore {r['restore_s']:.2f} s, replay {r['replay_s']:.2f} s "
-                     f"({r['replayed_microbatches']} micro-batches, {r['bytes_transferred'] / 2**20:.2f} MiB)")
-    return "  \n".join(parts)
-
-
 def _watched_run(controller: EngineController) -> Run | None:
     t = controller.watched()
     return t.engine if t is not None and isinstance(t.engine, Run) else None
 
 
-def inject(controller: EngineController, stage: float, mode: str) -> str:
+def _stage_range(stages: int) -> str:
+    return "stage 0" if stages == 1 else f"stages 0..{stages - 1}"
+
+
+def inject(controller: EngineController, stage: float | None, mode: str) -> str:
     run = _watched_run(controller)
     if run is None:
         return "Start a pipeline run first: failures are injected into the run being watched."
+    stages = run.cfg.train.stages
+    if stage is None or not float(stage).is_integer() or not 0 <= stage < stages:
+        return (f"Cannot inject: stage {stage if stage is not None else '(empty)'} is not a stage of the watched "
+                f"run, which has K = {stages}: choose {_stage_range(stages)}.")
     try:
         run.inject_failure(int(stage), mode)
     except ValueError as err:
@@ -42,20 +38,28 @@ def inject(controller: EngineController, stage: float, mode: str) -> str:
     return f"Injected {MODE_LABELS[mode]} into stage {int(stage)}. Watch its lane: the gap, RESTORE, REPLAY."
 
 
-def watched_recovery_line(controller: EngineController) -> str:
-    """The recovery line of the run being watched (redrawn by the Watch tab's timer)."""
-    return recovery_line(_watched_run(controller))
+def stage_control(controller: EngineController) -> gr.Number:
+    """The stage field bounded by the watched run's K (redrawn when the panel opens or the field is focused:
+    the watched run may have changed since)."""
+    run = _watched_run(controller)
+    if run is None:
+        return gr.Number(maximum=None, info="the stage of the watched pipeline run")
+    stages = run.cfg.train.stages
+    return gr.Number(maximum=stages - 1, info=f"the watched run has K = {stages}: {_stage_range(stages)}")
 
 
 def build_failure_panel(controller: EngineController) -> gr.Markdown:
     """The panel; returns its recovery line, which the Watch tab's poll keeps current."""
-    with gr.Accordion("Inject failure", open=False, elem_id="failure-panel"):
+    with gr.Accordion("Inject failure", open=False, elem_id="failure-panel") as panel:
         with gr.Row(equal_height=True):
-            stage = gr.Number(value=1, precision=0, minimum=0, maximum=7, label="stage", elem_id="failure-stage")
+            # precision=None: 1.5 is refused by inject(), not rounded; the maximum follows the watched run
+            stage = gr.Number(value=1, minimum=0, label="stage", elem_id="failure-stage")
             mode = gr.Radio([(MODE_LABELS[m], m) for m in FAILURE_MODES], value="kill", label="mode", elem_id="failure-mode")
             button = gr.Button("Inject failure", variant="stop", elem_id="inject-failure")
         result = gr.Markdown(elem_id="failure-result")
-        line = gr.Markdown(elem_id="recovery-line")
         button.click(lambda s, m: inject(controller, s, m), inputs=[stage, mode], outputs=[result],
                      api_name="inject_failure")
-    return line
+        for event in (panel.expand, stage.focus):
+            event(lambda: stage_control(controller), None, stage, show_progress="hidden", queue=False)
+    # outside the (collapsed) panel: a scheduled failure's story shows without opening it
+    return gr.Markdown(elem_id="recovery-line")

@@ -1,11 +1,13 @@
-"""The Run form's values -> one validated RunConfig per chosen method (ConfigError otherwise)."""
+"""The Run form's values -> one validated, preflighted RunConfig per chosen method (ConfigError
+otherwise, rendered in the form's words with `preflight.render(err, preflight.FORM)`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from zerolock_core.config import (CONSISTENCY_DIRECTIONS, LINK_PROFILE_NAMES, ConfigError, DataConfig, LinkConfig,
-                                  ModelConfig, ObjectiveConfig, RunConfig, TrainConfig)
+from zerolock_core.config import (CONSISTENCY_DIRECTIONS, FAILURE_MODES, LINK_PROFILE_NAMES, ConfigError, DataConfig,
+                                  LinkConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig)
+from zerolock_core.preflight import FieldError, number, preflight, qualified, whole
 
 # (label shown, method); "bp" is the single-process backprop reference trainer
 METHOD_CHOICES: tuple[tuple[str, str], ...] = (
@@ -13,18 +15,20 @@ METHOD_CHOICES: tuple[tuple[str, str], ...] = (
     ("BP reference (1 process)", "bp"))
 PIPELINE_METHODS = ("zerolock", "gpipe", "1f1b", "pipedream")
 REFERENCE_METHODS = ("bp",)
+NO_FAILURE = "none"  # the failure mode of "no scheduled failure"
 
 
 @dataclass(kw_only=True, frozen=True)
 class RunForm:
-    """What the user picked; the defaults are the tiny run the dashboard opens with."""
+    """What the user picked; the defaults are the tiny run the dashboard opens with: long enough (about a
+    minute on 2 cores) to inject a failure into by hand."""
     methods: tuple[str, ...] = ("zerolock",)
     stages: int = 2
     batch: int = 8
     microbatches: int = 4
     alpha: str = "0.5"
     consistency: str = "reverse"
-    steps: int = 30
+    steps: int = 200
     seed: int = 0
     link: str = "none"
     seq_len: int = 64
@@ -32,29 +36,37 @@ class RunForm:
     lr: float = 2e-3
     model: str = "tiny"
     dataset: str = "topics"
+    # a failure scheduled from the form (pipeline methods): stage fail_stage fails once it has done
+    # fail_step optimizer steps, in fail_mode (one of FAILURE_MODES, or NO_FAILURE)
+    fail_stage: int = 1
+    fail_step: int = 20
+    fail_mode: str = NO_FAILURE
 
-
-def _int(name: str, value: Any) -> int:
-    if value is None or value == "":
-        raise ConfigError(f"{name} is empty")
-    if float(value) != int(float(value)):
-        raise ConfigError(f"{name} must be a whole number (got {value})")
-    return int(float(value))
+    @property
+    def failures(self) -> tuple[str, ...]:
+        """As TrainConfig.failures takes them ("1@20:kill")."""
+        if self.fail_mode == NO_FAILURE:
+            return ()
+        return (f"{self.fail_stage}@{self.fail_step}:{self.fail_mode}",)
 
 
 def parse_alpha(text: str) -> tuple[float, ...]:
     try:
         values = tuple(float(x) for x in str(text).replace(" ", "").split(",") if x)
     except ValueError:
-        raise ConfigError(f"α: expected a number or comma-separated numbers (one per stage), got {text!r}") from None
+        raise FieldError("alpha", lambda w: f"{w.name('alpha')}: expected a number or comma-separated numbers "
+                                            f"(one per stage), got {text!r}") from None
     if not values:
-        raise ConfigError("α is empty: give one value in (0, 1], or one per stage")
+        raise FieldError("alpha", lambda w: f"{w.name('alpha')} is empty: give one value in (0, 1], or one per stage")
     return values
 
 
 def form_from_values(*, methods: Any, stages: Any, batch: Any, microbatches: Any, alpha: Any, consistency: Any,
-                     steps: Any, seed: Any, link: Any, seq_len: Any, eval_size: Any, lr: Any) -> RunForm:
-    """Gradio widget values (numbers may arrive as floats or None) -> RunForm, or ConfigError."""
+                     steps: Any, seed: Any, link: Any, seq_len: Any, eval_size: Any, lr: Any,
+                     fail_stage: Any = RunForm.fail_stage, fail_step: Any = RunForm.fail_step,
+                     fail_mode: Any = RunForm.fail_mode) -> RunForm:
+    """Gradio widget values (numbers arrive as floats or None: 2.5 is refused, not rounded) -> RunForm,
+    or ConfigError."""
     chosen = tuple(methods or ())
     if not chosen:
         raise ConfigError("choose at least one method")
@@ -66,18 +78,23 @@ def form_from_values(*, methods: Any, stages: Any, batch: Any, microbatches: Any
         raise ConfigError(f"consistency {consistency!r} is not one of {', '.join(CONSISTENCY_DIRECTIONS)}")
     if link not in LINK_PROFILE_NAMES or link == "custom":
         raise ConfigError(f"link profile {link!r} is not one of none, local, wifi, mobile, constrained")
-    if lr is None or lr == "":
-        raise ConfigError("learning rate is empty")
-    return RunForm(methods=chosen, stages=_int("stages K", stages), batch=_int("batch b", batch),
-                   microbatches=_int("micro-batches m", microbatches), alpha=str(alpha),
-                   consistency=consistency, steps=_int("steps", steps), seed=_int("seed", seed), link=link,
-                   seq_len=_int("sequence length", seq_len), eval_size=_int("eval examples", eval_size),
-                   lr=float(lr))
+    mode = fail_mode or NO_FAILURE
+    if mode not in (NO_FAILURE, *FAILURE_MODES):
+        raise ConfigError(f"failure mode {mode!r} is not one of {', '.join((NO_FAILURE, *FAILURE_MODES))}")
+    scheduled = mode != NO_FAILURE
+    return RunForm(methods=chosen, stages=whole("stages", stages), batch=whole("batch", batch),
+                   microbatches=whole("microbatches", microbatches), alpha=str(alpha),
+                   consistency=consistency, steps=whole("steps", steps), seed=whole("seed", seed), link=link,
+                   seq_len=whole("seq_len", seq_len), eval_size=whole("eval_size", eval_size),
+                   lr=number("lr", lr), fail_mode=mode,
+                   # without a scheduled failure its stage and step are not read
+                   fail_stage=whole("fail_stage", fail_stage) if scheduled else RunForm.fail_stage,
+                   fail_step=whole("fail_step", fail_step) if scheduled else RunForm.fail_step)
 
 
 def config_for(form: RunForm, method: str, *, out: str) -> RunConfig:
     """The engine's own validation does the checking; its one-line message is what the UI shows.
-    The BP reference runs in one process: link emulation does not apply to it."""
+    The BP reference runs in one process: link emulation and scheduled failures do not apply to it."""
     reference = method in REFERENCE_METHODS
     return RunConfig(
         model=ModelConfig(model=form.model),
@@ -88,18 +105,22 @@ def config_for(form: RunForm, method: str, *, out: str) -> RunConfig:
                           seed=form.seed,
                           # checkpoints make the Watch tab's "Inject failure" recoverable (not PipeDream:
                           # its unflushed pipeline has no consistent checkpoint)
-                          ckpt_every=0 if reference or method == "pipedream" else 2),
+                          ckpt_every=0 if reference or method == "pipedream" else 2,
+                          failures=() if reference else form.failures),
         link=LinkConfig(profile="none" if reference else form.link),
         out=out)
 
 
 def configs_for(form: RunForm, *, out_for: Any) -> list[RunConfig]:
-    """One config per chosen method, all validated before anything starts; `out_for(method)` names
-    each run's directory. Raises ConfigError naming the method when more than one was chosen."""
+    """One config per chosen method, all validated and preflighted (model, layers, dataset) before
+    anything starts; `out_for(method)` names each run's directory (and creates nothing). Raises
+    ConfigError naming the method when more than one was chosen."""
     configs = []
     for method in form.methods:
         try:
-            configs.append(config_for(form, method, out=out_for(method)))
+            cfg = config_for(form, method, out=out_for(method))
+            preflight(cfg)
         except ConfigError as err:
-            raise ConfigError(f"{method}: {err}" if len(form.methods) > 1 else str(err)) from None
+            raise (qualified(err, method) if len(form.methods) > 1 else err) from None
+        configs.append(cfg)
     return configs

@@ -1,21 +1,44 @@
-"""Colours and names shared by every view: one colour per action kind, per stage, per method."""
+"""Colours and names shared by every view (Watch, Compare, Explain, Runs, exports, notebooks).
+
+One palette, one meaning per colour family. Each family lives in its own band of HSL saturation /
+lightness, so a colour's family can be told at a glance and no colour string is ever used by two
+families (tests/test_palette.py checks both):
+
+* **Action kinds** (`KIND_COLOURS`, plus the failure marks `FAILURE_COLOURS`): bright and
+  saturated (saturation >= 0.3, lightness >= 0.38). Compute kinds are full hues (F blue, L green,
+  B orange, STEP gold, CKPT cyan, REPLAY red, RESTORE purple); sends are light tints of the compute
+  they carry (SF light blue, SB peach); waits are soft tints (RF lavender, RB pink, WAIT sand).
+  Kinds fill the timeline's bars and nothing else.
+* **Stages** (`STAGE_RAMP`): one sequential, desaturated blue-grey (slate) ramp, dark for stage 0
+  and lighter with depth (saturation <= 0.25, lightness >= 0.33). In timelines a stage is its lane
+  (position only); where a stage needs a colour (memory rows, per-chunk loss, per-chunk accuracy,
+  active/idle bars) it is a slate shade, with a dash pattern (`stage_dash`) as a second cue.
+* **Methods** (`METHOD_COLOURS`): dark, saturated earth tones (saturation >= 0.6, lightness
+  <= 0.31): ZeroLock dark teal, GPipe brown, 1F1B wine, PipeDream olive, the BP reference indigo.
+  They colour whole runs in Compare (loss curves, accuracy/throughput bars, memory peaks).
+* **Structure** (`NEUTRAL`): pure greys (saturation 0) for everything that carries no data
+  meaning: step boundaries, idle time, chance lines, muted text, the whole-model loss line.
+
+So orange is only ever B, green only L, and the methods never borrow a kind's hue at a kind's
+lightness. Do not add a second colour table elsewhere: add a name here.
+"""
 from __future__ import annotations
 
-# One colour per action kind, used by every timeline (live, compare, explain, notebooks).
-# Compute is saturated; sends are light tints of the compute they carry; waits are muted.
+# --- action kinds: bright, saturated; every timeline (live, compare, explain, notebooks) ---------
 KIND_COLOURS: dict[str, str] = {
     "F": "#2F6FDB",  # forward
     "L": "#2CA02C",  # ZeroLock local step: readout + local loss + local backward
     "B": "#E8772E",  # backward (BP methods)
-    "SF": "#9CC3F5",  # send hidden state downstream
+    "SF": "#9CC3F5",  # send hidden state downstream (tint of F)
     "RF": "#B9A6D6",  # receive hidden state (time spent waiting for it)
-    "SB": "#F8C08F",  # send gradient upstream
+    "SB": "#F8C08F",  # send gradient upstream (tint of B)
     "RB": "#E7A1B7",  # receive gradient (time spent waiting for it)
-    "STEP": "#6B4226",  # optimizer step
+    "STEP": "#F2B701",  # optimizer step
     "CKPT": "#17A2B8",  # checkpoint
     "REPLAY": "#D62728",  # replay of a micro-batch after recovery
     "RESTORE": "#8E44AD",  # restore from a checkpoint (recovery)
-    "WAIT": "#BDBDBD",  # any other wait
+    "WAIT": "#D9CBB0",  # any other wait
+    "STARTUP": "#FBE3A1",  # a stage process starting: spawned -> its first action (drawn hatched)
 }
 UNKNOWN_KIND_COLOUR = "#7F7F7F"
 
@@ -32,13 +55,27 @@ KIND_LABELS: dict[str, str] = {
     "REPLAY": "REPLAY",
     "RESTORE": "RESTORE",
     "WAIT": "WAIT",
+    "STARTUP": "start-up",
 }
 KIND_ORDER: tuple[str, ...] = tuple(KIND_COLOURS)
 COMPUTE_KINDS = frozenset({"F", "L", "B", "STEP", "CKPT", "REPLAY", "RESTORE"})
+RECOVERY_KINDS = frozenset({"RESTORE", "REPLAY"})  # drawn with a minimum visible width, labelled
+STARTUP_KIND = "STARTUP"
 
-STAGE_COLOURS: tuple[str, ...] = ("#1F77B4", "#FF7F0E", "#2CA02C", "#9467BD", "#8C564B", "#E377C2",
-                                  "#17BECF", "#BCBD22")
+# The failure story on the timeline (same family as the kinds: they are events on a lane).
+FAILURE_COLOURS: dict[str, str] = {
+    "kill": "#B71C1C",  # the ✕ at the instant a stage failed
+    "band": "rgba(183,28,28,0.13)",  # detection + restart (every lane for a global rollback)
+    "band_edge": "rgba(183,28,28,0.45)",
+}
 
+# --- stages: a desaturated slate ramp, dark (stage 0) to light (the last stage) ---------------------
+STAGE_RAMP: tuple[str, ...] = ("#3F5566", "#4D6373", "#5C7180", "#6A7F8D", "#798C99", "#8799A5", "#95A6B1",
+                               "#A3B3BD")
+STAGE_COLOURS = STAGE_RAMP  # the name older callers import
+STAGE_DASHES: tuple[str, ...] = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+
+# --- methods: dark, saturated earth tones ---------------------------------------------------------------
 METHOD_LABELS: dict[str, str] = {
     "zerolock": "ZeroLock",
     "gpipe": "GPipe",
@@ -47,11 +84,30 @@ METHOD_LABELS: dict[str, str] = {
     "bp": "BP reference",
 }
 METHOD_COLOURS: dict[str, str] = {
-    "zerolock": "#2CA02C",
-    "gpipe": "#E8772E",
-    "1f1b": "#9467BD",
-    "pipedream": "#8C564B",
-    "bp": "#555555",
+    "zerolock": "#00695C",  # dark teal
+    "gpipe": "#8C510A",  # brown
+    "1f1b": "#880E4F",  # wine
+    "pipedream": "#827717",  # olive
+    "bp": "#1A237E",  # indigo
+}
+UNKNOWN_METHOD_COLOUR = "#4A2C0A"
+
+# --- structure: pure greys, no data meaning ---------------------------------------------------------------
+NEUTRAL: dict[str, str] = {
+    "ink": "#222222",  # the whole model's loss (one line, no stage)
+    "muted": "#666666",  # footnotes, placeholder text
+    "step": "#9A9A9A",  # optimizer step boundaries
+    "chance": "#555555",  # chance / majority-class lines
+    "idle": "#E3E3E3",  # idle / unrecorded time
+    "panel": "#FAFAFA",  # the range slider's background
+}
+
+# Every family, for tests/test_palette.py and for anyone who needs to check a new colour.
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "kind": (*KIND_COLOURS.values(), UNKNOWN_KIND_COLOUR, *FAILURE_COLOURS.values()),
+    "stage": STAGE_RAMP,
+    "method": (*METHOD_COLOURS.values(), UNKNOWN_METHOD_COLOUR),
+    "structure": tuple(NEUTRAL.values()),
 }
 
 
@@ -63,12 +119,31 @@ def kind_label(kind: str) -> str:
     return KIND_LABELS.get(kind, kind)
 
 
-def stage_colour(stage: int) -> str:
-    return STAGE_COLOURS[stage % len(STAGE_COLOURS)]
+def stage_colour(stage: int, stages: int | None = None) -> str:
+    """Stage `stage`'s slate shade. With `stages` (K <= len(STAGE_RAMP)), the K shades are spread
+    over the whole ramp, so stage 0 is the darkest and stage K-1 the lightest."""
+    n = len(STAGE_RAMP)
+    if stages is not None and 1 < stages <= n:
+        return STAGE_RAMP[round(stage * (n - 1) / (stages - 1))]
+    return STAGE_RAMP[stage % n]
+
+
+def with_alpha(colour: str, alpha: float) -> str:
+    """`#RRGGBB` as an `rgba(...)` string with opacity `alpha` (fills under a family's lines)."""
+    h = colour.lstrip("#")
+    if len(h) != 6:
+        raise ValueError(f"with_alpha needs a #RRGGBB colour (got {colour!r})")
+    r, g, b = (int(h[i:i + 2], 16) for i in (0, 2, 4))
+    return f"rgba({r},{g},{b},{alpha:g})"
+
+
+def stage_dash(stage: int) -> str:
+    """The line dash of stage `stage` (a second cue next to its shade)."""
+    return STAGE_DASHES[stage % len(STAGE_DASHES)]
 
 
 def method_colour(method: str) -> str:
-    return METHOD_COLOURS.get(method, "#333333")
+    return METHOD_COLOURS.get(method, UNKNOWN_METHOD_COLOUR)
 
 
 def method_label(method: str) -> str:

@@ -8,7 +8,7 @@ from plotly.subplots import make_subplots
 
 from .layout import fast_figure, frame
 from .live_stats import StageStats
-from .palette import stage_colour
+from .palette import NEUTRAL, stage_colour, stage_dash
 from .timeline import lane_axis
 
 
@@ -29,16 +29,17 @@ def training_figure(metrics: dict[str, Any] | None, *, title: str = "",
                                   height=340)
     fig = make_subplots(rows=1, cols=2, column_widths=[0.62, 0.38], horizontal_spacing=0.12,
                         subplot_titles=("training loss", "eval accuracy per chunk"))
-    for c in curves:
+    chunks = 1 + max([_chunk_index(c["chunk"]) or 0 for c in curves] + [p["chunk"] for p in per_chunk] + [0])
+    for c in curves:  # chunk k is stage k's part of the model: its slate shade and dash
         k = _chunk_index(c["chunk"])
-        colour = stage_colour(k) if k is not None else "#222222"
         fig.add_trace(go.Scatter(x=c["step"], y=c["loss"], mode="lines+markers", marker=dict(size=4),
                                  name="loss of the whole model (backprop)" if k is None else f"chunk {k} local loss",
-                                 line=dict(color=colour, width=2)), row=1, col=1)
+                                 line=dict(color=NEUTRAL["ink"] if k is None else stage_colour(k, chunks), width=2,
+                                           dash="solid" if k is None else stage_dash(k))), row=1, col=1)
     if per_chunk:
         ks = [p["chunk"] for p in per_chunk]
         fig.add_trace(go.Bar(x=[f"chunk {k}" for k in ks], y=[p["label_accuracy"] for p in per_chunk],
-                             marker=dict(color=[stage_colour(k) for k in ks]), name="label accuracy",
+                             marker=dict(color=[stage_colour(k, chunks) for k in ks]), name="label accuracy",
                              showlegend=False, text=[f"{p['label_accuracy']:.2f}" for p in per_chunk],
                              textposition="auto",
                              hovertemplate="%{x}: label accuracy %{y:.3f}<extra></extra>"), row=1, col=2)
@@ -60,7 +61,7 @@ def placeholder_figure(message: str, *, title: str = "", height: int = 300) -> g
     """A figure with a message and no axes (for data that does not exist yet)."""
     layout = dict(xaxis=dict(visible=False), yaxis=dict(visible=False),
                   annotations=[dict(text=message, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5,
-                                    font=dict(size=13, color="#666666"))])
+                                    font=dict(size=13, color=NEUTRAL["muted"]))])
     return fast_figure([], layout, title=title, height=height, legend=False)
 
 
@@ -72,11 +73,14 @@ def activity_figure(stats: Sequence[StageStats], *, bubble: float | None = None,
     head = title or "active vs idle per stage"
     if bubble is not None:
         head += f" · bubble {100 * bubble:.0f}%"
-    data = [dict(type="bar", x=active, y=ys, orientation="h", name="computing", marker=dict(color="#2F6FDB"),
-                 text=[f"{a:.0f}%" for a in active], textposition="inside",
-                 hovertemplate="stage %{y}: computing %{x:.1f}%<extra></extra>"),
+    # busy time in each stage's slate shade (lane = stage), idle in the structural grey: never a kind colour
+    data = [dict(type="bar", x=active, y=ys, orientation="h", name="computing",
+                 marker=dict(color=[stage_colour(s, stages) for s in ys]),
+                 text=[f"{a:.0f}%" for a in active], textposition="inside", customdata=[f"stage {s}" for s in ys],
+                 hovertemplate="%{customdata}: computing %{x:.1f}%<extra></extra>"),
             dict(type="bar", x=[round(100 - a, 2) for a in active], y=ys, orientation="h", name="idle / waiting",
-                 marker=dict(color="#D9D9D9"), hovertemplate="stage %{y}: idle %{x:.1f}%<extra></extra>")]
+                 marker=dict(color=NEUTRAL["idle"]), customdata=[f"stage {s}" for s in ys],
+                 hovertemplate="%{customdata}: idle %{x:.1f}%<extra></extra>")]
     layout = dict(barmode="stack", yaxis=lane_axis(stages),
                   xaxis=dict(title=dict(text="% of the stage's time"), range=[0, 100]))
     return fast_figure(data, layout, title=head, height=max(240, 150 + 36 * stages))

@@ -1,12 +1,14 @@
 """The runs root: every run directory in it, newest first, as table rows."""
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
-from .run_data import RunData, is_run_dir, load_run
+from .run_data import APP_RECORD, RunData, is_run_dir, load_run, read_json
 
-COLUMNS = ["run", "method", "K", "b", "m", "steps", "state", "label acc.", "samples/s", "peak act. MiB"]
+COLUMNS = ["run", "started", "method", "K", "b", "m", "steps", "duration", "failures", "state", "label acc.",
+           "samples/s", "peak act. MiB"]
 
 
 def list_runs(root: str | Path) -> list[RunData]:
@@ -24,16 +26,33 @@ def list_runs(root: str | Path) -> list[RunData]:
     return [load_run(p, with_events=False) for p in found]
 
 
+def _started(r: RunData) -> str:
+    record = read_json(r.dir / APP_RECORD) or {}
+    if record.get("started"):
+        return record["started"]
+    config = r.dir / "config.json"  # written as the run starts
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime((config if config.exists() else r.dir).stat().st_mtime))
+
+
+def _duration(m: dict[str, Any]) -> str | None:
+    """Start-up + training (+ the final eval where recorded), as the user waited for it."""
+    if "wall_s" not in m:
+        return None
+    total = m["wall_s"] + m.get("setup_s", 0.0)
+    return f"{total:.0f} s" if total < 120 else f"{total / 60:.1f} min"
+
+
 def run_row(r: RunData, root: Path) -> list[Any]:
     t = r.config.get("train", {})
     m = r.metrics or {}
     acc = (m.get("eval") or {}).get("label_accuracy")
     tput = m.get("throughput_samples_per_s", m.get("samples_per_s"))
     peaks = [p.get("peak_activation_bytes", 0) for p in m.get("per_stage") or []]
-    return [str(r.dir.relative_to(root)) if r.dir.is_relative_to(root) else str(r.dir), r.label.split(" K=")[0],
-            t.get("stages"), t.get("batch"), t.get("microbatches"), t.get("steps"), r.state,
-            None if acc is None else round(acc, 3), None if tput is None else round(tput, 1),
-            round(max(peaks) / 2**20, 2) if peaks else None]
+    failures = len(m.get("recovery") or []) if m else len(t.get("failures") or [])
+    return [str(r.dir.relative_to(root)) if r.dir.is_relative_to(root) else str(r.dir), _started(r),
+            r.label.split(" K=")[0], t.get("stages"), t.get("batch"), t.get("microbatches"), t.get("steps"),
+            _duration(m), failures, r.state, None if acc is None else round(acc, 3),
+            None if tput is None else round(tput, 1), round(max(peaks) / 2**20, 2) if peaks else None]
 
 
 def runs_table(root: str | Path) -> list[list[Any]]:

@@ -54,9 +54,14 @@ def serve(opts: ServeOptions) -> int:
 
     previous = signal.signal(signal.SIGTERM, interrupt)
     try:
+        # quiet: Gradio's own banner suggests share=True, a public tunnel this app must not open
         demo.launch(server_name=opts.host, server_port=opts.port, auth=opts.auth, inbrowser=opts.open_browser,
-                    allowed_paths=[str(runs_root)], footer_links=["api", "settings"],
+                    allowed_paths=[str(runs_root)], footer_links=["api", "settings"], quiet=True,
+                    prevent_thread_lock=True,
                     run_history=False)  # the 2 Hz poll would fill the browser's run history
+        print(f"zerolock dashboard: {demo.local_url} (runs in {runs_root}; Ctrl-C stops it and its runs)",
+              flush=True)
+        demo.block_thread()
     except KeyboardInterrupt:
         pass
     finally:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from .explain import explain
+from .run_figures import placeholder_figure
 
 
 @dataclass(kw_only=True)
@@ -26,8 +27,12 @@ def build_explain_tab() -> ExplainTab:
 
 
 def draw(k: float, m: float, bp: str) -> tuple:
+    """The figures for (K, m, bp); an invalid combination redraws both with the reason, so no figure
+    of an earlier combination stays on screen beside it."""
     try:
         e = explain(stages=int(k), microbatches=int(m), bp_method=bp)
     except ValueError as err:
-        return f"⚠️ {err}", gr.skip(), gr.skip()
+        why = f"Nothing to draw for K = {int(k)}, m = {int(m)}: {err}"
+        return (f"⚠️ {why}", placeholder_figure(why, title="One optimizer step", height=200),
+                placeholder_figure(why, title="Activations each stage holds", height=200))
     return e.text, e.timeline, e.memory

@@ -1,15 +1,17 @@
 """Runs tab: every run directory under the runs root, reopen one, export its files."""
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import gradio as gr
 
 from .controller import EngineController
 from .exports import ExportError, chrome_trace, events_csv, export_dir, figure_png
 from .memory import memory_figure
-from .run_data import load_run
+from .run_data import is_run_dir, load_run
 from .runs_index import COLUMNS, runs_table
 from .timeline import timeline_figure
 
@@ -27,6 +29,9 @@ class RunsTab:
     export: gr.Button
     file: gr.File
     message: gr.Markdown
+    trace: gr.DownloadButton  # the chosen run's Perfetto trace, one click
+    delete: gr.Button
+    confirm: gr.Checkbox
 
 
 def build_runs_tab(runs_root: Path) -> RunsTab:
@@ -38,6 +43,11 @@ def build_runs_tab(runs_root: Path) -> RunsTab:
         refresh = gr.Button("Refresh", scale=1)
         open_ = gr.Button("Open in Watch live", scale=1, elem_id="runs-open")
         resume = gr.Button("Resume", scale=1, elem_id="runs-resume")
+        trace = gr.DownloadButton("Perfetto trace", value=None, scale=1, elem_id="runs-trace")
+    with gr.Row():
+        confirm = gr.Checkbox(label="yes, delete the chosen run's directory", value=False, scale=3,
+                              elem_id="runs-delete-confirm")
+        delete = gr.Button("Delete", variant="stop", scale=1, elem_id="runs-delete")
     with gr.Row():
         kind = gr.Radio(list(EXPORTS), value=EXPORTS[0], label="export", scale=4)
         export = gr.Button("Export", scale=1, elem_id="runs-export")
@@ -47,8 +57,43 @@ def build_runs_tab(runs_root: Path) -> RunsTab:
                 "verified checkpoint of (as `zerolock train --resume DIR`); the result equals an unfailed run bit "
                 "for bit. PipeDream runs cannot be failed or resumed: with several weight versions in flight no "
                 "step is a consistent checkpoint of every stage.")
-    return RunsTab(table=table, run=run, refresh=refresh, open=open_, resume=resume, export_kind=kind, export=export, file=file,
-                   message=message)
+    return RunsTab(table=table, run=run, refresh=refresh, open=open_, resume=resume, export_kind=kind, export=export,
+                   file=file, message=message, trace=trace, delete=delete, confirm=confirm)
+
+
+def picked_row(rows: Any, evt: gr.SelectData) -> str | None:
+    """A click anywhere in a row picks that row's run."""
+    row = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
+    values = rows.values.tolist() if hasattr(rows, "values") else rows
+    return values[row][0] if 0 <= row < len(values) else None
+
+
+def trace_file(controller: EngineController, name: str | None) -> gr.DownloadButton:
+    if not name:
+        return gr.DownloadButton(value=None, interactive=False)
+    try:
+        return gr.DownloadButton(value=str(chrome_trace(Path(controller.runs_root) / name)), interactive=True)
+    except (ExportError, OSError):  # no events yet (a reference run, or one still starting)
+        return gr.DownloadButton(value=None, interactive=False)
+
+
+def delete_run(controller: EngineController, name: str | None, confirmed: bool) -> tuple:
+    """Delete a run directory under the runs root (never the one running, never outside the root)."""
+    if not name:
+        return "Choose a run first.", gr.skip(), gr.skip(), False
+    if not confirmed:
+        return "Tick the box first: deleting removes the run's checkpoints, events and metrics.", gr.skip(), \
+            gr.skip(), False
+    root = Path(controller.runs_root).resolve()
+    path = (root / name).resolve()
+    if path == root or not path.is_relative_to(root) or not is_run_dir(path):
+        return f"⚠️ `{name}` is not a run directory under `{root}`", gr.skip(), gr.skip(), False
+    watched = controller.watched()
+    if controller.busy and watched is not None and Path(watched.dir).resolve() == path:
+        return f"⚠️ `{name}` is running: stop it first", gr.skip(), gr.skip(), False
+    shutil.rmtree(path)
+    rows, pick = refresh(controller, None)
+    return f"Deleted `{name}`.", rows, pick, False
 
 
 def refresh(controller: EngineController, current: str | None) -> tuple:

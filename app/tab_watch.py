@@ -14,11 +14,13 @@ from typing import Any
 import gradio as gr
 
 from .controller import EngineController
-from .failure_panel import build_failure_panel, watched_recovery_line
+from .failure_panel import build_failure_panel
+from .recovery_text import recovery_text
 from .timebase import recent_window_s
 from .watch_view import TABLE_COLUMNS, status_markdown, watch_view
 
-RECENT, WHOLE = "recent actions", "whole run"
+RECENT, WHOLE, FAILURE = "recent actions", "whole run", "around the last failure"
+UNITS = {"MiB": "act_bytes", "micro-batches held": "inflight"}  # memory chart: label -> event field
 LIVE_SECONDS, LIVE_ACTIONS = 20.0, 300  # the live window: at most 20 s and about 300 actions (~10 steps at K=2)
 FIGURES_EVERY_S = 2.0
 IDLE_MD = "Nothing to watch yet: start a run on the **Run** tab, or open a saved one on the **Runs** tab."
@@ -27,7 +29,9 @@ IDLE_MD = "Nothing to watch yet: start a run on the **Run** tab, or open a saved
 @dataclass(kw_only=True)
 class WatchTab:
     status_md: gr.Markdown
-    window: gr.Radio
+    window: gr.Radio  # also an output: a new failure pins the view to it
+    unit: gr.Radio
+    jump: gr.Button
     timeline: gr.Plot
     memory: gr.Plot
     training: gr.Plot
@@ -39,16 +43,22 @@ class WatchTab:
     @property
     def outputs(self) -> list[gr.components.Component]:
         return [self.status_md, self.timeline, self.memory, self.training, self.activity, self.table,
-                self.status_json, self.recovery]
+                self.status_json, self.recovery, self.window]
+
+    @property
+    def inputs(self) -> list[gr.components.Component]:
+        return [self.window, self.unit]
 
 
 def build_watch_tab(controller: EngineController) -> WatchTab:
     with gr.Row(equal_height=True):
         status_md = gr.Markdown(IDLE_MD, elem_id="watch-status")
-        window = gr.Radio([RECENT, WHOLE], value=RECENT, label="timeline and memory show", scale=0,
-                          min_width=260, elem_id="watch-window")
+        window = gr.Radio([RECENT, WHOLE, FAILURE], value=RECENT, label="timeline and memory show", scale=0,
+                          min_width=300, elem_id="watch-window")
+        jump = gr.Button("jump to the last failure", scale=0, min_width=120, size="sm", elem_id="jump-to-failure")
     recovery = build_failure_panel(controller)
     timeline = gr.Plot(show_label=False, elem_id="timeline")
+    unit = gr.Radio(list(UNITS), value="MiB", label="memory in", elem_id="memory-unit")
     memory = gr.Plot(show_label=False, elem_id="memory")
     with gr.Row():
         training = gr.Plot(show_label=False, elem_id="training")
@@ -56,7 +66,8 @@ def build_watch_tab(controller: EngineController) -> WatchTab:
     table = gr.Dataframe(headers=TABLE_COLUMNS, label="per stage", interactive=False, elem_id="stage-table")
     with gr.Accordion("status (JSON)", open=False):
         status_json = gr.JSON(elem_id="status-json")
-    return WatchTab(status_md=status_md, window=window, timeline=timeline, memory=memory, training=training,
+    return WatchTab(status_md=status_md, window=window, unit=unit, jump=jump, timeline=timeline, memory=memory,
+                    training=training,
                     activity=activity, table=table, status_json=status_json, recovery=recovery)
 
 
@@ -71,32 +82,60 @@ def watched_status(controller: EngineController) -> dict[str, Any]:
             "batch_states": [b.state for b in batch]}
 
 
-def poll(controller: EngineController, drawn: dict | None, window_choice: str) -> tuple:
+def comparison_position(batch: list, t, status: dict[str, Any]) -> str:
+    """"run 2 of 3 in this comparison, about 1 min 40 s left": the runs still to come are guessed to
+    take as long as the ones that finished (or, before any has, as long as this one will)."""
+    if len(batch) < 2 or t not in batch:
+        return ""
+    i = batch.index(t)
+    words = f"run {i + 1} of {len(batch)} in this comparison"
+    done = [b.metrics["wall_s"] + b.metrics.get("setup_s", 0.0) for b in batch[:i]
+            if b.metrics and "wall_s" in b.metrics]
+    eta = status.get("eta_s")
+    if eta is None or t.engine_done:
+        return words
+    per_run = sum(done) / len(done) if done else (status.get("elapsed_s") or 0.0) + eta
+    left = eta + per_run * (len(batch) - i - 1)
+    minutes, seconds = divmod(int(round(left)), 60)
+    return f"{words}, about {f'{minutes} min {seconds} s' if minutes else f'{seconds} s'} left in all"
+
+
+def poll(controller: EngineController, drawn: dict | None, window_choice: str, unit: str = "MiB") -> tuple:
     """One tick: the status line always (elapsed time moves); the figures when the run's events or
     state changed, at most once every FIGURES_EVERY_S unless the state changed; the timer's next state;
-    and what this browser session has drawn (`drawn`, a gr.State)."""
+    and what this browser session has drawn (`drawn`, a gr.State). A failure this session has not
+    seen yet pins the view to it (the window radio switches to FAILURE) until the user picks another."""
     t = controller.watched()
     if t is None:
-        return (*[gr.skip()] * 8, gr.Timer(active=controller.busy), drawn)
+        return (*[gr.skip()] * 9, gr.Timer(active=controller.busy), drawn)
     t.refresh()
     keep_polling = controller.busy or not t.engine_done
-    last = drawn or {"key": None, "at": 0.0, "recovery": None}
-    line = watched_recovery_line(controller)
-    recovery = gr.skip() if line == last.get("recovery") else line  # every update costs the browser a redraw
+    last = drawn or {"key": None, "at": 0.0, "recovery": None, "failures": 0, "run": None}
+    n_failures = len(t.failures())
+    pin = gr.skip()
+    if last.get("run") == t.name and n_failures > last.get("failures", 0):
+        window_choice, pin = FAILURE, FAILURE  # a new failure: show it, whatever the view was
+    last = {**last, "failures": n_failures, "run": t.name}
     batch = controller.batch()
-    position = f"run {batch.index(t) + 1} of {len(batch)} in this comparison" if len(batch) > 1 and t in batch else ""
     status = {**t.status(), "busy": controller.busy, "batch_runs": [b.name for b in batch]}
-    key = (t.name, len(t.events), t.state, t.metrics is not None, window_choice)
+    position = comparison_position(batch, t, status)
+    line = recovery_text(status)
+    recovery = gr.skip() if line == last.get("recovery") else line  # every update costs the browser a redraw
+    focus = window_choice == FAILURE and n_failures > 0
+    recovering = bool(status.get("open_recoveries"))
+    key = (t.name, len(t.events), t.state, t.metrics is not None, window_choice, unit, recovering)
     now = time.monotonic()
     same_run_and_state = last["key"] is not None and last["key"][0] == t.name and last["key"][2:] == key[2:]
     if key == last["key"] or (same_run_and_state and now - last["at"] < FIGURES_EVERY_S):
-        return (status_markdown(t, status, position=position), *[gr.skip()] * 6, recovery,
+        return (status_markdown(t, status, position=position), *[gr.skip()] * 6, recovery, pin,
                 gr.Timer(active=keep_polling), {**last, "recovery": line})
     window = None
-    if window_choice != WHOLE:
+    if window_choice == RECENT or (window_choice == FAILURE and not focus):
         window = recent_window_s(t.events, max_s=LIVE_SECONDS, max_events=LIVE_ACTIONS)
     first_draw = last["key"] is None or last["key"][0] != t.name or last["key"][3] != key[3]
     live_losses = t.metrics is None and t.runtime == "pipeline"  # the curves grow with the events
-    v = watch_view(t, window_s=window, position=position, status=status, with_training=first_draw or live_losses)
+    v = watch_view(t, window_s=window, position=position, status=status, with_training=first_draw or live_losses,
+                   focus_failure=focus, measure=UNITS.get(unit, "act_bytes"))
     return (v.status_md, v.timeline, v.memory, v.training if v.training is not None else gr.skip(), v.activity,
-            v.table, v.status, recovery, gr.Timer(active=keep_polling), {"key": key, "at": now, "recovery": line})
+            v.table, v.status, recovery, pin, gr.Timer(active=keep_polling),
+            {**last, "key": key, "at": now, "recovery": line})

@@ -1,11 +1,15 @@
-"""One time base for every view: events carry monotonic nanoseconds; figures show milliseconds
-since a shared origin, so timeline lanes and memory curves line up."""
+"""One time base for every view: events carry monotonic nanoseconds; figures show seconds since a
+shared origin (the run's start: its earliest event, a STARTUP one when start-ups are recorded), so
+timeline lanes, failure marks and memory curves line up. Millisecond helpers stay for durations
+and for older callers."""
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 Events = Sequence[dict[str, Any]]
 NS_PER_MS = 1e6
+NS_PER_S = 1e9
+STARTUP = "STARTUP"  # the kind of a stage process's start-up span (not an action)
 
 
 def time_origin(events: Events) -> int:
@@ -27,8 +31,18 @@ def recent(events: Events, window_s: float | None) -> list[dict[str, Any]]:
     return [e for e in events if e["t1"] >= cutoff]
 
 
+def training_origin(events: Events) -> int:
+    """The first action's start (start-ups left out; 0 if there are none): time zero when runs are
+    compared from their first micro-batch."""
+    return min((e["t0"] for e in events if e["kind"] != STARTUP), default=time_origin(events))
+
+
 def to_ms(t_ns: int, origin_ns: int) -> float:
     return (t_ns - origin_ns) / NS_PER_MS
+
+
+def to_s(t_ns: int, origin_ns: int) -> float:
+    return (t_ns - origin_ns) / NS_PER_S
 
 
 def span_s(events: Events) -> float:
@@ -46,6 +60,19 @@ def first_steps_ms(events: Events, steps: int) -> float | None:
     if not events or set(done) != stages:
         return None
     return to_ms(max(done.values()), time_origin(events))
+
+
+def first_steps_s(events: Events, steps: int, *, origin_ns: int | None = None) -> float | None:
+    """Seconds from `origin_ns` (default: the earliest event) until every stage that acts finished
+    its `steps`-th optimizer step; None if the run has not got that far."""
+    done: dict[int, int] = {}
+    for e in events:
+        if e["kind"] == "STEP" and e.get("step", 0) == steps:
+            done[e["stage"]] = max(done.get(e["stage"], 0), e["t1"])
+    stages = {e["stage"] for e in events if e["kind"] != STARTUP}
+    if not stages or set(done) != stages:
+        return None
+    return to_s(max(done.values()), time_origin(events) if origin_ns is None else origin_ns)
 
 
 def recent_window_s(events: Events, *, max_s: float, max_events: int) -> float | None:

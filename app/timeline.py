@@ -3,33 +3,80 @@
 Bars are `go.Bar(base=start, x=duration, orientation="h")`, one trace per action kind. Past
 `WEBGL_THRESHOLD` bars the SVG bars get slow in the browser, so each kind becomes one `Scattergl`
 trace of thick line segments instead (same colours, same lanes).
+
+The x axis is in **seconds since the run started** (its earliest event: a STARTUP span when
+start-ups are recorded). What the figure draws besides the actions:
+
+* STARTUP spans (one per stage per process generation), hatched and labelled "start-up" (or
+  "restart" for a later generation), with the start-up's phases in the tooltip;
+* the failure story from the recovery records: a ✕ "kill" marker on the failed lane at the instant
+  of the failure, a translucent band from the failure to the restored stage (or to the figure's end
+  while it is open) labelled "detect + restart" — on every lane, labelled "global rollback", when
+  every stage rolls back — and the RESTORE / REPLAY bars widened to at least `MIN_RECOVERY_PX`
+  pixels at the default width (their tooltip keeps the true duration) and labelled;
+* optimizer step boundaries (a thin dotted line where each STEP ends, per lane) and, over the plot,
+  the step numbers;
+* micro-batch numbers on the bars ("F3", "L3", "B3") when at most `LABEL_MAX_BARS` bars are drawn,
+  on the bars at least `LABEL_MIN_PX` wide at the default width (the Watch tab's recent window and
+  failure window are drawn zoomed in, so their bars are numbered);
+* a range slider under the axis (SVG bars only) and `uirevision`, so a zoom survives redraws.
+
+The legend lists only what is drawn: a kind with no bar, or whose bars are too thin to see at the
+default width (none `LEGEND_MIN_PX` wide and all of them together under `LEGEND_TOTAL_PX`: sends on
+a fast link, a 0-cost STEP), stays out of it.
+
+Long runs: `step_aggregate_figure` draws one stacked bar per stage per optimizer step (time by
+kind, plus unrecorded time) instead of one bar per action; the Watch tab switches to it past
+`AGGREGATE_ABOVE` actions (`should_aggregate`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
 
 from .layout import fast_figure
-from .palette import COMPUTE_KINDS, kind_colour, kind_label, kind_sort_key
-from .timebase import Events, recent, time_origin, to_ms
+from .palette import (COMPUTE_KINDS, FAILURE_COLOURS, NEUTRAL, RECOVERY_KINDS, STARTUP_KIND,
+                      kind_colour, kind_label, kind_sort_key)
+from .timebase import Events, recent, time_end, time_origin, to_ms, to_s
 
 WEBGL_THRESHOLD = 3000  # bars per figure
 OUTLINE_MAX_BARS = 200  # past this, bars lose their white edges (stroking every bar costs the browser)
 LANE_HEIGHT_PX = 46
 COMPUTE_WIDTH, COMM_WIDTH = 0.8, 0.45  # bar thickness in lanes: waits and sends drawn thinner
+DEFAULT_WIDTH_PX = 700  # plotly's default figure width; a wider page only makes the bars wider
+PLOT_MARGIN_PX = 90  # frame_layout's left + right margins
+MIN_RECOVERY_PX = 6  # RESTORE / REPLAY bars are at least this wide at DEFAULT_WIDTH_PX
+LEGEND_MIN_PX = 1.5  # a kind is in the legend if one of its bars is this wide at the default width,
+LEGEND_TOTAL_PX = 4.0  # or its bars together are this wide (a dense run of thin bars shows its colour)
+LABEL_MAX_BARS = 400  # micro-batch numbers on the bars up to this many bars (the live window: ~300),
+LABEL_MIN_PX = 16  # on those at least this wide at the default width
+STEP_LINES_MAX = 2000  # step boundary lines up to this many STEP actions in view
+STEP_LABELS_MAX = 24  # step numbers over the plot: at most this many (every n-th step past it)
+AGGREGATE_ABOVE = 20_000  # actions: past this, the per-step view reads better than one bar per action
+OUTLIER_FACTOR = 4.0  # per-step view: a step this many times the 90th percentile clips the row's axis
+X_TITLE = "seconds since the run started (start-up included)"
+LABELLED_KINDS = frozenset({"F", "L", "B", "REPLAY"})  # kinds whose bars carry "F3"
+FAILURE_WORDS = {"kill": "kill", "stop": "hang", "post-step": "kill after step", "mid-ckpt": "kill in checkpoint",
+                 "crash": "crash"}
 
 
 @dataclass(kw_only=True)
 class KindLane:
-    """All bars of one action kind: parallel lists (one entry per bar)."""
+    """All bars of one action kind: parallel lists (one entry per bar). Times in ms from the origin."""
     kind: str
     stage: list[int] = field(default_factory=list)
     start_ms: list[float] = field(default_factory=list)
     dur_ms: list[float] = field(default_factory=list)
     mb: list[int | None] = field(default_factory=list)
+    nbytes: list[int] = field(default_factory=list)  # bytes sent + received by the action
+    gen: list[int] = field(default_factory=list)  # process generation
+    phases: list[dict[str, Any] | None] = field(default_factory=list)  # STARTUP only: {phase: [t0, t1]}
+
+    def __len__(self) -> int:
+        return len(self.stage)
 
 
 def lane_bars(events: Events, *, stages: int, origin_ns: int) -> list[KindLane]:
@@ -44,60 +91,335 @@ def lane_bars(events: Events, *, stages: int, origin_ns: int) -> list[KindLane]:
         lane.start_ms.append(to_ms(e["t0"], origin_ns))
         lane.dur_ms.append(max(0.0, (e["t1"] - e["t0"]) / 1e6))
         lane.mb.append(e.get("mb"))
+        lane.nbytes.append((e.get("sent") or 0) + (e.get("recv") or 0))
+        lane.gen.append(e.get("gen") or 0)
+        lane.phases.append(e.get("phases"))
     return [lanes[k] for k in sorted(lanes, key=kind_sort_key)]
 
 
-def _bar_trace(lane: KindLane, *, showlegend: bool, outline: bool) -> dict[str, Any]:
-    start = np.round(np.asarray(lane.start_ms), 3)  # µs precision keeps the JSON small
-    dur = np.round(np.asarray(lane.dur_ms), 3)
-    has_mb = any(mb is not None for mb in lane.mb)
-    custom = np.column_stack([[-1 if mb is None else mb for mb in lane.mb], np.round(start + dur, 3)])
-    what = f"{lane.kind}%{{customdata[0]}}" if has_mb else lane.kind
-    return dict(
-        type="bar", base=start, x=dur, y=np.asarray(lane.stage), orientation="h",
-        width=COMPUTE_WIDTH if lane.kind in COMPUTE_KINDS else COMM_WIDTH,
+def plot_width_px(width: int | None = None) -> int:
+    """Pixels of the plot area of a timeline `width` pixels wide (default DEFAULT_WIDTH_PX)."""
+    return max(100, (width or DEFAULT_WIDTH_PX) - PLOT_MARGIN_PX)
+
+
+def min_width_s(view_span_s: float, *, px: float = MIN_RECOVERY_PX, width: int | None = None) -> float:
+    """The x span (s) that is `px` pixels wide when `view_span_s` seconds fill the plot area."""
+    return px * max(view_span_s, 1e-9) / plot_width_px(width)
+
+
+def duration_text(ms: float) -> str:
+    """A tooltip's duration: always in ms, with seconds beside it from one second on."""
+    return f"{ms:.2f} ms" if ms < 1000 else f"{ms:,.0f} ms ({ms / 1e3:.2f} s)"
+
+
+def _what(lane: KindLane, i: int) -> str:
+    s, mb = lane.stage[i], lane.mb[i]
+    if lane.kind == STARTUP_KIND:
+        return f"stage {s} · start-up" if not lane.gen[i] else f"stage {s} · restart (process {lane.gen[i]})"
+    return f"stage {s} · {lane.kind}{'' if mb is None else mb}"
+
+
+def _phases_text(phases: dict[str, Any] | None) -> str:
+    if not phases:
+        return ""
+    return " · ".join(f"{name} {(t1 - t0) / 1e9:.1f} s" for name, (t0, t1) in phases.items())
+
+
+def _drawn_widths(lane: KindLane, min_w_s: float) -> np.ndarray:
+    dur = np.asarray(lane.dur_ms) / 1e3
+    if lane.kind in RECOVERY_KINDS and min_w_s > 0:
+        dur = np.maximum(dur, np.ceil(min_w_s * 1e6) / 1e6)  # rounded up: the JSON keeps µs
+    return dur
+
+
+def _bar_trace(lane: KindLane, *, showlegend: bool, outline: bool, min_w_s: float = 0.0,
+               labels: bool = False, label_min_s: float = 0.0) -> dict[str, Any]:
+    start = np.round(np.asarray(lane.start_ms) / 1e3, 6)  # µs precision keeps the JSON small
+    drawn = np.round(_drawn_widths(lane, min_w_s), 6)
+    if lane.kind == STARTUP_KIND:  # a few spans: text columns (what, duration, phases)
+        custom: Any = [[_what(lane, i), duration_text(d), _phases_text(p)]
+                       for i, (d, p) in enumerate(zip(lane.dur_ms, lane.phases))]
+        hover = "%{customdata[0]}<br>start %{base:.3f} s · duration %{customdata[1]}"
+        if any(lane.phases):
+            hover += "<br>%{customdata[2]}"
+    else:  # numbers only (sent as one typed array): stage, micro-batch, true duration (ms), bytes
+        custom = np.column_stack([lane.stage, [-1 if mb is None else mb for mb in lane.mb],
+                                  np.round(np.asarray(lane.dur_ms), 3), lane.nbytes]).astype(np.float32)
+        what = f"{lane.kind}%{{customdata[1]}}" if any(mb is not None for mb in lane.mb) else lane.kind
+        hover = (f"stage %{{customdata[0]}} · {what}<br>"
+                 "start %{base:.3f} s · duration %{customdata[2]:,.2f} ms")
+        if any(lane.nbytes):
+            way = "sent" if lane.kind.startswith("S") else "received" if lane.kind.startswith("R") else "moved"
+            hover += f"<br>%{{customdata[3]:,.0f}} bytes {way}"
+    trace = dict(
+        type="bar", base=start, x=drawn, y=np.asarray(lane.stage), orientation="h",
+        width=COMPUTE_WIDTH if lane.kind in COMPUTE_KINDS or lane.kind == STARTUP_KIND else COMM_WIDTH,
         name=kind_label(lane.kind), legendgroup=lane.kind, showlegend=showlegend,
         # a thin white edge keeps back-to-back bars of one kind apart (F0 F1 F2 in GPipe)
         marker=dict(color=kind_colour(lane.kind), line=dict(color="white", width=1 if outline else 0)),
-        customdata=custom,
-        hovertemplate=(f"stage %{{y}} · {what}<br>"
-                       "%{base:.2f} → %{customdata[1]:.2f} ms (%{x:.2f} ms)<extra></extra>"))
+        customdata=custom, hovertemplate=hover + "<extra></extra>")
+    if lane.kind == STARTUP_KIND:
+        trace["marker"]["pattern"] = dict(shape="/", fillmode="overlay", fgcolor="white", fgopacity=0.9, size=8,
+                                          solidity=0.3)
+    if labels and lane.kind in LABELLED_KINDS and any(mb is not None for mb in lane.mb):
+        # only on bars wide enough to read it at the default width (plotly would shrink it to a smudge)
+        code = "R" if lane.kind == "REPLAY" else lane.kind
+        trace.update(text=[f"{code}{mb}" if mb is not None and w >= label_min_s else ""
+                           for mb, w in zip(lane.mb, drawn)],
+                     textposition="inside", insidetextanchor="middle", textangle=0,
+                     textfont=dict(size=10, color="white"))
+    return trace
 
 
-def _segment_trace(lane: KindLane, *, showlegend: bool) -> dict[str, Any]:
+def _segment_trace(lane: KindLane, *, showlegend: bool, min_w_s: float = 0.0) -> dict[str, Any]:
     xs: list[float | None] = []
     ys: list[int | None] = []
-    for s, t, d in zip(lane.stage, lane.start_ms, lane.dur_ms):
-        xs += [round(t, 3), round(t + d, 3), None]
+    for s, t, d in zip(lane.stage, lane.start_ms, _drawn_widths(lane, min_w_s)):
+        t = t / 1e3
+        xs += [round(t, 6), round(t + float(d), 6), None]
         ys += [s, s, None]
     thick = max(2.0, LANE_HEIGHT_PX * (0.6 if lane.kind in COMPUTE_KINDS else 0.3))
     return dict(type="scattergl", x=xs, y=ys, mode="lines", line=dict(color=kind_colour(lane.kind), width=thick),
                 name=kind_label(lane.kind), legendgroup=lane.kind, showlegend=showlegend, hoverinfo="skip")
 
 
+def _extent_s(events: Events, origin_ns: int) -> tuple[float, float]:
+    if not events:
+        return 0.0, 1.0
+    return to_s(time_origin(events), origin_ns), to_s(time_end(events), origin_ns)
+
+
+def _autorange_span(events: Events, origin_ns: int, lo: float, hi: float, width: int | None) -> float:
+    """The span plotly's autorange will show: the events' extent, stretched by RESTORE / REPLAY bars
+    that their minimum width pushes past the end (a few rounds reach the fixed point)."""
+    ends = [(to_s(e["t0"], origin_ns), (e["t1"] - e["t0"]) / 1e9) for e in events if e["kind"] in RECOVERY_KINDS]
+    span = hi - lo
+    for _ in range(3):
+        w = min_width_s(span, width=width)
+        span = max([hi] + [t + max(d, w) for t, d in ends]) - lo
+    return span
+
+
 def timeline_traces(events: Events, *, stages: int, origin_ns: int, webgl: bool, outline: bool | None = None,
-                    legend_seen: set[str] | None = None) -> list[dict[str, Any]]:
-    """One trace (a dict) per action kind. `outline`: white bar edges (default: up to
-    OUTLINE_MAX_BARS bars). `legend_seen` makes a kind appear in the legend once across subplots."""
+                    legend_seen: set[str] | None = None, view_span_s: float | None = None,
+                    width: int | None = None, labels: bool | None = None,
+                    view_range_s: tuple[float, float] | None = None) -> list[dict[str, Any]]:
+    """One trace (a dict) per action kind, recovery kinds last (on top).
+
+    outline: white bar edges (default: up to OUTLINE_MAX_BARS bars).
+    legend_seen: makes a kind appear in the legend once across subplots.
+    view_span_s: seconds the plot area shows (default: the events' extent); sets the minimum width
+      of RESTORE / REPLAY bars and which kinds are wide enough for the legend.
+    width: the figure's width in px (default DEFAULT_WIDTH_PX) for the same two.
+    labels: micro-batch numbers on the bars (default: up to LABEL_MAX_BARS bars).
+    view_range_s: (x0, x1) shown: only the bars inside it count for the legend."""
     seen = legend_seen if legend_seen is not None else set()
     outline = len(events) <= OUTLINE_MAX_BARS if outline is None else outline
+    labels = len(events) <= LABEL_MAX_BARS if labels is None else labels
+    if view_span_s is None:
+        lo, hi = _extent_s(events, origin_ns)
+        view_span_s = hi - lo
+    min_w = min_width_s(view_span_s, width=width)
+    px_per_s = plot_width_px(width) / max(view_span_s, 1e-9)
+    lanes = lane_bars(events, stages=stages, origin_ns=origin_ns)
+    lanes.sort(key=lambda lane: lane.kind in RECOVERY_KINDS)  # stable: recovery bars drawn last, on top
     traces = []
-    for lane in lane_bars(events, stages=stages, origin_ns=origin_ns):
-        show = lane.kind not in seen
-        seen.add(lane.kind)
-        traces.append(_segment_trace(lane, showlegend=show) if webgl
-                      else _bar_trace(lane, showlegend=show, outline=outline))
+    for lane in lanes:
+        widths = _drawn_widths(lane, min_w) * px_per_s if len(lane) else np.zeros(1)
+        if view_range_s is not None and len(lane):
+            t0 = np.asarray(lane.start_ms) / 1e3
+            inside = (t0 < view_range_s[1]) & (t0 + widths / px_per_s > view_range_s[0])
+            widths = widths[inside] if inside.any() else np.zeros(1)
+        # seen on screen: one bar wide enough, or many thin ones that together make a visible band
+        visible = float(np.max(widths)) >= LEGEND_MIN_PX or float(np.sum(widths)) >= LEGEND_TOTAL_PX
+        show = visible and lane.kind not in seen
+        if show:
+            seen.add(lane.kind)
+        traces.append(_segment_trace(lane, showlegend=show, min_w_s=min_w) if webgl
+                      else _bar_trace(lane, showlegend=show, outline=outline, min_w_s=min_w, labels=labels,
+                                      label_min_s=min_width_s(view_span_s, px=LABEL_MIN_PX, width=width)))
     return traces
+
+
+def step_line_trace(events: Events, *, origin_ns: int, showlegend: bool = True) -> dict[str, Any] | None:
+    """Thin dotted vertical lines on each lane where a STEP ends (None: no STEP, or too many)."""
+    ends = [(e["stage"], to_s(e["t1"], origin_ns)) for e in events if e["kind"] == "STEP"]
+    if not ends or len(ends) > STEP_LINES_MAX:
+        return None
+    xs: list[float | None] = []
+    ys: list[float | None] = []
+    for s, t in ends:
+        xs += [round(t, 6), round(t, 6), None]
+        ys += [s - 0.48, s + 0.48, None]
+    return dict(type="scatter", x=xs, y=ys, mode="lines", line=dict(color=NEUTRAL["step"], width=1, dash="dot"),
+                name="optimizer step ends", legendgroup="step-boundary", showlegend=showlegend, hoverinfo="skip")
+
+
+def step_label_annotations(events: Events, *, origin_ns: int, xref: str = "x", view_span_s: float | None = None,
+                           width: int | None = None) -> list[dict[str, Any]]:
+    """Step numbers over the plot, at the end of each STEP of the first stage that steps: at most
+    STEP_LABELS_MAX, none closer than about 28 px to the previous one at the default width."""
+    steps = [e for e in events if e["kind"] == "STEP"]
+    if not steps:
+        return []
+    first = min(e["stage"] for e in steps)
+    ends = sorted((to_s(e["t1"], origin_ns), e.get("step", 0)) for e in steps if e["stage"] == first)
+    span = view_span_s if view_span_s is not None else ends[-1][0] - ends[0][0]
+    gap = max(min_width_s(span, px=28, width=width), span / STEP_LABELS_MAX)
+    kept: list[tuple[float, int]] = []
+    for t, n in ends:
+        if not kept or t - kept[-1][0] >= gap:
+            kept.append((t, n))
+    return [dict(text=f"step {n}" if i == 0 else str(n), x=round(t, 6), xref=xref, y=1.0,
+                 yref="paper", yanchor="bottom", xanchor="center", showarrow=False,
+                 font=dict(size=9, color=NEUTRAL["muted"]))
+            for i, (t, n) in enumerate(kept)]
+
+
+def _clusters(lane: KindLane, gap_ms: float) -> list[tuple[int, float, float, int]]:
+    """Runs of back-to-back bars on one stage: (stage, start ms, end ms, bars)."""
+    out: list[list[Any]] = []
+    for s, t, d in sorted(zip(lane.stage, lane.start_ms, lane.dur_ms)):
+        if out and out[-1][0] == s and t <= out[-1][2] + gap_ms:
+            out[-1][2] = max(out[-1][2], t + d)
+            out[-1][3] += 1
+        else:
+            out.append([s, t, t + d, 1])
+    return [tuple(c) for c in out]  # type: ignore[misc]
+
+
+def recovery_bar_annotations(events: Events, *, stages: int, origin_ns: int, view_span_s: float,
+                             width: int | None = None, limit: int = 24,
+                             right_edge_s: float | None = None) -> list[dict[str, Any]]:
+    """A label over each run of RESTORE / REPLAY bars ("RESTORE · 3.40 ms", "REPLAY ×4 · 22.60 ms"):
+    RESTORE's up to the left, REPLAY's up to the right (also to the left, higher, within about
+    150 px of `right_edge_s`, so it stays on the plot)."""
+    gap_ms = 1e3 * min_width_s(view_span_s, px=2 * MIN_RECOVERY_PX, width=width)
+    room_s = min_width_s(view_span_s, px=150, width=width)
+    out = []
+    for lane in lane_bars([e for e in events if e["kind"] in RECOVERY_KINDS], stages=stages, origin_ns=origin_ns):
+        for s, t0, t1, n in _clusters(lane, gap_ms)[-limit:]:
+            count = f" ×{n}" if n > 1 else ""
+            left = lane.kind == "RESTORE" or (right_edge_s is not None and t0 / 1e3 > right_edge_s - room_s)
+            out.append(dict(text=f"{lane.kind}{count} · {duration_text(t1 - t0).split(' (')[0]}",
+                            x=round(t0 / 1e3, 6), y=s, xref="x", yref="y", showarrow=True, arrowhead=0,
+                            arrowwidth=1, arrowcolor=kind_colour(lane.kind), ax=-28 if left else 28,
+                            ay=-34 if left and lane.kind != "RESTORE" else -20, xanchor="right" if left else "left",
+                            font=dict(size=10, color=kind_colour(lane.kind)), bgcolor="rgba(255,255,255,0.85)",
+                            name=f"{lane.kind}-label"))
+    return out
+
+
+def startup_annotations(events: Events, *, origin_ns: int, limit: int = 40) -> list[dict[str, Any]]:
+    """"start-up" (first process) or "restart" (a later one) in the middle of each STARTUP span."""
+    spans = [e for e in events if e["kind"] == STARTUP_KIND][-limit:]
+    return [dict(text="start-up" if not e.get("gen") else "restart", x=round(to_s((e["t0"] + e["t1"]) // 2,
+                                                                                  origin_ns), 6),
+                 y=e["stage"], xref="x", yref="y", showarrow=False, font=dict(size=10, color=NEUTRAL["ink"]))
+            for e in spans]
+
+
+def _failure_word(r: dict[str, Any]) -> str:
+    return FAILURE_WORDS.get(r.get("mode") or "", r.get("mode") or "failure")
+
+
+def _restart_s(r: dict[str, Any], end_ns: int) -> float:
+    return ((r.get("t_restored_ns") or end_ns) - r["t_fail_ns"]) / 1e9
+
+
+def failure_marks(recoveries: Sequence[dict[str, Any]], *, stages: int, origin_ns: int, lo_s: float, hi_s: float,
+                  end_ns: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """(traces, shapes, annotations) of the failure story inside [lo_s, hi_s]: a ✕ on the failed lane
+    at the failure, and a band from the failure to the restored stage (to `end_ns` while open), on
+    every lane for a global rollback, each band labelled at its bottom left (an annotation, so that the
+    restart's bars do not cover it; the RESTORE / REPLAY labels sit above the lane's middle).
+    Records without `t_fail_ns` (older runs) are skipped."""
+    xs, ys, texts, hovers, shapes, notes = [], [], [], [], [], []
+    for r in recoveries:
+        if r.get("t_fail_ns") is None or not 0 <= r.get("stage", -1) < stages:
+            continue
+        t_fail = to_s(r["t_fail_ns"], origin_ns)
+        done = r.get("t_restored_ns")
+        t_band = to_s(done if done is not None else max(end_ns, r["t_fail_ns"]), origin_ns)
+        if t_band < lo_s or t_fail > hi_s:
+            continue
+        glob = r.get("kind") == "global"
+        still = done is None or bool(r.get("open"))
+        seconds = _restart_s(r, end_ns)
+        label = ("global rollback" if glob else "detect + restart") + \
+            (f" … {seconds:.1f} s so far" if still else f" · {seconds:.1f} s")
+        for lane in range(stages) if glob else [r["stage"]]:
+            x0 = round(max(t_fail, lo_s), 6)
+            shapes.append(dict(type="rect", xref="x", yref="y", x0=x0, x1=round(min(t_band, hi_s), 6),
+                               y0=lane - 0.5, y1=lane + 0.5, layer="below", fillcolor=FAILURE_COLOURS["band"],
+                               line=dict(color=FAILURE_COLOURS["band_edge"], width=1), name="failure-band"))
+            notes.append(dict(text=label, x=x0, y=lane + 0.5, xref="x", yref="y", xanchor="left", yanchor="bottom",
+                              showarrow=False, xshift=10, yshift=1, bgcolor="rgba(255,255,255,0.8)",
+                              font=dict(size=10, color=FAILURE_COLOURS["kill"]), name="failure-band-label"))
+        if r.get("t_detect_ns") is not None and lo_s <= to_s(r["t_detect_ns"], origin_ns) <= hi_s:
+            t_det = round(to_s(r["t_detect_ns"], origin_ns), 6)
+            shapes.append(dict(type="line", xref="x", yref="y", x0=t_det, x1=t_det, y0=r["stage"] - 0.5,
+                               y1=r["stage"] + 0.5, line=dict(color=FAILURE_COLOURS["kill"], width=1, dash="dot"),
+                               name="failure-detected"))
+        if lo_s <= t_fail <= hi_s:
+            xs.append(round(t_fail, 6))
+            ys.append(r["stage"])
+            texts.append(_failure_word(r))
+            parts = [f"stage {r['stage']}: {_failure_word(r)} at {t_fail:.2f} s",
+                     f"{'global rollback (every stage)' if glob else 'local restart (this stage only)'}"]
+            for key, name in (("detect_s", "detect"), ("restore_s", "restore"), ("replay_s", "replay")):
+                if r.get(key) is not None:
+                    parts.append(f"{name} {r[key]:.2f} s" if key != "detect_s" else f"{name} {1e3 * r[key]:.0f} ms")
+            if still:
+                parts.append(f"under way: {seconds:.1f} s so far")
+            hovers.append("<br>".join(parts))
+    traces = []
+    if xs:
+        notes += [dict(text=word, x=x, y=y, xref="x", yref="y", xanchor="right", xshift=-9, showarrow=False,
+                       bgcolor="rgba(255,255,255,0.85)", font=dict(size=11, color=FAILURE_COLOURS["kill"]),
+                       name="failure-label") for x, y, word in zip(xs, ys, texts)]
+        traces.append(dict(type="scatter", x=xs, y=ys, mode="markers", text=texts, cliponaxis=False,
+                           marker=dict(symbol="x", size=15, color=FAILURE_COLOURS["kill"],
+                                       line=dict(color="white", width=1)),
+                           name="failure", legendgroup="failure", showlegend=True, hovertext=hovers,
+                           hoverinfo="text"))
+    return traces, shapes, notes
+
+
+def failure_window(events: Events, recoveries: Sequence[dict[str, Any]], *, before_s: float = 5.0,
+                   after_s: float = 5.0, origin_ns: int | None = None) -> tuple[float, float] | None:
+    """The x range (seconds on `timeline_figure`'s axis, same `origin_ns` default) around the most
+    recent failure: from `before_s` before it to `after_s` after the recovery's last known instant
+    (caught up, else restored, else detected, else the failure itself). None without a failure
+    that has `t_fail_ns`. The Watch tab pins the view to it ("jump to failure")."""
+    if before_s < 0 or after_s < 0:
+        raise ValueError(f"before_s and after_s must be >= 0 (got {before_s}, {after_s})")
+    timed = [r for r in recoveries if r.get("t_fail_ns") is not None]
+    if not timed:
+        return None
+    origin = (time_origin(events) if events else min(r["t_fail_ns"] for r in timed)) if origin_ns is None \
+        else origin_ns
+    r = max(timed, key=lambda rec: rec["t_fail_ns"])
+    last = max(r.get(k) or r["t_fail_ns"] for k in ("t_end_ns", "t_restored_ns", "t_detect_ns"))
+    return max(0.0, to_s(r["t_fail_ns"], origin) - before_s), to_s(last, origin) + after_s
 
 
 def add_timeline_traces(fig: go.Figure, events: Events, *, stages: int, origin_ns: int, webgl: bool,
                         row: int | None = None, col: int | None = None,
-                        legend_seen: set[str] | None = None) -> None:
+                        legend_seen: set[str] | None = None, view_span_s: float | None = None,
+                        labels: bool | None = None, step_lines: bool = True) -> None:
     """Add the timeline traces to a subplot of `fig` (Compare and Explain stack several runs; drawn
-    once and opened zoomed in, so their bars keep their edges)."""
+    once and opened zoomed in, so their bars keep their edges). view_span_s / labels: as in
+    `timeline_traces`; step_lines: the dotted step boundaries."""
+    seen = legend_seen if legend_seen is not None else set()
     for trace in timeline_traces(events, stages=stages, origin_ns=origin_ns, webgl=webgl, outline=True,
-                                 legend_seen=legend_seen):
+                                 legend_seen=seen, view_span_s=view_span_s, labels=labels):
         fig.add_trace(trace, row=row, col=col)
+    steps = step_line_trace(events, origin_ns=origin_ns, showlegend="step-boundary" not in seen) \
+        if step_lines else None
+    if steps is not None:
+        seen.add("step-boundary")
+        fig.add_trace(steps, row=row, col=col)
 
 
 def lane_axis(stages: int) -> dict[str, Any]:
@@ -110,25 +432,204 @@ def style_lanes(fig: go.Figure, *, stages: int, row: int | None = None, col: int
     fig.update_yaxes(**lane_axis(stages), row=row, col=col)
 
 
+def _merge_startups(events: Events, startups: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    if not startups:
+        return list(events)
+    have = {(e["stage"], e.get("gen") or 0) for e in events if e["kind"] == STARTUP_KIND}
+    return [*(s for s in startups if (s["stage"], s.get("gen") or 0) not in have), *events]
+
+
 def timeline_figure(events: list[dict[str, Any]], *, stages: int, title: str = "",
                     window_s: float | None = None, origin_ns: int | None = None,
-                    webgl_threshold: int = WEBGL_THRESHOLD, uirevision: str = "timeline") -> go.Figure:
-    """One lane per stage (stage 0 on top), one bar per action, coloured by kind (KIND_COLOURS).
+                    webgl_threshold: int = WEBGL_THRESHOLD, uirevision: str = "timeline",
+                    recoveries: Sequence[dict[str, Any]] = (), startups: Sequence[dict[str, Any]] = (),
+                    x_range: tuple[float, float] | None = None, now_ns: int | None = None,
+                    width: int | None = None, rangeslider: bool | None = None, step_lines: bool = True,
+                    label_max_bars: int = LABEL_MAX_BARS) -> go.Figure:
+    """One lane per stage (stage 0 on top), one bar per action, coloured by kind (KIND_COLOURS);
+    x in seconds since the run started (see the module docstring for everything drawn).
 
     window_s: draw only the events that end in the last `window_s` seconds (None = all).
-    origin_ns: time zero of the x axis (default: the earliest event given, before windowing).
+    origin_ns: time zero of the x axis (default: the earliest event given, before windowing,
+      STARTUP spans included).
     uirevision: keep the user's zoom across redraws with the same value.
-    """
+    recoveries: recovery records (metrics.json "recovery" or the live status), drawn as the kill
+      marker, the "detect + restart" / "global rollback" band and labelled RESTORE / REPLAY bars.
+    startups: STARTUP spans kept outside `events` (lifecycle.jsonl); merged in, those already in
+      `events` (same stage and generation) win.
+    x_range: (x0, x1) in seconds to show (e.g. `failure_window(...)`); default: autorange. It also
+      sets the span that the minimum RESTORE / REPLAY width and the legend's visibility test use.
+    now_ns: where an open failure band ends (default: the latest event's end).
+    width: the figure's width in px (default: responsive; DEFAULT_WIDTH_PX is assumed for widths).
+    rangeslider: the range slider under the axis (default: when the bars are SVG, not WebGL).
+    step_lines: dotted lines where each STEP ends, and step numbers over the plot.
+    label_max_bars: micro-batch numbers on the bars up to this many bars drawn."""
     if stages < 1:
         raise ValueError(f"stages must be at least 1 (got {stages})")
+    if x_range is not None and not x_range[1] > x_range[0]:
+        raise ValueError(f"x_range must be (x0, x1) with x1 > x0 (got {x_range})")
+    events = _merge_startups(events, startups)
     origin = time_origin(events) if origin_ns is None else origin_ns
     shown = recent(events, window_s)
-    traces = timeline_traces(shown, stages=stages, origin_ns=origin, webgl=len(shown) > webgl_threshold)
-    layout: dict[str, Any] = dict(yaxis=lane_axis(stages), xaxis=dict(title=dict(text="time since start (ms)"),
-                                                                      zeroline=False),
-                                  barmode="overlay", bargap=0)
+    webgl = len(shown) > webgl_threshold
+    lo, hi = _extent_s(shown, origin)
+    open_end = max(time_end(shown) if shown else origin, now_ns or 0)
+    if any(r.get("t_fail_ns") is not None and r.get("t_restored_ns") is None for r in recoveries):
+        hi = max(hi, to_s(open_end, origin))
+    view = (x_range[1] - x_range[0]) if x_range is not None else _autorange_span(shown, origin, lo, hi, width)
+    traces = timeline_traces(shown, stages=stages, origin_ns=origin, webgl=webgl, view_span_s=view, width=width,
+                             labels=len(shown) <= label_max_bars, view_range_s=x_range)
+    annotations: list[dict[str, Any]] = []
+    shapes: list[dict[str, Any]] = []
+    if step_lines and shown:
+        steps = step_line_trace(shown, origin_ns=origin)
+        if steps is not None:
+            traces.insert(0, steps)  # under the bars
+            annotations += step_label_annotations(shown, origin_ns=origin, view_span_s=view, width=width)
+    if shown:
+        annotations += startup_annotations(shown, origin_ns=origin)
+        annotations += recovery_bar_annotations(shown, stages=stages, origin_ns=origin, view_span_s=view, width=width,
+                                                right_edge_s=x_range[1] if x_range is not None else lo + view)
+    if recoveries:
+        # only failures inside what is drawn: a band outside it would stretch plotly's autorange
+        view_lo, view_hi = (min(lo, x_range[0]), max(hi, x_range[1])) if x_range is not None else (lo, hi)
+        marks, shapes, notes = failure_marks(recoveries, stages=stages, origin_ns=origin, lo_s=view_lo,
+                                             hi_s=view_hi, end_ns=open_end)
+        traces += marks
+        annotations += notes
+    slider = (not webgl) if rangeslider is None else rangeslider
+    xaxis: dict[str, Any] = dict(title=dict(text=X_TITLE), zeroline=False, ticksuffix=" s")
+    if x_range is not None:
+        xaxis.update(range=[round(x_range[0], 6), round(x_range[1], 6)], autorange=False)
+    if slider and shown:
+        xaxis["rangeslider"] = dict(visible=True, thickness=0.08, bgcolor=NEUTRAL["panel"], bordercolor=NEUTRAL["idle"],
+                                    borderwidth=1)
+    layout: dict[str, Any] = dict(yaxis=lane_axis(stages), xaxis=xaxis, barmode="overlay", bargap=0,
+                                  shapes=shapes)
     if not shown:
-        layout["annotations"] = [dict(text="no actions yet", showarrow=False, xref="paper", yref="paper",
-                                      x=0.5, y=0.5)]
-    return fast_figure(traces, layout, title=title, height=max(230, 140 + LANE_HEIGHT_PX * stages),
-                       uirevision=uirevision)
+        annotations.append(dict(text="no actions yet", showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5))
+    layout["annotations"] = annotations
+    height = max(230, 140 + LANE_HEIGHT_PX * stages) + (60 if slider and shown else 0)
+    fig = fast_figure(traces, layout, title=title, height=height, uirevision=uirevision,
+                      subplot_titles=any(a.get("yref") == "paper" and a.get("xref") == "x" for a in annotations))
+    if width is not None:
+        fig.layout.width = width
+    return fig
+
+
+# --- the per-step view for long runs ------------------------------------------------------------------
+
+def should_aggregate(events: Events, *, above: int = AGGREGATE_ABOVE) -> bool:
+    """Whether a view of `events` should be the per-step aggregate rather than one bar per action."""
+    return len(events) > above
+
+
+def step_of(e: dict[str, Any]) -> int:
+    """The 1-based optimizer step an action belongs to: `step` counts the steps done when it ended,
+    so a STEP action closes step `step` and every other action works on step `step + 1`."""
+    done = e.get("step") or 0
+    return done if e["kind"] == "STEP" else done + 1
+
+
+def step_totals(events: Events, *, stages: int) -> dict[int, dict[int, dict[str, float]]]:
+    """stage -> step -> kind -> seconds (STARTUP left out), plus "idle": the step's wall time on
+    that stage (end of the previous step's last action to this step's last end) not covered by
+    any action: the outage after a failure shows up there."""
+    out: dict[int, dict[int, dict[str, float]]] = {s: {} for s in range(stages)}
+    ends: dict[int, dict[int, tuple[int, int]]] = {s: {} for s in range(stages)}
+    for e in events:
+        if e["kind"] == STARTUP_KIND:
+            continue
+        s = e["stage"]
+        if not 0 <= s < stages:
+            raise ValueError(f"event of stage {s} in a {stages}-stage figure: {e}")
+        n = step_of(e)
+        kinds = out[s].setdefault(n, {})
+        kinds[e["kind"]] = kinds.get(e["kind"], 0.0) + max(0, e["t1"] - e["t0"]) / 1e9
+        lo, hi = ends[s].get(n, (e["t0"], e["t1"]))
+        ends[s][n] = (min(lo, e["t0"]), max(hi, e["t1"]))
+    for s in range(stages):
+        previous_end = None
+        for n in sorted(out[s]):
+            lo, hi = ends[s][n]
+            start = lo if previous_end is None else min(lo, previous_end)
+            busy = sum(out[s][n].values())
+            out[s][n]["idle"] = max(0.0, (hi - start) / 1e9 - busy)
+            previous_end = hi
+    return out
+
+
+def step_aggregate_figure(events: Events, *, stages: int, title: str = "", uirevision: str = "steps",
+                          recoveries: Sequence[dict[str, Any]] = ()) -> go.Figure:
+    """Long runs at a glance: one row per stage (stage 0 on top, shared x = optimizer step), one
+    stacked bar per step: seconds by action kind (kind colours, so compute, sends, waits and
+    recovery read as in the timeline) plus the step's unrecorded time ("idle / not recorded", grey),
+    so slow steps, waits and the outage after a failure stand out. A row whose tallest step is more
+    than OUTLIER_FACTOR times its 90th percentile is clipped at 2.5 times that, the clipped bars
+    labelled with their height ("↑ 8.9 s"). The legend lists the kinds that reach 1% of some row's
+    shown height.
+    recoveries: a ✕ "kill" marker over the step each failure hit (by `t_fail_ns`)."""
+    if stages < 1:
+        raise ValueError(f"stages must be at least 1 (got {stages})")
+    totals = step_totals(events, stages=stages)
+    kinds = sorted({k for per in totals.values() for ks in per.values() for k in ks if k != "idle"},
+                   key=kind_sort_key) + ["idle"]
+    gap = 0.06
+    h = (1 - gap * (stages - 1)) / stages
+    layout: dict[str, Any] = dict(barmode="stack", bargap=0.15)
+    data: list[dict[str, Any]] = []
+    notes: list[dict[str, Any]] = []
+    visible: set[str] = set()
+    for s in range(stages):
+        ax = "" if s == 0 else str(s + 1)
+        top = 1 - s * (h + gap)
+        layout[f"xaxis{ax}"] = dict(anchor=f"y{ax}", domain=[0, 1], showticklabels=s == stages - 1,
+                                    **({} if s == 0 else {"matches": "x"}),
+                                    **({"title": dict(text="optimizer step")} if s == stages - 1 else {}))
+        layout[f"yaxis{ax}"] = dict(anchor=f"x{ax}", domain=[max(0.0, top - h), top], rangemode="tozero",
+                                    title=dict(text=f"stage {s}<br>s", font=dict(size=11)))
+        steps = sorted(totals[s])
+        heights = sorted(sum(totals[s][n].values()) for n in steps)
+        typical = heights[int(0.9 * (len(heights) - 1))] if heights else 0.0
+        tallest = heights[-1] if heights else 0.0
+        if typical > 0 and tallest > OUTLIER_FACTOR * typical:
+            # an outage (or a slow first step) would flatten every other bar: clip the axis, label the
+            # clipped bars with their height
+            tallest = 2.5 * typical
+            layout[f"yaxis{ax}"]["range"] = [0, tallest]
+            notes += [dict(text=f"↑ {sum(totals[s][n].values()):.1f} s", x=n, y=tallest, xref=f"x{ax}", yref=f"y{ax}",
+                           yanchor="top", showarrow=False, font=dict(size=10, color=NEUTRAL["ink"]),
+                           bgcolor="rgba(255,255,255,0.8)")
+                      for n in steps if sum(totals[s][n].values()) > tallest]
+        for k in kinds:
+            ys = [round(totals[s][n].get(k, 0.0), 6) for n in steps]
+            if not any(ys):
+                continue
+            if max(ys) >= 0.01 * tallest:  # in the legend once, and only if some of it can be seen
+                visible.add(k)
+            data.append(dict(type="bar", x=steps, y=ys, xaxis=f"x{ax}", yaxis=f"y{ax}",
+                             name="idle / not recorded" if k == "idle" else kind_label(k), legendgroup=k,
+                             showlegend=False,
+                             marker=dict(color=NEUTRAL["idle"] if k == "idle" else kind_colour(k)),
+                             hovertemplate=f"stage {s} · step %{{x}}<br>{k if k != 'idle' else 'idle / not recorded'}"
+                                           f": %{{y:.3f}} s<extra></extra>"))
+    for k in visible:  # the first trace of each visible kind carries its legend entry
+        next(d for d in data if d["legendgroup"] == k)["showlegend"] = True
+    origin_steps = [(r["stage"], r["t_fail_ns"]) for r in recoveries if r.get("t_fail_ns") is not None]
+    for s, t in origin_steps:
+        if not 0 <= s < stages:
+            continue
+        hit = [step_of(e) for e in events if e["stage"] == s and e["kind"] != STARTUP_KIND and e["t1"] <= t]
+        n = (max(hit) if hit else 1)
+        ax = "" if s == 0 else str(s + 1)
+        word = next((_failure_word(r) for r in recoveries if r.get("t_fail_ns") == t), "failure")
+        data.append(dict(type="scatter", x=[n], y=[0], xaxis=f"x{ax}", yaxis=f"y{ax}", mode="markers",
+                         cliponaxis=False, marker=dict(symbol="x", size=14, color=FAILURE_COLOURS["kill"]),
+                         name="failure", legendgroup="failure",
+                         showlegend=not any(d["legendgroup"] == "failure" for d in data),
+                         hovertext=[f"stage {s}: {word} during step {n}"], hoverinfo="text"))
+    if not data:
+        notes.append(dict(text="no actions yet", showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5))
+    layout["annotations"] = notes
+    return fast_figure(data, layout, title=title, height=max(260, 120 + 110 * stages), uirevision=uirevision)
+

@@ -57,12 +57,15 @@ def build_app(controller: EngineController | None = None, *, runs_root: str | Pa
         run_tab.stop.click(on_stop, None, run_tab.message, api_name="stop_run", show_progress="hidden")
 
         # ---- Watch live --------------------------------------------------------------------
-        def on_tick(state: tuple | None, window: str) -> tuple:
-            return tab_watch.poll(controller, state, window)
+        def on_tick(state: tuple | None, window: str, unit: str) -> tuple:
+            return tab_watch.poll(controller, state, window, unit)
 
-        timer.tick(on_tick, [drawn, watch.window], [*watch.outputs, timer, drawn], api_name="poll",
+        timer.tick(on_tick, [drawn, *watch.inputs], [*watch.outputs, timer, drawn], api_name="poll",
                    show_progress="hidden")
-        watch.window.change(on_tick, [drawn, watch.window], [*watch.outputs, timer, drawn], show_progress="hidden")
+        for control in watch.inputs:  # .input: the user's own choice (a pin by poll() must not loop back)
+            control.input(on_tick, [drawn, *watch.inputs], [*watch.outputs, timer, drawn], show_progress="hidden")
+        watch.jump.click(lambda: tab_watch.FAILURE, None, watch.window, show_progress="hidden").then(
+            on_tick, [drawn, *watch.inputs], [*watch.outputs, timer, drawn], show_progress="hidden")
 
         def status() -> dict:
             return tab_watch.watched_status(controller)
@@ -90,24 +93,30 @@ def build_app(controller: EngineController | None = None, *, runs_root: str | Pa
         runs.refresh.click(on_refresh, runs.run, [runs.table, runs.run], api_name="list_runs")
         runs_item.select(on_refresh, runs.run, [runs.table, runs.run], show_progress="hidden")
 
-        def then_watch(act, done: str):
+        def then_watch(act, done: str, window: str):
             """A Runs-tab button that acts on the chosen run, then switches to Watch (or says why not)."""
             def handler(name: str | None) -> tuple:
                 if not name:
-                    return "Choose a run first.", gr.skip(), gr.skip(), gr.skip()
+                    return "Choose a run first.", gr.skip(), gr.skip(), gr.skip(), gr.skip()
                 try:
                     act(Path(controller.runs_root) / name)
                 except (RuntimeError, ValueError, FileNotFoundError) as err:
-                    return f"⚠️ {err}", gr.skip(), gr.skip(), gr.skip()
-                return done.format(name=name), gr.Timer(active=True), gr.Tabs(selected="watch"), None
+                    return f"⚠️ {err}", gr.skip(), gr.skip(), gr.skip(), gr.skip()
+                return done.format(name=name), gr.Timer(active=True), gr.Tabs(selected="watch"), None, window
             return handler
 
-        runs.open.click(then_watch(controller.open, "Opened `{name}`."), runs.run,
-                        [runs.message, timer, tabs, drawn], api_name="open_run")
-        runs.resume.click(then_watch(controller.resume, "Resuming `{name}` from its checkpoints."), runs.run,
-                          [runs.message, timer, tabs, drawn], api_name="resume_run")
+        # a reopened run opens on the whole run (its story, failures included), a resumed one live
+        runs.open.click(then_watch(controller.open, "Opened `{name}`.", tab_watch.WHOLE), runs.run,
+                        [runs.message, timer, tabs, drawn, watch.window], api_name="open_run")
+        runs.resume.click(then_watch(controller.resume, "Resuming `{name}` from its checkpoints.", tab_watch.RECENT),
+                          runs.run, [runs.message, timer, tabs, drawn, watch.window], api_name="resume_run")
         runs.export.click(lambda name, kind: tab_runs.export(controller, name, kind), [runs.run, runs.export_kind],
                           [runs.file, runs.message], api_name="export")
+        runs.table.select(tab_runs.picked_row, runs.table, runs.run, show_progress="hidden")
+        runs.run.change(lambda name: tab_runs.trace_file(controller, name), runs.run, runs.trace,
+                        show_progress="hidden")
+        runs.delete.click(lambda name, ok: tab_runs.delete_run(controller, name, ok), [runs.run, runs.confirm],
+                          [runs.message, runs.table, runs.run, runs.confirm], api_name="delete_run")
 
         # a new page (or a reload during a run) picks up whatever is being watched
         demo.load(lambda: gr.Timer(active=True), None, timer)

@@ -6,14 +6,17 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from zerolock_core.chunks import chunk_bounds
+from zerolock_core.preflight import model_layers
+
 from .controller import Tracked
 from .live_loss import live_loss_curves
 from .live_stats import bubble_fraction, live_throughput
 from .memory import memory_figure
 from .palette import method_label
 from .run_figures import activity_figure, placeholder_figure, training_figure
-from .timebase import span_s
-from .timeline import timeline_figure
+from .timebase import recent, span_s, time_origin
+from .timeline import failure_window, timeline_figure
 
 TABLE_COLUMNS = ["stage", "layers", "steps", "computing %", "peak act. MiB", "peak in-flight mb",
                  "sent MiB", "received MiB"]
@@ -57,13 +60,38 @@ def title_of(t: Tracked) -> str:
     return f"{name} · K={tr['stages']} · b={tr['batch']} · m={tr['microbatches']}"
 
 
+def outage_words(open_recoveries: list[dict[str, Any]]) -> str:
+    """"stage 1 down — restarting (3.2 s)": what the run is doing while a stage is down."""
+    words = []
+    for r in open_recoveries:
+        doing = ("every stage rolls back to its last checkpoint" if r["kind"] == "global" else "restarting")
+        words.append(f"**stage {r['stage']} down — {doing} ({r['down_s']:.1f} s)**")
+    return "; ".join(words)
+
+
+def state_words(t: Tracked, st: dict[str, Any]) -> str:
+    """The state, with what each waiting phase is waiting for."""
+    if st.get("open_recoveries"):
+        return outage_words(st["open_recoveries"])
+    if t.state == "starting" and st.get("stage_states"):
+        return "starting: " + ", ".join(f"stage {s} {phase}" for s, phase in enumerate(st["stage_states"]))
+    if t.state == "finishing" and st.get("eval_progress"):
+        ev = st["eval_progress"]
+        if ev.get("total"):
+            return f"training ended; evaluating the final weights: {ev['scored']} / {ev['total']} examples"
+        return f"training ended; evaluating the final weights ({ev.get('phase', 'starting')})"
+    return STATE_WORDS.get(t.state, t.state)
+
+
 def status_markdown(t: Tracked, st: dict[str, Any], *, position: str = "") -> str:
     m = t.metrics or {}
-    parts = [f"**{title_of(t)}**", STATE_WORDS.get(t.state, t.state)]
+    parts = [f"**{title_of(t)}**", state_words(t, st)]
     if t.state in ("failed", "stopped") and (m.get("reason") or st.get("reason")):
         parts.append(f"({m.get('reason') or st.get('reason')})")
     if st.get("steps_done") is not None and t.state in ("running", "recovering", "starting", "stopping"):
         parts.append(f"step {st['steps_done']} / {st['total_steps']}")
+        if st.get("s_per_step") is not None:  # training time only: start-up and outages left out
+            parts.append(f"{st['s_per_step']:.2f} s/step")
         parts.append(f"ETA {_seconds(st.get('eta_s'))}")
     if st.get("elapsed_s") is not None and not t.engine_done:
         parts.append(f"elapsed {_seconds(st['elapsed_s'])}")
@@ -85,13 +113,27 @@ def status_markdown(t: Tracked, st: dict[str, Any], *, position: str = "") -> st
     return "  \n".join(lines)
 
 
+def planned_layers(cfg: dict[str, Any]) -> list[tuple[int, int]] | None:
+    """Each stage's [first, end) layers from the config (the model's layer count from its config
+    file, no weights), so the table shows them while the run goes, not only in metrics.json."""
+    model = cfg.get("model", {})
+    try:
+        layers = model_layers(model.get("model", "tiny"))
+        if layers is None:
+            return None
+        return chunk_bounds(layers, int(cfg["train"]["stages"]), model.get("boundaries"))
+    except (ValueError, OSError):  # e.g. a model directory that has gone since: no plan, no error
+        return None
+
+
 def stage_table(t: Tracked) -> list[list[Any]]:
     stats = t.stage_stats()
     per_stage = {p["stage"]: p for p in (t.metrics or {}).get("per_stage") or []}
+    planned = planned_layers(t.cfg) if len(per_stage) < len(stats) else None
     rows = []
     for s in stats:
         p = per_stage.get(s.stage, {})
-        layers = p.get("layers")
+        layers = p.get("layers") or (planned[s.stage] if planned and s.stage < len(planned) else None)
         peak = p.get("peak_activation_bytes", s.peak_act_bytes)
         rows.append([s.stage, f"{layers[0]}–{layers[1] - 1}" if layers else "", s.steps,
                      round(100 * p.get("active_fraction", s.active_fraction), 1), round(peak / 2**20, 3),
@@ -109,13 +151,41 @@ def training_view(t: Tracked) -> go.Figure:
     return training_figure(t.metrics, title="Training loss and eval accuracy", live_curves=live)
 
 
+FOCUS_BEFORE_S, FOCUS_AFTER_S = 3.0, 4.0  # the view around a failure: from a little before it to after the catch-up
+
+
+def around_failure(events: list[dict[str, Any]], failure: dict[str, Any]) -> list[dict[str, Any]]:
+    """The events from FOCUS_BEFORE_S before `failure` until FOCUS_AFTER_S after it caught up (or
+    until now, while it is under way)."""
+    end = failure.get("t_end_ns") or max((e["t1"] for e in events), default=failure["t_fail_ns"])
+    a, b = failure["t_fail_ns"] - int(FOCUS_BEFORE_S * 1e9), end + int(FOCUS_AFTER_S * 1e9)
+    return [e for e in events if e["t1"] >= a and e["t0"] <= b]
+
+
 def watch_view(t: Tracked, *, window_s: float | None, position: str = "",
-               status: dict[str, Any] | None = None, with_training: bool = True) -> WatchView:
+               status: dict[str, Any] | None = None, with_training: bool = True, focus_failure: bool = False,
+               measure: str = "act_bytes") -> WatchView:
+    """`focus_failure`: show the time around the most recent failure instead of `window_s`."""
     st = status if status is not None else t.status()
     events = t.events
     stages = t.stages
+    failures = t.failures()
+    # one origin for every view: the first stage process's spawn (start-up is part of the run)
+    everything = [*t.lifecycle, *events]
+    origin = time_origin(everything)
     window = window_s if window_s is not None and span_s(events) > window_s else None
     shown = f" (the last {_seconds(window)} of {_seconds(span_s(events))})" if window else ""
+    timeline_events, memory_events, x_range = recent(everything, window), events, None
+    if focus_failure and failures:
+        f = failures[-1]
+        timeline_events, memory_events = around_failure(everything, f), around_failure(events, f)
+        now = max((e["t1"] for e in everything), default=f["t_fail_ns"])
+        pinned = {**f, "t_end_ns": f.get("t_end_ns") or now}  # under way: up to the latest action
+        x_range = failure_window(everything, [pinned], before_s=FOCUS_BEFORE_S, after_s=FOCUS_AFTER_S,
+                                 origin_ns=origin)
+        shown = (f" around stage {f['stage']}'s failure at {(f['t_fail_ns'] - origin) / 1e9:.1f} s"
+                 f"{' (still recovering)' if f.get('open') else ''}")
+        window = None
     key = t.name  # zoom is kept while the same run is watched
     per_stage = (t.metrics or {}).get("per_stage") or []
     peaks = [p["peak_activation_bytes"] for p in per_stage] if len(per_stage) == stages else None
@@ -126,9 +196,12 @@ def watch_view(t: Tracked, *, window_s: float | None, position: str = "",
         timeline = placeholder_figure(note, title="Timeline per stage", height=230)
         memory = placeholder_figure(note, title="Activation memory per stage", height=230)
     else:
-        timeline = timeline_figure(events, stages=stages, window_s=window, uirevision=key,
-                                   title=f"Timeline per stage{shown}")
-        memory = memory_figure(events, stages=stages, window_s=window, peak_bytes=peaks, uirevision=key,
+        # a new uirevision when the view is pinned: the pin must win over an earlier zoom
+        revision = f"{key}-{'failure-%d' % len(failures) if x_range else window is None}"
+        timeline = timeline_figure(timeline_events, stages=stages, origin_ns=origin, recoveries=failures,
+                                   x_range=x_range, uirevision=revision, title=f"Timeline per stage{shown}")
+        memory = memory_figure(memory_events, stages=stages, window_s=window, origin_ns=origin, peak_bytes=peaks,
+                               measure=measure, x_range=x_range, recoveries=failures, uirevision=revision,
                                title=f"Activation memory per stage{shown}")
     return WatchView(
         status_md=status_markdown(t, st, position=position), timeline=timeline, memory=memory,

@@ -42,7 +42,7 @@ sys.path.insert(0, str(root))
 
 import plotly.graph_objects as go
 
-from app.figures import KIND_COLOURS, memory_figure, simulated_events, timeline_figure
+from app.figures import METHOD_COLOURS, memory_figure, simulated_events, timeline_figure
 from zerolock_core.schedule import Costs, Link, build_schedule, inflight_peak, simulate, textbook_bubble
 
 K, M = 3, 3
@@ -153,8 +153,8 @@ for m_, g, tb, o, zl, ratio in rows:
     assert zl < o <= g + 1e-12
 fig = go.Figure([go.Scatter(x=[r[0] for r in rows], y=[r[i] for r in rows], mode="lines+markers", name=name,
                             line=dict(color=colour))
-                 for i, name, colour in ((1, "GPipe", KIND_COLOURS["B"]), (3, "1F1B", KIND_COLOURS["RB"]),
-                                         (4, "ZeroLock", KIND_COLOURS["L"]))])
+                 for i, name, colour in ((1, "GPipe", METHOD_COLOURS["gpipe"]), (3, "1F1B", METHOD_COLOURS["1f1b"]),
+                                         (4, "ZeroLock", METHOD_COLOURS["zerolock"]))])
 fig.update_layout(title="Idle fraction vs micro-batches per update (K = 3, equal stages)", xaxis_title="m",
                   yaxis_title="bubble fraction", xaxis_type="log", height=360, template="plotly_white")
 fig.show()

@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.filterwarnings("ignore:.*no_silent_downcasting"),  # i
 
 # the tiny run of the issue: K=2, 3 steps, batch 4 in 2 micro-batches, sequence length 32
 TINY = dict(methods=["zerolock"], stages=2, batch=4, microbatches=2, alpha="0.5", consistency="reverse", steps=3,
-            seed=0, link="none", seq_len=32, eval_size=8, lr=2e-3)
+            seed=0, link="none", seq_len=32, eval_size=8, lr=2e-3, fail_stage=1, fail_step=2, fail_mode="none")
 
 
 def free_port() -> int:
@@ -52,9 +52,11 @@ def start(client: Client, **changes) -> str:
 def test_invalid_combination_is_explained_not_raised(app):
     client, demo, _ = app
     message = start(client, batch=6, microbatches=4)
-    assert "Cannot start" in message and "--batch 6 is not divisible by --microbatches 4" in message
-    assert "1f1b needs --microbatches >= --stages" in start(client, methods=["1f1b"], stages=3, microbatches=2,
-                                                            batch=4)
+    assert "Cannot start" in message and "batch b = 6 is not divisible by micro-batches m = 4" in message
+    assert "1f1b needs micro-batches m >= stages K" in start(client, methods=["1f1b"], stages=3, microbatches=2,
+                                                             batch=4)
+    assert "stages K = 2.5 is not a whole number" in start(client, stages=2.5)  # not rounded to K = 2
+    assert "stages K = 9 must be between 1 and the model's 8 layers" in start(client, stages=9)
     assert "α" in start(client, alpha="half")
     assert "choose at least one method" in start(client, methods=[])
     assert not demo.controller.busy
@@ -78,7 +80,8 @@ def test_start_poll_stop_a_tiny_run(app):
         time.sleep(0.5)
         status = client.predict(api_name="/status")
     assert status["events"] > 0, f"no events arrived: {status}"
-    md, timeline, memory, training, activity, table, polled, recovery, timer = client.predict(api_name="/poll")
+    md, timeline, memory, training, activity, table, polled, recovery, window, timer = client.predict(
+        api_name="/poll")
     assert "ZeroLock" in md and polled["name"] == status["name"] and timeline is not None
     assert recovery == ""  # nothing injected: no recovery line
     assert "stopping" in client.predict(api_name="/stop_run") or not demo.controller.busy
@@ -99,7 +102,8 @@ def test_start_poll_stop_a_tiny_run(app):
     message, *_ = client.predict(status["name"], api_name="/open_run")
     assert message.startswith("Opened")
     path, message = client.predict(status["name"], "events CSV", api_name="/export")
-    assert message.startswith("Wrote") and (run_dir / "exports" / "events.csv").read_text().startswith("stage,kind")
+    header = (run_dir / "exports" / "events.csv").read_text().splitlines()[0]
+    assert message.startswith("Wrote") and header.startswith("stage,kind") and "t0_ns (monotonic)" in header
 
 
 @pytest.mark.slow

@@ -126,33 +126,75 @@ def test_run_shows_bars_for_every_stage_then_stop(page, tmp_path):
     shot(page, tmp_path, "browser-3-stopped")
 
 
+# JS: the timeline's visible x range, its failure markers and its REPLAY bars, from plotly's own data
+FAILURE_VIEW = """sel => {
+  const gd = document.querySelector(sel + ' .js-plotly-plot');
+  if (!gd || !gd._fullLayout || !gd._fullData) return null;
+  const out = {range: gd._fullLayout.xaxis.range.map(Number), kills: [], replays: []};
+  for (const t of gd._fullData) {
+    if (t.legendgroup === 'failure') t.x.forEach((x, i) => out.kills.push([Number(x), t.y[i]]));
+    if (t.legendgroup === 'REPLAY' && t.type === 'bar')
+      t.base.forEach((b, i) => out.replays.push([Number(b), Number(b) + Number(t.x[i]), t.y[i]]));
+  }
+  return out;
+}"""
+
+
+def inside(view, x0, x1) -> bool:
+    lo, hi = view["range"]
+    return lo <= x0 and x1 <= hi
+
+
 @pytest.mark.slow
-def test_inject_failure_shows_restore_and_replay_then_the_run_finishes(page, tmp_path):
+def test_a_scheduled_failure_is_pinned_in_view_then_an_injected_one_too(page, tmp_path):
+    """Schedule stage 1's kill after step 21 from the Run form and never touch the view: the timeline
+    pins itself to the failure, with the kill marker and stage 1's REPLAY inside the visible window.
+    Then kill stage 0 from the Inject panel: the view moves to that failure."""
     page.get_by_label("stages K").fill("3")
-    page.get_by_label("steps", exact=True).fill("150")  # long enough to inject into under any load
+    page.get_by_label("steps", exact=True).fill("600")
+    page.locator("#schedule-failure-mode input").click()
+    page.get_by_role("option", name="kill (SIGKILL)").click()
+    page.locator("#schedule-failure-stage input").fill("1")
+    page.locator("#schedule-failure-step input").fill("21")  # mid-window: micro-batches to replay
     page.get_by_text("more", exact=True).click()
     page.get_by_label("sequence length").fill("32")
     page.get_by_label("eval examples (0 = all 1000)").fill("8")
+    shot(page, tmp_path, "browser-5-scheduled-failure-form")
     page.click("#run-button")
     page.wait_for_selector("#watch-status >> text=ZeroLock", timeout=30_000)
-    page.get_by_label("whole run").check()  # the replay must stay in view however long the run goes on
-    page.wait_for_function(f"() => Object.keys(({BARS_PER_STAGE})('#timeline')).length === 3", timeout=240_000)
-    page.locator("#failure-panel").get_by_text("Inject failure").first.click()  # open the panel
-    page.locator("#failure-stage input").fill("1")
+    # nothing touched from here on: the view must move to the failure by itself
+    page.wait_for_function(f"() => {{ const v = ({FAILURE_VIEW})('#timeline'); return v && v.kills.length > 0 "
+                           "&& v.replays.some(r => r[2] === 1); }", timeout=300_000)
+    page.wait_for_selector("#recovery-line >> text=local recovery", timeout=120_000)
+    time.sleep(2.5)  # the next redraw, with the recovery closed
+    view = page.evaluate(FAILURE_VIEW, "#timeline")
+    assert page.locator("#watch-window input[value='around the last failure']").is_checked()
+    assert [stage for _, stage in view["kills"]] == [1], view
+    assert all(inside(view, x, x) for x, _ in view["kills"]), view
+    replays = [r for r in view["replays"] if r[2] == 1]
+    assert replays and all(inside(view, a, b) for a, b, _ in replays), view
+    assert {r[2] for r in view["replays"]} == {1}  # ZeroLock: only the failed stage replays
+    shot(page, tmp_path, "browser-6-scheduled-failure-pinned")
+    # a second failure, from the Inject panel: the view follows it
+    page.locator("#failure-panel").get_by_text("Inject failure").first.click()
+    page.locator("#failure-stage input").fill("0")
     page.get_by_label("kill (SIGKILL)").check()
     page.click("#inject-failure")
     page.wait_for_selector("#failure-result >> text=Injected", timeout=30_000)
-    # the killed stage's lane shows its restore and its replay; the status line reports the times
-    page.wait_for_function(f"() => ({KIND_BARS})(['#timeline', 'REPLAY'])['1'] > 0", timeout=240_000)
-    page.wait_for_function(f"() => ({KIND_BARS})(['#timeline', 'RESTORE'])['1'] > 0", timeout=30_000)
-    page.wait_for_selector("#recovery-line >> text=local recovery: detect", timeout=60_000)
-    replay = page.evaluate(KIND_BARS, ["#timeline", "REPLAY"])
-    assert set(replay) == {"1"}, replay  # ZeroLock: only the failed stage replays
-    shot(page, tmp_path, "browser-5-recovered")
-    page.wait_for_selector("#watch-status >> text=finished", timeout=300_000)
-    assert "restore" in page.inner_text("#recovery-line") and "replay" in page.inner_text("#recovery-line")
-    time.sleep(1)
-    shot(page, tmp_path, "browser-6-finished-after-recovery")
+    page.wait_for_function(f"() => {{ const v = ({FAILURE_VIEW})('#timeline'); "
+                           "return v && v.kills.some(k => k[1] === 0); }", timeout=120_000)
+    page.wait_for_function("() => (document.querySelector('#recovery-line').innerText.match(/local recovery/g) "
+                           "|| []).length === 2", timeout=120_000)
+    line = page.inner_text("#recovery-line")
+    assert "stage 1 kill" in line and "stage 0 kill" in line and "replay" in line, line
+    time.sleep(2.5)
+    view = page.evaluate(FAILURE_VIEW, "#timeline")
+    assert any(stage == 0 and inside(view, x, x) for x, stage in view["kills"]), view
+    shot(page, tmp_path, "browser-7-second-failure-pinned")
+    page.click("#tab-run-button")
+    page.click("#stop-button")  # no need to train the remaining steps
+    page.click("#tab-watch-button")
+    page.wait_for_selector("#watch-status >> text=stopped", timeout=120_000)
 
 
 @pytest.mark.slow

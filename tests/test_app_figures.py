@@ -6,21 +6,21 @@ import pytest
 
 from app.compare_figures import Series, compare_memory_figure, compare_summary_figure, compare_timeline_figure
 from app.explain import explain
-from app.figures import KIND_COLOURS, memory_figure, simulated_events, timeline_figure
+from app.figures import KIND_COLOURS, METHOD_COLOURS, memory_figure, simulated_events, timeline_figure
 from app.live_stats import bubble_fraction, live_throughput, stage_stats
 from app.memory import memory_grid
 from app.palette import kind_label
 from app.run_figures import activity_figure
-from app.timeline import lane_bars
+from app.timeline import X_TITLE, lane_bars
 from zerolock_core.schedule import Costs, Kind, Link, build_schedule
 
 MS = 1_000_000  # ns
 
 
 def ev(stage: int, kind: str, mb: int | None, t0_ms: float, t1_ms: float, act: int = 0, inflight: int = 0,
-       step: int = 0) -> dict:
+       step: int = 0, gen: int = 0, sent: int = 0, recv: int = 0) -> dict:
     return {"stage": stage, "kind": kind, "mb": mb, "t0": int(t0_ms * MS), "t1": int(t1_ms * MS),
-            "act_bytes": act, "inflight": inflight, "sent": 0, "recv": 0, "step": step, "gen": 0}
+            "act_bytes": act, "inflight": inflight, "sent": sent, "recv": recv, "step": step, "gen": gen}
 
 
 # Two-stage ZeroLock, one window of two micro-batches, written by hand (times in ms from 1000).
@@ -73,12 +73,13 @@ def test_timeline_bars_per_stage_per_kind(kind, stage_counts):
     assert trace.name == kind_label(kind)
 
 
-def test_timeline_bases_and_durations_are_ms_from_the_first_event():
+def test_timeline_bases_and_durations_are_seconds_from_the_first_event():
     fig = timeline_figure(ZEROLOCK_2X2, stages=2)
     f = bar_traces(fig)["F"]
     got = sorted(zip(f.y, f.base, f.x))
-    assert got == [(0, 0.0, 10.0), (0, 30.0, 10.0), (1, 11.0, 10.0), (1, 41.0, 10.0)]
+    assert got == [(0, 0.0, 0.01), (0, 0.03, 0.01), (1, 0.011, 0.01), (1, 0.041, 0.01)]
     assert fig.layout.uirevision == "timeline"
+    assert fig.layout.xaxis.title.text == X_TITLE == "seconds since the run started (start-up included)"
 
 
 def test_timeline_lanes_stage0_on_top_and_all_stages_labelled():
@@ -94,8 +95,8 @@ def test_timeline_legend_order_is_stable():
 
 def test_timeline_window_keeps_recent_events_on_the_same_origin():
     fig = timeline_figure(ZEROLOCK_2X2, stages=2, window_s=0.015)  # last 15 ms: events ending >= 1057 ms
-    drawn = sorted((t.legendgroup, b) for t in fig.data for b in t.base)
-    assert drawn == [("L", 41.0), ("L", 51.0), ("STEP", 60.0), ("STEP", 70.0)]
+    drawn = sorted((t.legendgroup, b) for t in fig.data if t.type == "bar" for b in t.base)
+    assert drawn == [("L", 0.041), ("L", 0.051), ("STEP", 0.06), ("STEP", 0.07)]
 
 
 def test_timeline_switches_to_webgl_segments_past_the_threshold():
@@ -124,8 +125,9 @@ def test_memory_traces_share_one_time_grid():
     assert at[30.0] == (0.0, 3.0)  # stage 0's L freed its micro-batch
     assert grid.peaks == [2.0, 3.0] and grid.unit == "MiB"
     fig = memory_figure(ZEROLOCK_2X2, stages=2)
-    lines = [t for t in fig.data if t.type == "scatter"]
-    assert len(lines) == 2 and list(lines[0].x) == list(lines[1].x)
+    detail = [t for t in fig.data if t.type == "scatter" and t.legendgroup == "detail"]
+    assert len(detail) == 2 and list(detail[0].x) == list(detail[1].x)  # one grid (in seconds) for every row
+    assert list(detail[1].y)[list(detail[1].x).index(0.021)] == 3.0
     peaks = next(t for t in fig.data if t.type == "bar")
     assert list(peaks.x) == [2.0, 3.0] and list(peaks.y) == [0, 1]
 
@@ -226,7 +228,7 @@ def test_watch_view_of_a_recorded_run(tmp_path):
     v = watch_view(t, window_s=20.0)
     assert "ZeroLock · K=2 · b=8 · m=2" in v.status_md and "interrupted" in v.status_md
     assert "samples/s" in v.status_md  # live throughput from the events: 1 step x 8 samples / 72 ms
-    assert {tr.legendgroup for tr in v.timeline.data} == {"F", "L", "SF", "RF", "STEP"}
+    assert {tr.legendgroup for tr in v.timeline.data if tr.type == "bar"} == {"F", "L", "SF", "RF", "STEP"}
     assert [row[2] for row in v.table] == [1, 1]  # steps per stage
     assert v.training is not None and not v.training.data  # a placeholder until metrics exist
 
@@ -276,3 +278,339 @@ def test_watch_view_draws_loss_curves_live_before_metrics(tmp_path):
     assert [(tr.name, list(tr.y)) for tr in fig.data] == [("chunk 0 local loss", [1.0]), ("chunk 1 local loss", [2.0])]
     assert "when the run ends" in fig.layout.annotations[-1].text
     go.Figure(fig.to_dict())
+
+
+# --- the failure story: a two-stage ZeroLock run whose stage 1 is killed in step 2 -------------------
+# Times in ms; the run starts at 1000 ms (stage 0's process spawned). Stage 1 dies at 3090 ms, is
+# detected at 3240 ms, its new process starts (STARTUP gen 1) until 5240 ms, restores its checkpoint
+# (3.4 ms), replays micro-batches 2 and 3 and finishes step 2.
+T_FAIL, T_DETECT, T_RESTORED, T_END = 3090, 3240, 5243.4, 5266.0
+HIDDEN = 4096
+
+
+def _failure_run() -> list[dict]:
+    e = [ev(0, "STARTUP", None, 1000, 3000), ev(1, "STARTUP", None, 1100, 3000)]
+    for s0, step in ((3000, 0), (3062, 1)):  # stage 0: two steps of two micro-batches
+        mb = 2 * step
+        e += [ev(0, "F", mb, s0, s0 + 10, act=2 * 2**20, inflight=1, step=step),
+              ev(0, "SF", mb, s0 + 10, s0 + 11, act=2 * 2**20, inflight=1, step=step, sent=HIDDEN),
+              ev(0, "L", mb, s0 + 11, s0 + 30, step=step),
+              ev(0, "F", mb + 1, s0 + 30, s0 + 40, act=2 * 2**20, inflight=1, step=step),
+              ev(0, "SF", mb + 1, s0 + 40, s0 + 41, act=2 * 2**20, inflight=1, step=step, sent=HIDDEN),
+              ev(0, "L", mb + 1, s0 + 41, s0 + 60, step=step),
+              ev(0, "STEP", None, s0 + 60, s0 + 62, step=step + 1)]
+    e += [ev(1, "RF", 0, 3000, 3011, recv=HIDDEN), ev(1, "F", 0, 3011, 3021, act=3 * 2**20, inflight=1),
+          ev(1, "L", 0, 3021, 3040), ev(1, "RF", 1, 3040, 3041, recv=HIDDEN),
+          ev(1, "F", 1, 3041, 3051, act=3 * 2**20, inflight=1), ev(1, "L", 1, 3051, 3070),
+          ev(1, "STEP", None, 3070, 3072, step=1),
+          ev(1, "RF", 2, 3072, 3073, step=1, recv=HIDDEN), ev(1, "F", 2, 3073, 3083, act=3 * 2**20, inflight=1, step=1),
+          # killed at 3090 during L2; the new process (gen 1):
+          ev(1, "STARTUP", None, T_DETECT, 5240, gen=1),
+          ev(1, "RESTORE", None, 5240, T_RESTORED, step=1, gen=1),
+          ev(1, "REPLAY", 2, T_RESTORED, 5254.6, act=3 * 2**20, inflight=1, step=1, gen=1),
+          ev(1, "L", 2, 5254.6, 5260, step=1, gen=1),
+          ev(1, "REPLAY", 3, 5260, T_END, act=3 * 2**20, inflight=1, step=1, gen=1),
+          ev(1, "L", 3, T_END, 5285, step=1, gen=1),
+          ev(1, "STEP", None, 5285, 5287, step=2, gen=1)]
+    return e
+
+
+FAILURE_RUN = _failure_run()
+ORIGIN_MS = 1000
+
+
+def recovery(kind: str = "local", *, open_: bool = False, stage: int = 1) -> dict:
+    return {"stage": stage, "kind": kind, "mode": "kill", "detect_s": 0.15, "restore_s": 2.0034, "replay_s": 0.0226,
+            "total_s": 2.176, "t_fail_ns": int(T_FAIL * MS), "t_detect_ns": int(T_DETECT * MS),
+            "t_restored_ns": None if open_ else int(T_RESTORED * MS), "t_end_ns": None if open_ else int(T_END * MS),
+            "open": open_}
+
+
+def secs(t_ms: float) -> float:
+    return round((t_ms - ORIGIN_MS) / 1e3, 6)
+
+
+def view_span(fig) -> float:
+    """Seconds the plot area shows: the x range when set, else the drawn bars' extent."""
+    if fig.layout.xaxis.range is not None:
+        lo, hi = fig.layout.xaxis.range
+        return hi - lo
+    bars = [t for t in fig.data if t.type == "bar"]
+    return max(b + x for t in bars for b, x in zip(t.base, t.x)) - min(b for t in bars for b in t.base)
+
+
+def bar_px(fig, kind: str) -> list[float]:
+    """Drawn width in pixels of every bar of `kind`, at the figure's width (plotly's default 700)."""
+    from app.timeline import DEFAULT_WIDTH_PX, PLOT_MARGIN_PX
+
+    plot = (fig.layout.width or DEFAULT_WIDTH_PX) - PLOT_MARGIN_PX
+    return [x * plot / view_span(fig) for x in bar_traces(fig)[kind].x]
+
+
+@pytest.mark.parametrize("kind, lanes, label", [
+    ("local", [1], "detect + restart"),  # ZeroLock: only the failed stage restarts
+    ("global", [0, 1], "global rollback"),  # GPipe / 1F1B: every stage rolls back
+])
+def test_failure_kill_marker_and_restart_band(kind, lanes, label):
+    fig = timeline_figure(FAILURE_RUN, stages=2, recoveries=[recovery(kind)])
+    go.Figure(fig.to_dict())  # valid plotly (shape labels included)
+    kill = next(t for t in fig.data if t.name == "failure")
+    assert kill.marker.symbol == "x" and list(kill.x) == [secs(T_FAIL)] and list(kill.y) == [1]
+    assert list(kill.text) == ["kill"] and "detect 150 ms" in kill.hovertext[0]
+    bands = [sh for sh in fig.layout.shapes if sh.name == "failure-band"]
+    assert sorted(int(b.y0 + 0.5) for b in bands) == lanes
+    assert all((b.x0, b.x1) == (secs(T_FAIL), secs(T_RESTORED)) for b in bands)
+    notes = [a for a in fig.layout.annotations if a.name == "failure-band-label"]  # over the restart's bars
+    assert sorted(int(a.y - 0.5) for a in notes) == lanes and all(a.x == secs(T_FAIL) for a in notes)
+    assert all(a.text.startswith(label) and "2.2 s" in a.text for a in notes)
+    detected = [sh for sh in fig.layout.shapes if sh.name == "failure-detected"]
+    assert [d.x0 for d in detected] == [secs(T_DETECT)]
+
+
+def test_an_open_failure_band_runs_to_the_figure_end():
+    fig = timeline_figure(FAILURE_RUN[:-7], stages=2, recoveries=[recovery(open_=True)])  # still restarting
+    band = next(sh for sh in fig.layout.shapes if sh.name == "failure-band")
+    last_end = max(e["t1"] for e in FAILURE_RUN[:-7]) / MS
+    assert band.x1 == secs(last_end)
+    assert "so far" in next(a.text for a in fig.layout.annotations if a.name == "failure-band-label")
+    now = timeline_figure(FAILURE_RUN[:-7], stages=2, recoveries=[recovery(open_=True)], now_ns=int(6000 * MS))
+    assert next(sh for sh in now.layout.shapes if sh.name == "failure-band").x1 == secs(6000)
+
+
+@pytest.mark.parametrize("x_range", [None, (1.5, 4.5), (0.0, 60.0)])
+@pytest.mark.parametrize("kind, true_ms", [("RESTORE", 3.4), ("REPLAY", 11.2)])
+def test_restore_and_replay_bars_are_visible_and_labelled(x_range, kind, true_ms):
+    from app.timeline import MIN_RECOVERY_PX
+
+    fig = timeline_figure(FAILURE_RUN, stages=2, recoveries=[recovery()], x_range=x_range)
+    assert min(bar_px(fig, kind)) >= MIN_RECOVERY_PX - 1e-6  # ≥ 6 px at the default width
+    trace = bar_traces(fig)[kind]
+    assert trace.customdata[0][2] == true_ms  # the tooltip keeps the true duration (ms)
+    assert trace.showlegend  # drawn visibly, so in the legend
+    labels = [a.text for a in fig.layout.annotations if a.text.startswith(kind)]
+    assert labels == (["RESTORE · 3.40 ms"] if kind == "RESTORE" else ["REPLAY ×2 · 22.60 ms"])
+
+
+def test_timeline_axis_is_seconds_since_the_run_started_startup_included():
+    fig = timeline_figure(FAILURE_RUN, stages=2, recoveries=[recovery()])
+    assert fig.layout.xaxis.title.text == X_TITLE
+    f = bar_traces(fig)["F"]
+    assert min(f.base) == secs(3000)  # stage 0's first forward, 2 s after its process was spawned
+    startup = bar_traces(fig)["STARTUP"]
+    assert sorted(zip(startup.y, startup.base)) == [(0, 0.0), (1, 0.1), (1, secs(T_DETECT))]
+    assert startup.marker.pattern.shape == "/"
+    words = sorted(a.text for a in fig.layout.annotations if a.text in ("start-up", "restart"))
+    assert words == ["restart", "start-up", "start-up"]
+    assert fig.layout.xaxis.rangeslider.visible and fig.layout.uirevision == "timeline"
+
+
+@pytest.mark.parametrize("kind, row, template", [
+    # numbers per bar (stage, micro-batch, true duration in ms, bytes), worded by the trace's template
+    ("F", [0, 0, 10.0, 0], "stage %{customdata[0]} · F%{customdata[1]}<br>start %{base:.3f} s · "
+                           "duration %{customdata[2]:,.2f} ms<extra></extra>"),
+    ("SF", [0, 0, 1.0, HIDDEN], "stage %{customdata[0]} · SF%{customdata[1]}<br>start %{base:.3f} s · "
+                                "duration %{customdata[2]:,.2f} ms<br>%{customdata[3]:,.0f} bytes sent<extra></extra>"),
+    ("RF", [1, 0, 11.0, HIDDEN], "%{customdata[3]:,.0f} bytes received"),
+    ("STEP", [0, -1, 2.0, 0], "stage %{customdata[0]} · STEP<br>"),  # no micro-batch
+    # start-ups: words (a few bars), with their phases when recorded
+    ("STARTUP", ["stage 0 · start-up", "2,000 ms (2.00 s)", ""], "%{customdata[0]}<br>start %{base:.3f} s · "
+                                                                 "duration %{customdata[1]}<extra></extra>"),
+])
+def test_tooltip_shows_stage_action_start_duration_bytes(kind, row, template):
+    fig = timeline_figure(FAILURE_RUN, stages=2)
+    trace = bar_traces(fig)[kind]
+    assert list(trace.customdata[0]) == row
+    assert template in trace.hovertemplate
+    assert "→" not in trace.hovertemplate and "%{y}" not in trace.hovertemplate  # was "stage stage 0 · F298
+    # 35417.98 → 35440.84 ms (35440.84 ms)": the y tick text doubled "stage", the bracket showed the end
+
+
+def test_startup_phases_in_the_tooltip():
+    phased = [{**e, "phases": {"importing": [e["t0"], e["t0"] + 500 * MS], "loading": [e["t0"] + 500 * MS, e["t1"]]}}
+              if e["kind"] == "STARTUP" else e for e in FAILURE_RUN]
+    trace = bar_traces(timeline_figure(phased, stages=2))["STARTUP"]
+    assert trace.customdata[0][2] == "importing 0.5 s · loading 1.5 s" and "%{customdata[2]}" in trace.hovertemplate
+
+
+def test_step_boundaries_and_microbatch_labels():
+    fig = timeline_figure(FAILURE_RUN, stages=2)
+    steps = next(t for t in fig.data if t.legendgroup == "step-boundary")
+    ends = sorted({x for x in steps.x if x is not None})
+    assert ends == sorted({secs(e["t1"] / MS) for e in FAILURE_RUN if e["kind"] == "STEP"})
+    def step_labels(f):
+        return [a.text for a in f.layout.annotations if a.yref == "paper" and a.xref == "x"]
+
+    assert step_labels(fig) == ["step 1"]  # step 2 ends 9 px later at the default width: its label is left out
+    assert set(bar_traces(fig)["F"].text) == {""}  # 10 ms bars in a 4.3 s view: 1.4 px, no room for "F0"
+    zoom = timeline_figure(FAILURE_RUN, stages=2, x_range=(1.99, 2.13))
+    assert step_labels(zoom) == ["step 1", "2"]
+    assert list(bar_traces(zoom)["F"].text)[:2] == ["F0", "F1"] and bar_traces(zoom)["L"].text[0] == "L0"
+    assert bar_traces(zoom)["SF"].text is None and bar_traces(zoom)["STARTUP"].text is None  # sends: no labels
+    few = timeline_figure(FAILURE_RUN, stages=2, label_max_bars=10, x_range=(1.99, 2.13))
+    assert bar_traces(few)["F"].text is None  # too many bars: no labels
+
+
+def test_legend_lists_only_kinds_drawn_visibly():
+    fig = timeline_figure(FAILURE_RUN, stages=2, recoveries=[recovery()])
+    legend = {t.legendgroup for t in fig.data if t.showlegend}
+    assert {"F", "L", "STARTUP", "RESTORE", "REPLAY", "failure", "step-boundary"} <= legend
+    assert not legend & {"SF", "STEP", "SB", "RB", "B"}  # 1-2 ms bars in a 4.3 s view; B, SB, RB: none at all
+    assert "RF" in legend  # its first wait (11 ms) is 1.6 px wide
+    zoomed = timeline_figure(FAILURE_RUN, stages=2, x_range=(2.0, 2.1))  # 100 ms: the sends are 6 px wide
+    assert {"SF", "RF", "STEP"} <= {t.legendgroup for t in zoomed.data if t.showlegend}
+    outage = timeline_figure(FAILURE_RUN, stages=2, x_range=(2.3, 4.0))  # nothing but the restart in view
+    assert {t.legendgroup for t in outage.data if t.showlegend and t.type == "bar"} == {"STARTUP"}
+
+
+def test_explain_legend_leaves_out_zero_cost_actions():
+    e = explain(stages=3, microbatches=4, bp_method="gpipe")
+    legend = {t.legendgroup for t in e.timeline.data if t.showlegend}
+    assert {"F", "B", "L", "RB"} <= legend and not legend & {"SF", "SB", "STEP"}  # ideal link, free sends/steps
+
+
+@pytest.mark.parametrize("recs, before, after, expected", [
+    ([], 5, 5, None),
+    ([{**recovery(), "t_fail_ns": None}], 5, 5, None),  # an older record without instants
+    ([recovery()], 1.0, 2.0, (secs(T_FAIL) - 1.0, secs(T_END) + 2.0)),
+    ([recovery(open_=True)], 1.0, 2.0, (secs(T_FAIL) - 1.0, secs(T_DETECT) + 2.0)),
+    ([recovery()], 5.0, 0.0, (0.0, secs(T_END))),  # never before the run's start
+    ([{**recovery(), "t_fail_ns": int(1500 * MS), "t_end_ns": int(1600 * MS)}, recovery()], 0.5, 0.5,
+     (secs(T_FAIL) - 0.5, secs(T_END) + 0.5)),  # the most recent failure
+])
+def test_failure_window(recs, before, after, expected):
+    from app.timeline import failure_window
+
+    got = failure_window(FAILURE_RUN, recs, before_s=before, after_s=after)
+    assert got == (pytest.approx(expected) if expected else None)
+    if got:  # pinned on it, the marker and the REPLAY are in view
+        fig = timeline_figure(FAILURE_RUN, stages=2, recoveries=recs, x_range=got)
+        kill = next(t for t in fig.data if t.name == "failure")
+        assert got[0] <= kill.x[-1] <= got[1]
+
+
+def test_step_aggregate_view_shows_the_outage_as_unrecorded_time():
+    from app.timeline import step_aggregate_figure, step_totals
+
+    totals = step_totals(FAILURE_RUN, stages=2)
+    assert sorted(totals[0]) == [1, 2] and sorted(totals[1]) == [1, 2]
+    assert totals[1][2]["idle"] > 2.0  # the ~2.2 s outage inside stage 1's step 2
+    assert totals[0][1]["F"] == pytest.approx(0.020)
+    fig = step_aggregate_figure(FAILURE_RUN, stages=2, recoveries=[recovery()])
+    go.Figure(fig.to_dict())
+    assert fig.layout.yaxis.domain[0] > fig.layout.yaxis2.domain[1]  # stage 0's row above stage 1's
+    idle = [t for t in fig.data if t.legendgroup == "idle"]
+    assert [t.yaxis for t in idle] == ["y2"]  # stage 0 never stopped: no unrecorded time
+    kill = next(t for t in fig.data if t.name == "failure")
+    assert (kill.yaxis, list(kill.x)) == ("y2", [2])
+    # the 2.2 s outage would flatten the 72 ms step: stage 1's axis is clipped and the bar labelled
+    assert fig.layout.yaxis.range is None and fig.layout.yaxis2.range[1] == pytest.approx(2.5 * 0.072)  # step 1: 72 ms
+    assert [a.text for a in fig.layout.annotations] == ["↑ 2.2 s"]
+    legend = {t.legendgroup for t in fig.data if t.showlegend}
+    assert {"F", "L", "SF", "idle", "failure", "RESTORE", "REPLAY"} <= legend  # visible in the clipped row
+    assert "STARTUP" not in legend  # start-ups are not part of any step
+
+
+@pytest.mark.parametrize("unit, title, stage1_peak", [("MiB", "MiB", 3.0), ("microbatches", "micro-batches", 1.0),
+                                                      (None, "MiB", 3.0)])
+def test_memory_small_multiples_and_unit_toggle(unit, title, stage1_peak):
+    from app.memory import step_peaks
+
+    fig = memory_figure(FAILURE_RUN, stages=2, unit=unit)
+    go.Figure(fig.to_dict())
+    rows = [fig.layout.yaxis, fig.layout.yaxis2]
+    assert rows[0].domain[0] > rows[1].domain[1]  # one row per stage, stage 0 on top, not overlapping
+    assert [r.title.text for r in rows] == [f"stage 0<br>{title}", f"stage 1<br>{title}"]
+    assert rows[0].range == rows[1].range  # one value scale
+    assert fig.layout.xaxis2.matches == "x" and fig.layout.xaxis2.title.text == X_TITLE  # shared time axis
+    env = [t for t in fig.data if t.type == "scatter" and t.line.shape == "hv" and t.fill == "tozeroy"]
+    assert [t.yaxis for t in env] == ["y", "y2"] and max(y for y in env[1].y if y is not None) == stage1_peak
+    peaks = next(t for t in fig.data if t.type == "bar")
+    assert list(peaks.y) == [0, 1] and peaks.x[1] == stage1_peak  # the peak bars stay
+    per_step = step_peaks(FAILURE_RUN, stages=2, measure="inflight" if unit == "microbatches" else "act_bytes")
+    assert [p.step for p in per_step[1]] == [1, 2, 2]  # step 2 again after the restart (a new process)
+
+
+def test_memory_detail_only_when_few_actions_are_in_view():
+    many = FAILURE_RUN + [ev(0, "F", 100 + i, 6000 + i, 6000.5 + i, step=3) for i in range(700)]
+    assert any(t.legendgroup == "detail" for t in memory_figure(FAILURE_RUN, stages=2).data)
+    assert not any(t.legendgroup == "detail" for t in memory_figure(many, stages=2).data)
+    zoom = memory_figure(many, stages=2, x_range=(1.9, 2.3))
+    assert any(t.legendgroup == "detail" for t in zoom.data) and list(zoom.layout.xaxis.range) == [1.9, 2.3]
+
+
+def test_memory_measured_peaks_per_unit():
+    mib = memory_figure(FAILURE_RUN, stages=2, unit="MiB", peak_bytes=[5 * 2**20, 6 * 2**20],
+                        peak_inflight=[2, 2])
+    mb = memory_figure(FAILURE_RUN, stages=2, unit="microbatches", peak_bytes=[5 * 2**20, 6 * 2**20],
+                       peak_inflight=[2, 2])
+    assert list(next(t for t in mib.data if t.type == "bar").x) == [5.0, 6.0]
+    assert list(next(t for t in mb.data if t.type == "bar").x) == [2.0, 2.0]
+    with pytest.raises(ValueError, match="unit must be one of"):
+        memory_figure(FAILURE_RUN, stages=2, unit="GiB")
+
+
+def test_compare_chance_line_loss_overlay_and_predicted_timeline():
+    from app.compare_figures import chance_level, compare_loss_figure
+
+    cfg = {"data": {"dataset": "topics"}, "link": {"profile": "none"},
+           "train": {"method": "zerolock", "stages": 2, "microbatches": 2, "steps": 2, "inflight_depth": 2}}
+    curves = [{"chunk": "chunk0", "step": [1, 2], "loss": [3.0, 2.5]},
+              {"chunk": "chunk1", "step": [1, 2], "loss": [3.2, 2.9]}]
+    metrics = {"config": cfg, "eval": {"label_accuracy": 0.3}, "train": {"curves": curves}}
+    bp = {"eval": {"label_accuracy": 0.31}, "train": {"curves": [{"chunk": "global", "step": [1, 2],
+                                                                   "loss": [3.1, 2.4]}]}}
+    series = [Series(label="ZeroLock K=2", method="zerolock", events=FAILURE_RUN, stages=2, metrics=metrics),
+              Series(label="BP", method="bp", events=[], stages=2, metrics=bp)]
+    assert chance_level(metrics) == (0.25, "chance 1/4")
+    assert chance_level({"eval": {"majority_rate": 0.297}}) == (0.297, "majority class")
+    summary = compare_summary_figure(series)
+    go.Figure(summary.to_dict())
+    line = next(sh for sh in summary.layout.shapes if sh.type == "line")
+    assert (line.y0, line.y1) == (0.25, 0.25) and line.name == "chance"
+    assert "eval label accuracy (- - chance 1/4: 0.25)" in [a.text for a in summary.layout.annotations]
+    losses = [t for t in summary.data if t.type == "scatter"]
+    assert [t.name for t in losses] == ["ZeroLock chunk 0 (local)", "ZeroLock", "BP reference"]
+    assert losses[1].line.color == METHOD_COLOURS["zerolock"] and losses[2].line.color == METHOD_COLOURS["bp"]
+    loss = compare_loss_figure(series)
+    assert [t.name for t in loss.data] == [t.name for t in losses] and loss.layout.xaxis.dtick == 1
+    tl = compare_timeline_figure(series, initial_steps=None)
+    titles = [a.text for a in tl.layout.annotations]
+    assert "ZeroLock: predicted by the simulator (the run's mean action times)" in titles
+    predicted_f = [t for t in tl.data if t.type == "bar" and t.legendgroup == "F" and t.yaxis == "y2"]
+    assert predicted_f and len(predicted_f[0].x) == 2 * 2 * 2  # 2 stages x 2 micro-batches x 2 steps
+    assert predicted_f[0].x[0] == pytest.approx(0.011)  # the run's mean forward (10 ms) + its send (1 ms)
+
+
+@pytest.mark.parametrize("kind, rows", [("local", ["y2"]), ("global", ["y", "y2"])])
+def test_memory_rows_show_the_outage(kind, rows):
+    fig = memory_figure(FAILURE_RUN, stages=2, recoveries=[recovery(kind)])
+    go.Figure(fig.to_dict())
+    assert list(fig.layout.xaxis.range) == [0.0, secs(5287)]  # from the run's start, like the timeline
+    bands = [sh for sh in fig.layout.shapes if sh.name == "failure-band"]
+    assert [b.yref for b in bands] == [f"{r} domain" for r in rows]
+    assert all((b.x0, b.x1) == (secs(T_FAIL), secs(T_RESTORED)) for b in bands)
+    detail = next(t for t in fig.data if t.legendgroup == "detail" and t.yaxis == "y2")
+    at = dict(zip(detail.x, detail.y))
+    assert at[secs(T_FAIL)] == 0.0  # the killed process's activations are gone
+    env = next(t for t in fig.data if t.fill == "tozeroy" and t.yaxis == "y2")
+    points = list(zip(env.x, env.y))
+    i = points.index((secs(3083), 0.0))  # the envelope drops to 0 where the killed process's step ended,
+    assert points[i - 1] == (secs(3083), 3.0) and points[i + 1] == (secs(5240), 3.0)  # until the restore
+
+
+def test_kill_label_sits_on_a_white_background_left_of_the_marker():
+    fig = timeline_figure(FAILURE_RUN, stages=2, recoveries=[recovery()])
+    label = next(a for a in fig.layout.annotations if a.name == "failure-label")
+    assert (label.text, label.x, label.y, label.xanchor) == ("kill", secs(T_FAIL), 1, "right")
+    assert next(t for t in fig.data if t.name == "failure").mode == "markers"
+
+
+def test_failures_outside_the_drawn_events_are_left_out():
+    """A recent window after an old failure: no band or marker that would stretch the autorange."""
+    late = [e for e in FAILURE_RUN if e["t0"] >= 5240 * MS]
+    fig = timeline_figure(late, stages=2, origin_ns=ORIGIN_MS * MS, recoveries=[recovery()])
+    assert not [sh for sh in fig.layout.shapes if sh.name == "failure-band"] or \
+        all(sh.x0 >= secs(5240) for sh in fig.layout.shapes if sh.name == "failure-band")
+    assert not any(t.name == "failure" for t in fig.data)
+    pinned = timeline_figure(late, stages=2, origin_ns=ORIGIN_MS * MS, recoveries=[recovery()], x_range=(2.0, 4.5))
+    assert any(t.name == "failure" for t in pinned.data)  # inside the range asked for

@@ -80,10 +80,21 @@ def test_only_the_last_few_are_kept(tmp_path):
     assert store.steps_on_disk() == [4, 5]
 
 
-def test_nothing_is_unpickled(tmp_path):
+def test_nothing_is_unpickled(tmp_path, monkeypatch):
+    """A checkpoint is safetensors + JSON: saving and loading it never touch pickle (or torch.load)."""
+    import pickle
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a checkpoint must not be (un)pickled")
+
+    for name in ("load", "loads", "dump", "dumps", "Unpickler"):
+        monkeypatch.setattr(pickle, name, refuse)
+    monkeypatch.setattr(torch, "load", refuse)
+    monkeypatch.setattr(torch, "save", refuse)
     store = CheckpointStore(tmp_path, stage=0)
     d = store.save(ckpt(1))
     assert sorted(p.name for p in d.iterdir()) == sorted([TENSORS, META, MANIFEST])
+    assert store.load_latest().step == 1
 
 
 def test_capture_and_restore_reproduce_training_bitwise():

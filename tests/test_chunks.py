@@ -118,12 +118,21 @@ def test_no_gradient_crosses_a_chunk_boundary_in_zerolock(split_model):
 
 
 def test_zerolock_microbatch_only_sends_detached_states(split_model):
+    """Chunk 0's gradients after a ZeroLock micro-batch are exactly those of its own local loss:
+    nothing of chunk 1's loss flows back across the boundary (and chunk 1's state is detached)."""
     model, chunks = split_model(2)
     mb = make_batch(model.config.vocab_size)
     workers = [StageWorker(chunk=c, alpha=0.5, consistency="forward", microbatches=1, lr=1e-3, weight_decay=0)
                for c in chunks]
     losses = zerolock_microbatch(workers, mb)
     assert len(losses) == 2 and losses[0].consistency is None and losses[1].consistency is not None
+    both = {n: p.grad.clone() for n, p in chunks[0].named_parameters() if p.requires_grad}
+    assert any(g.abs().sum() > 0 for g in both.values())
+    for c in chunks:
+        c.zero_grad(set_to_none=True)
+    workers[0].local_backward(mb, None, workers[0].forward(mb, mb["input_ids"]))  # chunk 0 alone
+    alone = {n: p.grad for n, p in chunks[0].named_parameters() if p.requires_grad}
+    assert sorted(both) == sorted(alone) and all(torch.equal(both[n], alone[n]) for n in both)
 
 
 @pytest.mark.parametrize("kind", ["mlp", "affine"])

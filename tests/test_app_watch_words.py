@@ -1,0 +1,96 @@
+"""What the Watch tab says in words: the state line during start-up, an outage and the final eval;
+the recovery line of a live or reopened run; the Runs table's rows."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.controller import Tracked
+from app.recovery_text import recovery_text
+from app.runs_index import COLUMNS, runs_table
+from app.watch_view import state_words, status_markdown
+from zerolock_core.config import RunConfig, TrainConfig
+
+CFG = RunConfig(train=TrainConfig(runtime="pipeline", stages=2, steps=50, ckpt_every=2)).to_dict()
+CLOSED = {"stage": 1, "mode": "kill", "kind": "local", "detect_s": 0.154, "restore_s": 8.68, "replay_s": 0.16,
+          "replayed_microbatches": 1, "bytes_transferred": 3 * 2**20, "t_fail_ns": 1, "t_detect_ns": 2,
+          "t_restored_ns": 3, "t_end_ns": 4, "open": False}
+OPEN = {"stage": 1, "mode": "kill", "kind": "local", "down_s": 3.21, "t_fail_ns": 5, "open": True}
+
+
+def tracked(tmp_path, state="running", **kw):
+    return Tracked(name="r", dir=tmp_path, cfg=CFG, method="zerolock", batch="", state=state, **kw)
+
+
+@pytest.mark.parametrize("state,status,expected", [
+    ("running", {"open_recoveries": [OPEN]}, "**stage 1 down — restarting (3.2 s)**"),
+    ("recovering", {"open_recoveries": [{**OPEN, "kind": "global", "stage": 0}]},
+     "**stage 0 down — every stage rolls back to its last checkpoint (3.2 s)**"),
+    ("starting", {"stage_states": ["loading", "importing"]}, "starting: stage 0 loading, stage 1 importing"),
+    ("finishing", {"eval_progress": {"phase": "scoring", "scored": 32, "total": 64}},
+     "training ended; evaluating the final weights: 32 / 64 examples"),
+    ("finishing", {"eval_progress": {"phase": "loading", "scored": 0, "total": None}},
+     "training ended; evaluating the final weights (loading)"),
+    ("running", {}, "running"),
+])
+def test_state_words_name_what_the_run_is_waiting_for(tmp_path, state, status, expected):
+    assert state_words(tracked(tmp_path, state), status) == expected
+
+
+def test_status_line_shows_the_outage_and_seconds_per_step_not_running(tmp_path):
+    st = {"steps_done": 22, "total_steps": 200, "eta_s": 55.0, "s_per_step": 0.31, "open_recoveries": [OPEN]}
+    md = status_markdown(tracked(tmp_path), st)
+    assert "stage 1 down — restarting (3.2 s)" in md and "0.31 s/step" in md and "ETA 55 s" in md
+    assert " · running ·" not in md
+
+
+@pytest.mark.parametrize("status,expected", [
+    ({}, ""),
+    ({"recoveries": [CLOSED]}, "stage 1 kill → local recovery (that stage only): detect 154 ms, restore 8.68 s, "
+                               "replay 0.16 s (1 micro-batch, 3.00 MiB)"),
+    ({"recoveries": [{**CLOSED, "kind": "global", "replayed_microbatches": 4}]},
+     "stage 1 kill → global rollback (every stage): detect 154 ms, restore 8.68 s, replay 0.16 s "
+     "(4 micro-batches, 3.00 MiB)"),
+    ({"open_recoveries": [OPEN]}, "**stage 1 down — restarting (3.2 s)**"),
+])
+def test_recovery_line_lists_every_failure(status, expected):
+    assert recovery_text(status) == expected
+
+
+def test_a_reopened_run_keeps_its_recovery_line(tmp_path):
+    t = tracked(tmp_path, "finished", metrics={"recovery": [CLOSED], "steps_done": 50})
+    assert recovery_text(t.status()).startswith("stage 1 kill → local recovery")
+    assert t.failures() == [CLOSED]
+
+
+def test_runs_table_row_has_date_duration_and_failures(tmp_path):
+    run = tmp_path / "r1"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps(CFG))
+    (run / "dashboard.json").write_text(json.dumps({"started": "2026-12-01 10:00:00", "method": "zerolock"}))
+    (run / "metrics.json").write_text(json.dumps({"config": CFG, "state": "finished", "wall_s": 100.0,
+                                                  "setup_s": 30.0, "recovery": [CLOSED],
+                                                  "eval": {"label_accuracy": 0.8712}}))
+    row = dict(zip(COLUMNS, runs_table(tmp_path)[0]))
+    assert row["run"] == "r1" and row["started"] == "2026-12-01 10:00:00" and row["method"] == "ZeroLock"
+    assert row["duration"] == "2.2 min" and row["failures"] == 1 and row["label acc."] == 0.871
+
+
+def test_a_comparison_says_which_run_and_the_time_left_in_all(tmp_path):
+    from app.tab_watch import comparison_position
+
+    runs = [tracked(tmp_path, "finished", metrics={"wall_s": 50.0, "setup_s": 10.0}), tracked(tmp_path),
+            tracked(tmp_path, "queued")]
+    assert comparison_position(runs, runs[1], {"eta_s": 40.0, "elapsed_s": 20.0}) == \
+        "run 2 of 3 in this comparison, about 1 min 40 s left in all"
+    assert comparison_position(runs[:1], runs[0], {}) == ""
+
+
+def test_the_stage_table_shows_each_stages_layers_while_the_run_goes(tmp_path):
+    from app.watch_view import stage_table
+
+    events = [{"stage": s, "kind": "F", "mb": 0, "t0": 0, "t1": 10, "act_bytes": 0, "inflight": 1, "sent": 0,
+               "recv": 0, "step": 0, "gen": 0} for s in range(2)]
+    rows = stage_table(tracked(tmp_path, events=events))  # no metrics.json yet
+    assert [r[1] for r in rows] == ["0–3", "4–7"]  # the tiny model's 8 layers, split evenly
