@@ -4,8 +4,6 @@ from __future__ import annotations
 import argparse
 import os
 
-from .server import ServeOptions, serve
-
 
 def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1",
@@ -25,6 +23,8 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 def run_dashboard(args: argparse.Namespace) -> int:
     from zerolock_core.config import ConfigError
+
+    from .server import ServeOptions, serve  # gradio, torch: only when the dashboard really starts
 
     if args.poll < 0.5:
         raise ConfigError(f"--poll must be at least 0.5 s (at most 2 redraws a second), got {args.poll}")

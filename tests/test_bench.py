@@ -28,12 +28,14 @@ SETTINGS = BenchSettings(seq_len=SEQ, steps=STEPS, threads=1)
 
 
 def test_every_benchmark_registers_with_the_cli():
-    from zerolock_core.cli import build_parser
+    from zerolock_core.bench import benchmark_parser
+    from zerolock_core.cli import parse
 
-    parser = build_parser()
     for name in BENCHMARKS:
-        args = parser.parse_args(["bench", name, "--out", "/tmp/x"])
-        assert callable(args.func), name
+        args = parse(["bench", name, "--out", "/tmp/x"])
+        assert callable(args.func) and args.benchmark_argv == ["--out", "/tmp/x"], name
+        args = benchmark_parser(name).parse_args(["--out", "/tmp/x"])  # its own flags, imported lazily
+        assert callable(args.func) and args.out == "/tmp/x", name
     for name in (
         "memory",
         "geometry",

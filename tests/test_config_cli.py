@@ -76,3 +76,16 @@ def test_warm_standby_auto_wants_a_core_the_stages_do_not_use(monkeypatch, mode,
 def test_bad_warm_standby_is_a_config_error():
     with pytest.raises(ConfigError, match="--warm-standby must be one of auto, on, off"):
         RunConfig(train=TrainConfig(warm_standby="maybe"))
+
+
+def test_zerolock_help_imports_neither_torch_nor_any_benchmark():
+    """`zerolock --help` (and building the parser) stays light: torch, gradio and the benchmark
+    modules are imported only by the command that runs."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from zerolock_core.cli import build_parser; build_parser().format_help(); "
+            "heavy = [m for m in ('torch', 'gradio', 'transformers') if m in sys.modules]; "
+            "heavy += [m for m in sys.modules if m.startswith('zerolock_core.bench.')]; print(heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "[]", out.stdout

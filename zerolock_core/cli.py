@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 import time
@@ -300,11 +301,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("dashboard", help="the Gradio dashboard: start runs, watch every stage live, inject "
                                          "failures, compare methods (127.0.0.1 unless told otherwise)")
-    try:
-        from app.cli_command import register as register_dashboard
-    except ImportError as err:  # the app extra is not installed
-        p.set_defaults(func=lambda a, err=err: _missing_app(err))
+    missing = [m for m in ("app", "gradio", "plotly") if importlib.util.find_spec(m) is None]
+    if missing:  # the app extra is not installed
+        p.set_defaults(func=lambda a, err=ImportError(f"no module {missing[0]}"): _missing_app(err))
     else:
+        from app.cli_command import register as register_dashboard
+
         register_dashboard(p)
     return parser
 
@@ -314,8 +316,19 @@ def _pipeline_failed() -> type[Exception]:
     return PipelineFailed
 
 
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command's arguments; a benchmark's own flags are left for it (`zerolock bench NAME ...`)."""
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if getattr(args, "takes_rest", False):
+        args.benchmark_argv = rest
+    elif rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse(argv)
     try:
         return args.func(args)
     except _pipeline_failed() as err:

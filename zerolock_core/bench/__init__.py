@@ -32,5 +32,22 @@ BENCHMARKS = {
 
 
 def register_benchmarks(sub: argparse._SubParsersAction) -> None:
-    for name, (module, help_text) in BENCHMARKS.items():
-        importlib.import_module(module).register(sub.add_parser(name, help=help_text))
+    """One `zerolock bench NAME` per benchmark, imported only when it runs: `zerolock --help` must
+    not import torch and every benchmark module. Its own flags (and --help) go to `benchmark_parser`."""
+    for name, (_, help_text) in BENCHMARKS.items():
+        # no flags here: everything after NAME is left over (parse_known_args) for benchmark_parser
+        p = sub.add_parser(name, help=help_text, add_help=False)
+        p.set_defaults(func=lambda a, name=name: run_benchmark(name, a.benchmark_argv), takes_rest=True)
+
+
+def benchmark_parser(name: str) -> argparse.ArgumentParser:
+    """The full parser of one benchmark (imports its module)."""
+    module, help_text = BENCHMARKS[name]
+    parser = argparse.ArgumentParser(prog=f"zerolock bench {name}", description=help_text)
+    importlib.import_module(module).register(parser)
+    return parser
+
+
+def run_benchmark(name: str, argv: list[str]) -> int:
+    a = benchmark_parser(name).parse_args(argv)
+    return a.func(a)
