@@ -15,7 +15,7 @@ from zerolock_core.runtime.run import Run
 from zerolock_core.telemetry import read_events
 from zerolock_core.telemetry.lifecycle import LIFECYCLE_FILE, read_lifecycle
 
-from .live_stats import StageStats, stage_stats
+from zerolock_core.telemetry.activity import StageStats, stage_stats
 from .reference_job import ReferenceJob
 from .run_data import APP_RECORD, RunData, load_run, read_json
 

@@ -39,7 +39,7 @@ class RunForm:
     # a failure scheduled from the form (pipeline methods): stage fail_stage fails once it has done
     # fail_step optimizer steps, in fail_mode (one of FAILURE_MODES, or NO_FAILURE)
     fail_stage: int = 1
-    fail_step: int = 20
+    fail_step: int = 21  # mid-window (checkpoints every 2 steps): the replacement has micro-batches to replay
     fail_mode: str = NO_FAILURE
 
     @property

@@ -24,6 +24,9 @@ lightness. Do not add a second colour table elsewhere: add a name here.
 """
 from __future__ import annotations
 
+from zerolock_core.telemetry.lifecycle import STARTUP
+from zerolock_core.vocabulary import BUSY_KINDS
+
 # --- action kinds: bright, saturated; every timeline (live, compare, explain, notebooks) ---------
 KIND_COLOURS: dict[str, str] = {
     "F": "#2F6FDB",  # forward
@@ -58,9 +61,11 @@ KIND_LABELS: dict[str, str] = {
     "STARTUP": "start-up",
 }
 KIND_ORDER: tuple[str, ...] = tuple(KIND_COLOURS)
-COMPUTE_KINDS = frozenset({"F", "L", "B", "STEP", "CKPT", "REPLAY", "RESTORE"})
-RECOVERY_KINDS = frozenset({"RESTORE", "REPLAY"})  # drawn with a minimum visible width, labelled
-STARTUP_KIND = "STARTUP"
+# drawing, not accounting (what counts as busy is zerolock_core.vocabulary): thick bars for work,
+# thin ones for sends and waits; RESTORE and REPLAY drawn at a minimum visible width and labelled
+THICK_KINDS = BUSY_KINDS | {"RESTORE"}
+ALWAYS_VISIBLE_KINDS = frozenset({"RESTORE", "REPLAY"})
+STARTUP_KIND = STARTUP
 
 # The failure story on the timeline (same family as the kinds: they are events on a lane).
 FAILURE_COLOURS: dict[str, str] = {

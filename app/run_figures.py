@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .layout import fast_figure, frame
-from .live_stats import StageStats
+from zerolock_core.telemetry.activity import StageStats
 from .palette import NEUTRAL, stage_colour, stage_dash
 from .timeline import lane_axis
 
@@ -52,9 +52,20 @@ def training_figure(metrics: dict[str, Any] | None, *, title: str = "",
     fig.update_yaxes(title_text="loss (nats)", row=1, col=1)
     fig.update_yaxes(title_text="label accuracy", range=[0, 1], row=1, col=2)
     last = max((c["step"][-1] for c in curves if c["step"]), default=1)
-    fig.update_xaxes(dtick=max(1, -(-last // 10)), row=1, col=1)  # whole steps only
+    # whole steps, and at most 6 ticks: a half-width panel at 820 px must not run them together
+    fig.update_xaxes(dtick=_nice_step(last / 5), row=1, col=1)
     frame(fig, title=title, height=340, subplot_titles=True, left=60)
     return fig
+
+
+def _nice_step(raw: float) -> int:
+    """The smallest of 1, 2, 5, 10, 20, 50, ... steps that is at least `raw`."""
+    step = 1
+    while True:
+        for m in (1, 2, 5):
+            if step * m >= raw:
+                return step * m
+        step *= 10
 
 
 def placeholder_figure(message: str, *, title: str = "", height: int = 300) -> go.Figure:

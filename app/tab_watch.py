@@ -61,8 +61,9 @@ def build_watch_tab(controller: EngineController) -> WatchTab:
     unit = gr.Radio(list(UNITS), value="MiB", label="memory in", elem_id="memory-unit")
     memory = gr.Plot(show_label=False, elem_id="memory")
     with gr.Row():
-        training = gr.Plot(show_label=False, elem_id="training")
-        activity = gr.Plot(show_label=False, elem_id="activity")
+        # side by side when there is room; one above the other on a narrow window (820 px)
+        training = gr.Plot(show_label=False, elem_id="training", min_width=460)
+        activity = gr.Plot(show_label=False, elem_id="activity", min_width=460)
     table = gr.Dataframe(headers=TABLE_COLUMNS, label="per stage", interactive=False, elem_id="stage-table")
     with gr.Accordion("status (JSON)", open=False):
         status_json = gr.JSON(elem_id="status-json")

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from zerolock_core.telemetry.lifecycle import STARTUP  # the kind of a stage's start-up span (not an action)
+
 Events = Sequence[dict[str, Any]]
 NS_PER_MS = 1e6
 NS_PER_S = 1e9
-STARTUP = "STARTUP"  # the kind of a stage process's start-up span (not an action)
 
 
 def time_origin(events: Events) -> int:

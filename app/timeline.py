@@ -38,7 +38,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .layout import fast_figure
-from .palette import (COMPUTE_KINDS, FAILURE_COLOURS, NEUTRAL, RECOVERY_KINDS, STARTUP_KIND,
+from .palette import (THICK_KINDS, FAILURE_COLOURS, NEUTRAL, ALWAYS_VISIBLE_KINDS, STARTUP_KIND,
                       kind_colour, kind_label, kind_sort_key)
 from .timebase import Events, recent, time_end, time_origin, to_ms, to_s
 
@@ -127,7 +127,7 @@ def _phases_text(phases: dict[str, Any] | None) -> str:
 
 def _drawn_widths(lane: KindLane, min_w_s: float) -> np.ndarray:
     dur = np.asarray(lane.dur_ms) / 1e3
-    if lane.kind in RECOVERY_KINDS and min_w_s > 0:
+    if lane.kind in ALWAYS_VISIBLE_KINDS and min_w_s > 0:
         dur = np.maximum(dur, np.ceil(min_w_s * 1e6) / 1e6)  # rounded up: the JSON keeps µs
     return dur
 
@@ -153,7 +153,7 @@ def _bar_trace(lane: KindLane, *, showlegend: bool, outline: bool, min_w_s: floa
             hover += f"<br>%{{customdata[3]:,.0f}} bytes {way}"
     trace = dict(
         type="bar", base=start, x=drawn, y=np.asarray(lane.stage), orientation="h",
-        width=COMPUTE_WIDTH if lane.kind in COMPUTE_KINDS or lane.kind == STARTUP_KIND else COMM_WIDTH,
+        width=COMPUTE_WIDTH if lane.kind in THICK_KINDS or lane.kind == STARTUP_KIND else COMM_WIDTH,
         name=kind_label(lane.kind), legendgroup=lane.kind, showlegend=showlegend,
         # a thin white edge keeps back-to-back bars of one kind apart (F0 F1 F2 in GPipe)
         marker=dict(color=kind_colour(lane.kind), line=dict(color="white", width=1 if outline else 0)),
@@ -178,7 +178,7 @@ def _segment_trace(lane: KindLane, *, showlegend: bool, min_w_s: float = 0.0) ->
         t = t / 1e3
         xs += [round(t, 6), round(t + float(d), 6), None]
         ys += [s, s, None]
-    thick = max(2.0, LANE_HEIGHT_PX * (0.6 if lane.kind in COMPUTE_KINDS else 0.3))
+    thick = max(2.0, LANE_HEIGHT_PX * (0.6 if lane.kind in THICK_KINDS else 0.3))
     return dict(type="scattergl", x=xs, y=ys, mode="lines", line=dict(color=kind_colour(lane.kind), width=thick),
                 name=kind_label(lane.kind), legendgroup=lane.kind, showlegend=showlegend, hoverinfo="skip")
 
@@ -192,7 +192,7 @@ def _extent_s(events: Events, origin_ns: int) -> tuple[float, float]:
 def _autorange_span(events: Events, origin_ns: int, lo: float, hi: float, width: int | None) -> float:
     """The span plotly's autorange will show: the events' extent, stretched by RESTORE / REPLAY bars
     that their minimum width pushes past the end (a few rounds reach the fixed point)."""
-    ends = [(to_s(e["t0"], origin_ns), (e["t1"] - e["t0"]) / 1e9) for e in events if e["kind"] in RECOVERY_KINDS]
+    ends = [(to_s(e["t0"], origin_ns), (e["t1"] - e["t0"]) / 1e9) for e in events if e["kind"] in ALWAYS_VISIBLE_KINDS]
     span = hi - lo
     for _ in range(3):
         w = min_width_s(span, width=width)
@@ -222,7 +222,7 @@ def timeline_traces(events: Events, *, stages: int, origin_ns: int, webgl: bool,
     min_w = min_width_s(view_span_s, width=width)
     px_per_s = plot_width_px(width) / max(view_span_s, 1e-9)
     lanes = lane_bars(events, stages=stages, origin_ns=origin_ns)
-    lanes.sort(key=lambda lane: lane.kind in RECOVERY_KINDS)  # stable: recovery bars drawn last, on top
+    lanes.sort(key=lambda lane: lane.kind in ALWAYS_VISIBLE_KINDS)  # stable: recovery bars drawn last, on top
     traces = []
     for lane in lanes:
         widths = _drawn_widths(lane, min_w) * px_per_s if len(lane) else np.zeros(1)
@@ -297,7 +297,7 @@ def recovery_bar_annotations(events: Events, *, stages: int, origin_ns: int, vie
     gap_ms = 1e3 * min_width_s(view_span_s, px=2 * MIN_RECOVERY_PX, width=width)
     room_s = min_width_s(view_span_s, px=150, width=width)
     out = []
-    for lane in lane_bars([e for e in events if e["kind"] in RECOVERY_KINDS], stages=stages, origin_ns=origin_ns):
+    for lane in lane_bars([e for e in events if e["kind"] in ALWAYS_VISIBLE_KINDS], stages=stages, origin_ns=origin_ns):
         for s, t0, t1, n in _clusters(lane, gap_ms)[-limit:]:
             count = f" ×{n}" if n > 1 else ""
             left = lane.kind == "RESTORE" or (right_edge_s is not None and t0 / 1e3 > right_edge_s - room_s)

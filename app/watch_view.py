@@ -11,12 +11,12 @@ from zerolock_core.preflight import model_layers
 
 from .controller import Tracked
 from .live_loss import live_loss_curves
-from .live_stats import bubble_fraction, live_throughput
+from zerolock_core.telemetry.activity import bubble_fraction, live_throughput
 from .memory import memory_figure
 from .palette import method_label
 from .run_figures import activity_figure, placeholder_figure, training_figure
 from .timebase import recent, span_s, time_origin
-from .timeline import failure_window, timeline_figure
+from .timeline import failure_window, should_aggregate, step_aggregate_figure, timeline_figure
 
 TABLE_COLUMNS = ["stage", "layers", "steps", "computing %", "peak act. MiB", "peak in-flight mb",
                  "sent MiB", "received MiB"]
@@ -198,8 +198,14 @@ def watch_view(t: Tracked, *, window_s: float | None, position: str = "",
     else:
         # a new uirevision when the view is pinned: the pin must win over an earlier zoom
         revision = f"{key}-{'failure-%d' % len(failures) if x_range else window is None}"
-        timeline = timeline_figure(timeline_events, stages=stages, origin_ns=origin, recoveries=failures,
-                                   x_range=x_range, uirevision=revision, title=f"Timeline per stage{shown}")
+        if x_range is None and window is None and should_aggregate(events):
+            # the whole of a long run: one stacked bar per stage and step, not tens of thousands of bars
+            timeline = step_aggregate_figure(events, stages=stages, recoveries=failures, uirevision=revision,
+                                             title=f"Time per step and stage, the whole run ({len(events):,} "
+                                                   "actions; pick “recent actions” or a failure for single bars)")
+        else:
+            timeline = timeline_figure(timeline_events, stages=stages, origin_ns=origin, recoveries=failures,
+                                       x_range=x_range, uirevision=revision, title=f"Timeline per stage{shown}")
         memory = memory_figure(memory_events, stages=stages, window_s=window, origin_ns=origin, peak_bytes=peaks,
                                measure=measure, x_range=x_range, recoveries=failures, uirevision=revision,
                                title=f"Activation memory per stage{shown}")

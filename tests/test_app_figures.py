@@ -7,7 +7,7 @@ import pytest
 from app.compare_figures import Series, compare_memory_figure, compare_summary_figure, compare_timeline_figure
 from app.explain import explain
 from app.figures import KIND_COLOURS, METHOD_COLOURS, memory_figure, simulated_events, timeline_figure
-from app.live_stats import bubble_fraction, live_throughput, stage_stats
+from zerolock_core.telemetry.activity import bubble_fraction, live_throughput, stage_stats
 from app.memory import memory_grid
 from app.palette import kind_label
 from app.run_figures import activity_figure

@@ -94,3 +94,17 @@ def test_the_stage_table_shows_each_stages_layers_while_the_run_goes(tmp_path):
                "recv": 0, "step": 0, "gen": 0} for s in range(2)]
     rows = stage_table(tracked(tmp_path, events=events))  # no metrics.json yet
     assert [r[1] for r in rows] == ["0–3", "4–7"]  # the tiny model's 8 layers, split evenly
+
+
+def test_the_whole_of_a_long_run_is_drawn_per_step_not_per_action(tmp_path):
+    from app.timeline import AGGREGATE_ABOVE
+    from app.watch_view import watch_view
+
+    n = AGGREGATE_ABOVE + 1
+    events = [{"stage": i % 2, "kind": "F", "mb": i, "t0": i * 10**6, "t1": i * 10**6 + 5 * 10**5,
+               "act_bytes": 0, "inflight": 1, "sent": 0, "recv": 0, "step": i // 100, "gen": 0} for i in range(n)]
+    t = tracked(tmp_path, events=events)
+    whole = watch_view(t, window_s=None, status={})
+    assert whole.timeline.layout.title.text.startswith("Time per step and stage, the whole run")
+    recent = watch_view(t, window_s=5.0, status={})
+    assert recent.timeline.layout.title.text.startswith("Timeline per stage (the last")

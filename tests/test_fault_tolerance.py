@@ -19,6 +19,7 @@ from zerolock_core.bench.faults import (CI_CASES, DEADLINE_S, MATRIX_CASES, STEP
                                         run_with_deadline)
 from zerolock_core.config import ConfigError, DataConfig, RunConfig, TrainConfig
 from zerolock_core.runtime.run import Run
+from zerolock_core.telemetry.activity import bubble_fraction, makespan_s, stage_stats
 from zerolock_core.telemetry.lifecycle import STARTUP_PHASES, read_lifecycle
 
 pytestmark = pytest.mark.slow
@@ -75,6 +76,11 @@ def check_recovered(tmp_path, baselines, method, failures, metrics):
     assert metrics["train"]["curves"] == base_metrics["train"]["curves"]
     events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
     assert any(e["kind"] == "RESTORE" for e in events)
+    # metrics.json's activity is the dashboard's live computation over the same events (the outage
+    # included: every generation of a stage counts, the gap is idle)
+    activity = stage_stats(events, stages=metrics["config"]["train"]["stages"])
+    assert [p["active_fraction"] for p in metrics["per_stage"]] == [a.active_fraction for a in activity]
+    assert metrics["bubble_fraction"] == bubble_fraction(activity, makespan_s(events))
     # every stage process, the replacements included, recorded its start-up phase by phase
     starts, stages = read_lifecycle(tmp_path), metrics["config"]["train"]["stages"]
     assert {(r["stage"], r["gen"]) for r in starts} >= {(s, 0) for s in range(stages)}

@@ -28,6 +28,7 @@ BENCHMARKS = {
     "crosscheck": ("zerolock_core.bench.crosscheck", "our GPipe/1F1B vs torch.distributed.pipelining's"),
     "efficiency": ("zerolock_core.bench.efficiency", "throughput vs the slowest-stage bound; bubbles vs textbook"),
     "simulator": ("zerolock_core.bench.simulator", "simulator predictions vs measured runs, then extrapolations"),
+    "readme": ("zerolock_core.bench.readme", "rewrite the README's results blocks from docs/results/*.json"),
 }
 
 

@@ -12,7 +12,6 @@ import argparse
 import json
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 from ..config import DataConfig, ModelConfig, RunConfig, TrainConfig

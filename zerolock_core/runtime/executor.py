@@ -18,7 +18,6 @@ import torch
 import torch.distributed as dist
 
 from ..schedule import Action, Kind
-from ..schedule.action import COMPUTE_KINDS
 from ..stage_worker import StageWorker, StepLoss
 from ..telemetry import ActivationMeter, Event, EventWriter
 from .. import boundary
@@ -39,7 +38,6 @@ class StageCounters:
     bytes_sent: int = 0
     bytes_received: int = 0
     bytes_resent: int = 0
-    busy_ns: int = 0
     actions: int = 0  # actions run (the heartbeat publishes it: the coordinator's stall detection)
     peak_inflight: int = 0
     first_ns: int | None = None
@@ -126,7 +124,7 @@ class Executor:
             sent, recv = self._guarded(lambda: handler(action.microbatch))
             t1 = time.monotonic_ns()
             kind = Kind.REPLAY.value if self._is_replay(action) else action.kind.value
-            self._record(kind, action.microbatch, t0, t1, sent, recv, compute=action.kind in COMPUTE_KINDS)
+            self._record(kind, action.microbatch, t0, t1, sent, recv)
             if action.kind == Kind.STEP:
                 self._after_step()
             elif action.kind == Kind.F and self.ft is not None:
@@ -156,10 +154,9 @@ class Executor:
                     raise
                 self._relink(*self._wait_for_rebuild())
 
-    def _record(self, kind: str, mb: int | None, t0: int, t1: int, sent: int, recv: int, *, compute: bool) -> None:
+    def _record(self, kind: str, mb: int | None, t0: int, t1: int, sent: int, recv: int) -> None:
+        """One action done: its event (busy / idle are computed from the events, telemetry/activity.py)."""
         c = self.counters
-        if compute:
-            c.busy_ns += t1 - t0
         c.actions += 1
         c.first_ns = t0 if c.first_ns is None else c.first_ns
         c.last_ns = t1
@@ -391,4 +388,4 @@ class Executor:
                 resent += self._send(self.next, h, kind=HIDDEN, mb=mb)
             self.counters.bytes_resent += resent
             ft.store.add(protocol.resent_bytes(self.stage), resent)
-        self._record("RELINK", None, t0, time.monotonic_ns(), resent, 0, compute=False)
+        self._record("RELINK", None, t0, time.monotonic_ns(), resent, 0)

@@ -10,6 +10,7 @@ from safetensors import safe_open
 from ..artifacts import final_weights_path
 from ..config import RunConfig
 from ..telemetry import read_events, write_chrome_trace
+from ..telemetry.activity import bubble_fraction, makespan_s, stage_stats
 from .run_dir import CHECKPOINT_LOG
 
 
@@ -45,12 +46,11 @@ def checkpoint_rejections(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def training_span_s(run_dir: Path, since_ns: int) -> float:
-    """First action to last action of this coordinator's session, across every generation of every
-    stage (a recovery's gap and replay included)."""
+def session_events(run_dir: Path, since_ns: int) -> list[dict[str, Any]]:
+    """The actions of this coordinator's session, every generation of every stage (a recovery's gap
+    and replay included)."""
     events, _ = read_events(run_dir / "events.jsonl")
-    ts = [(e["t0"], e["t1"]) for e in events if e.get("t0", 0) >= since_ns]
-    return (max(t1 for _, t1 in ts) - min(t0 for t0, _ in ts)) / 1e9 if ts else 0.0
+    return [e for e in events if e.get("t0", 0) >= since_ns]
 
 
 def loss_curves(cfg: RunConfig, reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -76,11 +76,17 @@ def pipeline_metrics(cfg: RunConfig, run_dir: Path, *, eval_block: dict[str, Any
     """`since_ns`: when this session of the run began (wall_s covers it from the first action on);
     `start_step`: the step it resumed from (throughput counts only the steps trained here)."""
     reports = load_stage_reports(run_dir, cfg.train.stages)
-    wall = training_span_s(run_dir, since_ns)
+    events = session_events(run_dir, since_ns)
+    activity = stage_stats(events, stages=cfg.train.stages)  # the dashboard computes the same, live
+    wall = makespan_s(events)
     steps_done = min((r["steps_done"] for r in reports), default=0) if len(reports) == cfg.train.stages else 0
     samples = max(0, steps_done - start_step) * cfg.train.batch
-    per_stage = [{k: v for k, v in r.items() if k not in ("losses", "first_ns", "last_ns")} for r in reports]
-    mean_busy = sum(r["busy_s"] for r in reports) / len(reports) if reports else 0.0
+    per_stage = []
+    for r in reports:
+        a = activity[r["stage"]]
+        per_stage.append({**{k: v for k, v in r.items() if k not in ("losses", "first_ns", "last_ns")},
+                          "busy_s": a.busy_s, "idle_s": a.idle_s, "span_s": a.span_s,
+                          "active_fraction": a.active_fraction})
     throughput = samples / wall if wall > 0 else 0.0
     return {
         "config": cfg.to_dict(),
@@ -93,7 +99,7 @@ def pipeline_metrics(cfg: RunConfig, run_dir: Path, *, eval_block: dict[str, Any
         "final_steps": final_weight_steps(run_dir, cfg.train.stages),
         "throughput_samples_per_s": throughput,
         "samples_per_s": throughput,
-        "bubble_fraction": max(0.0, 1.0 - mean_busy / wall) if wall > 0 else 0.0,
+        "bubble_fraction": bubble_fraction(activity, wall),
         "wall_s": wall,
         "setup_s": setup_s,
         "train": {"curves": loss_curves(cfg, reports)},

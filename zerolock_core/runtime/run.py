@@ -29,7 +29,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from ..artifacts import write_json_atomic
-from ..config import FAILURE_MODES, PIPEDREAM_REFUSAL, FailureSpec, RunConfig
+from ..config import FAILURE_MODES, PIPEDREAM_REFUSAL, RunConfig
 from ..telemetry import read_events
 from . import protocol, run_dir
 from .checkpoint import CheckpointStore

@@ -393,8 +393,6 @@ def report_phase(b: Built, launch: StageLaunch, executor: Executor, *, stopped: 
 def stage_report(cfg: RunConfig, stage: int, ex: Executor, device: torch.device, *, stopped: bool,
                  generation: int) -> dict[str, Any]:
     c = ex.counters
-    span = (c.last_ns - c.first_ns) / 1e9 if c.first_ns is not None else 0.0
-    busy = c.busy_ns / 1e9
     chunk = ex.worker.chunk
     report = {
         "stage": stage, "layers": list(chunk.layer_range), "stopped": stopped, "generation": generation,
@@ -402,8 +400,6 @@ def stage_report(cfg: RunConfig, stage: int, ex: Executor, device: torch.device,
         "peak_activation_bytes": ex.meter.peak_bytes,
         "peak_inflight_microbatches": c.peak_inflight,
         "peak_rss_bytes": peak_rss_bytes(),
-        "busy_s": busy, "idle_s": max(0.0, span - busy), "span_s": span,
-        "active_fraction": busy / span if span > 0 else 0.0,
         "first_ns": c.first_ns, "last_ns": c.last_ns,
         "bytes_sent": c.bytes_sent, "bytes_received": c.bytes_received, "bytes_resent": c.bytes_resent,
         "trainable_bytes": sum(p.numel() * p.element_size() for p in chunk.parameters() if p.requires_grad),

@@ -9,6 +9,8 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
+from ..vocabulary import Category, category
+
 
 class Kind(StrEnum):
     """What a stage does. The value is the code used in action strings."""
@@ -25,9 +27,10 @@ class Kind(StrEnum):
     REPLAY = "REPLAY"  # replay of a micro-batch (recovery); a compute action
 
 
-COMPUTE_KINDS = frozenset({Kind.F, Kind.L, Kind.B, Kind.STEP, Kind.CKPT, Kind.REPLAY})
-SEND_KINDS = frozenset({Kind.SF, Kind.SB})
-RECV_KINDS = frozenset({Kind.RF, Kind.RB})
+# what each kind counts as is defined once, in the telemetry vocabulary
+COMPUTE_KINDS = frozenset(k for k in Kind if category(k.value) == Category.COMPUTE)
+SEND_KINDS = frozenset(k for k in Kind if category(k.value) == Category.COMMUNICATION)
+RECV_KINDS = frozenset(k for k in Kind if category(k.value) == Category.WAIT)
 NO_MICROBATCH_KINDS = frozenset({Kind.STEP, Kind.CKPT})
 # receive kind -> the send kind it matches
 SEND_FOR_RECV = {Kind.RF: Kind.SF, Kind.RB: Kind.SB}

@@ -1,10 +1,17 @@
-"""Per-stage numbers computed from events while a run goes (metrics.json has them only at the end)."""
+"""Per-stage activity from the events: busy, idle, span, active fraction, bubble, throughput.
+
+The one definition: metrics.json (runtime/report.py, at the end of a run), the dashboard (while it
+goes) and the benchmarks all compute them here, from events.jsonl, so they agree for any run, one
+with a recovery included (every process generation of a stage counts; the outage is idle). What is
+busy is the vocabulary's compute category (zerolock_core.vocabulary)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Sequence
 
-from .palette import COMPUTE_KINDS
-from .timebase import Events
+from ..vocabulary import is_busy
+
+Events = Sequence[dict[str, Any]]
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -23,6 +30,15 @@ class StageStats:
     def active_fraction(self) -> float:
         return self.busy_s / self.span_s if self.span_s > 0 else 0.0
 
+    @property
+    def idle_s(self) -> float:
+        return max(0.0, self.span_s - self.busy_s)
+
+
+def makespan_s(events: Events) -> float:
+    """First start to last end over every stage."""
+    return (max(e["t1"] for e in events) - min(e["t0"] for e in events)) / 1e9 if events else 0.0
+
 
 def stage_stats(events: Events, *, stages: int) -> list[StageStats]:
     acc = [dict(actions=0, busy=0, first=None, last=0, peak=0, inflight=0, steps=0, sent=0, recv=0)
@@ -30,7 +46,7 @@ def stage_stats(events: Events, *, stages: int) -> list[StageStats]:
     for e in events:
         a = acc[e["stage"]]
         a["actions"] += 1
-        if e["kind"] in COMPUTE_KINDS:
+        if is_busy(e["kind"]):
             a["busy"] += e["t1"] - e["t0"]
         a["first"] = e["t0"] if a["first"] is None else min(a["first"], e["t0"])
         a["last"] = max(a["last"], e["t1"])
@@ -46,10 +62,10 @@ def stage_stats(events: Events, *, stages: int) -> list[StageStats]:
 
 
 def bubble_fraction(stats: list[StageStats], makespan_s: float) -> float:
-    """1 - mean busy / makespan (the engine's definition in metrics.json)."""
+    """1 - mean busy / makespan (metrics.json's `bubble_fraction`)."""
     if makespan_s <= 0 or not stats:
         return 0.0
-    return 1.0 - sum(s.busy_s for s in stats) / len(stats) / makespan_s
+    return max(0.0, 1.0 - sum(s.busy_s for s in stats) / len(stats) / makespan_s)
 
 
 def live_throughput(stats: list[StageStats], *, elapsed_s: float, batch: int) -> float | None:
