@@ -16,7 +16,8 @@ from .memory import memory_figure
 from .palette import method_label
 from .run_figures import activity_figure, placeholder_figure, training_figure
 from .timebase import recent, span_s, time_origin
-from .timeline import failure_window, should_aggregate, step_aggregate_figure, timeline_figure
+from .timeline import (LABEL_MAX_BARS, failure_window, should_aggregate, step_aggregate_figure,
+                       timeline_figure)
 
 TABLE_COLUMNS = ["stage", "layers", "steps", "computing %", "peak act. MiB", "peak in-flight mb",
                  "sent MiB", "received MiB"]
@@ -204,8 +205,13 @@ def watch_view(t: Tracked, *, window_s: float | None, position: str = "",
                                              title=f"Time per step and stage, the whole run ({len(events):,} "
                                                    "actions; pick “recent actions” or a failure for single bars)")
         else:
+            # while the run goes, every redraw costs the browser CPU the training shares: no range
+            # slider (a second copy of every bar) and no bar labels except around a failure
+            live = not t.engine_done
             timeline = timeline_figure(timeline_events, stages=stages, origin_ns=origin, recoveries=failures,
-                                       x_range=x_range, uirevision=revision, title=f"Timeline per stage{shown}")
+                                       x_range=x_range, uirevision=revision, title=f"Timeline per stage{shown}",
+                                       rangeslider=not live,
+                                       label_max_bars=LABEL_MAX_BARS if (x_range or not live) else 0)
         memory = memory_figure(memory_events, stages=stages, window_s=window, origin_ns=origin, peak_bytes=peaks,
                                measure=measure, x_range=x_range, recoveries=failures, uirevision=revision,
                                title=f"Activation memory per stage{shown}")
