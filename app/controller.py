@@ -86,11 +86,11 @@ class Tracked:
                 "recoveries": list(recoveries or []), "open_recoveries": st.get("open_recoveries", []),
                 "error": st.get("error", "")}
 
-    def failures(self) -> list[dict[str, Any]]:
-        """Every recovery so far, closed and under way, with its instants (for the timeline)."""
-        st = self.engine.status() if isinstance(self.engine, Run) else {}
-        closed = st.get("recoveries") if st else (self.metrics or {}).get("recovery")
-        return [*(closed or []), *st.get("open_recoveries", [])]
+
+def failures(status: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every recovery of a run so far, closed and under way, with its instants (for the timeline),
+    from its `Tracked.status()` (one engine status per tick serves the text and the figures)."""
+    return [*status.get("recoveries", []), *status.get("open_recoveries", [])]
 
     def to_run_data(self) -> RunData:
         with self._lock:

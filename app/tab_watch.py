@@ -13,7 +13,7 @@ from typing import Any
 
 import gradio as gr
 
-from .controller import EngineController
+from .controller import EngineController, failures
 from .failure_panel import build_failure_panel
 from .recovery_text import recovery_text
 from .timebase import recent_window_s
@@ -112,13 +112,13 @@ def poll(controller: EngineController, drawn: dict | None, window_choice: str, u
     t.refresh()
     keep_polling = controller.busy or not t.engine_done
     last = drawn or {"key": None, "at": 0.0, "recovery": None, "failures": 0, "run": None}
-    n_failures = len(t.failures())
+    batch = controller.batch()
+    status = {**t.status(), "busy": controller.busy, "batch_runs": [b.name for b in batch]}
+    n_failures = len(failures(status))
     pin = gr.skip()
     if last.get("run") == t.name and n_failures > last.get("failures", 0):
         window_choice, pin = FAILURE, FAILURE  # a new failure: show it, whatever the view was
     last = {**last, "failures": n_failures, "run": t.name}
-    batch = controller.batch()
-    status = {**t.status(), "busy": controller.busy, "batch_runs": [b.name for b in batch]}
     position = comparison_position(batch, t, status)
     line = recovery_text(status)
     recovery = gr.skip() if line == last.get("recovery") else line  # every update costs the browser a redraw

@@ -10,6 +10,7 @@ from zerolock_core.chunks import chunk_bounds
 from zerolock_core.preflight import model_layers
 
 from .controller import Tracked
+from .controller import failures as failures_of
 from .live_loss import live_loss_curves
 from zerolock_core.telemetry.activity import bubble_fraction, live_throughput
 from .memory import memory_figure
@@ -170,7 +171,7 @@ def watch_view(t: Tracked, *, window_s: float | None, position: str = "",
     st = status if status is not None else t.status()
     events = t.events
     stages = t.stages
-    failures = t.failures()
+    failures = failures_of(st)
     # one origin for every view: the first stage process's spawn (start-up is part of the run)
     everything = [*t.lifecycle, *events]
     origin = time_origin(everything)

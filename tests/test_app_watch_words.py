@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from app.controller import Tracked
+from app.controller import Tracked, failures
 from app.recovery_text import recovery_text
 from app.runs_index import COLUMNS, runs_table
 from app.watch_view import state_words, status_markdown
@@ -61,7 +61,7 @@ def test_recovery_line_lists_every_failure(status, expected):
 def test_a_reopened_run_keeps_its_recovery_line(tmp_path):
     t = tracked(tmp_path, "finished", metrics={"recovery": [CLOSED], "steps_done": 50})
     assert recovery_text(t.status()).startswith("stage 1 kill → local recovery")
-    assert t.failures() == [CLOSED]
+    assert failures(t.status()) == [CLOSED]
 
 
 def test_runs_table_row_has_date_duration_and_failures(tmp_path):
