@@ -113,6 +113,40 @@ def test_fault_matrix_case_ends_bitwise_equal_or_is_refused(tmp_path, baselines,
                                                                                   failures=failures)))
 
 
+def _until(run, condition, what: str) -> None:
+    t0 = time.monotonic()
+    while not condition(run.status()):
+        assert not run.done, f"the run ended before {what}: {run.metrics and run.metrics.get('reason')}"
+        assert time.monotonic() - t0 < DEADLINE_S, f"waited {DEADLINE_S:g} s for {what}"
+        time.sleep(0.02)
+
+
+def test_a_failure_while_a_replacement_starts_restarts_it_again_and_ends_bitwise_equal(tmp_path, baselines):
+    """Stage 1 dies; while its replacement starts, stage 0 dies too. The survivor (stage 2) was
+    connecting to the first replacement: it must give that link up for the newer one (it once
+    waited in the backend's connect until the replacement timed out)."""
+    run = Run(cfg_for(tmp_path)).start()
+    try:
+        _until(run, lambda s: s["steps_done"] >= 2, "step 2")
+        run.inject_failure(1, "kill")
+        _until(run, lambda s: 1 in s["recovering"] and s["stage_states"][1] in STARTUP_PHASES,
+               "stage 1's replacement to start")
+        run.inject_failure(0, "kill")
+        metrics = run.wait(timeout=DEADLINE_S)
+    finally:
+        if not run.done:
+            run.stop(timeout=30)
+    assert metrics is not None and metrics["state"] == "finished", metrics and metrics.get("reason")
+    by_stage = {r["stage"]: r for r in metrics["recovery"]}
+    assert sorted(by_stage) == [0, 1] and all(r["kind"] == "local" and not r["open"] for r in by_stage.values())
+    assert "restarted again" in by_stage[1]["reason"]
+    base_dir, base_metrics = baselines("zerolock")
+    assert_bitwise_equal(base_dir, tmp_path)
+    assert metrics["train"]["curves"] == base_metrics["train"]["curves"]
+    events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    assert {e["stage"] for e in events if e["kind"] == "RELINK"} >= {2}  # the survivor relinked
+
+
 def test_a_stopped_stage_is_detected_and_never_comes_back(tmp_path):
     run = Run(cfg_for(tmp_path, steps=STEPS)).start()
     t0 = time.monotonic()

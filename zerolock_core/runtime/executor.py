@@ -143,16 +143,22 @@ class Executor:
 
     def _guarded(self, fn):
         """Runs fn; a broken link (ZeroLock under the coordinator) is rebuilt and fn run again —
-        safe because every handler is idempotent."""
+        safe because every handler is idempotent. A relink is itself guarded: its peer may be
+        replaced again while we connect (a second failure), and then the newer link is built."""
+        relink: tuple[str, int] | None = None
         while True:
             try:
+                if relink is not None:
+                    self._relink(*relink)
+                    relink = None
                 return fn()
             except LinkRebuilt as rebuilt:
-                self._relink(rebuilt.side, rebuilt.gen)
+                relink = (rebuilt.side, rebuilt.gen)
             except LinkBroken:
                 if self.ft is None or not self.ft.local_recovery:
                     raise
-                self._relink(*self._wait_for_rebuild())
+                # a relink that failed waits for a generation after the one it tried
+                relink = self._wait_for_rebuild(tried=relink)
 
     def _record(self, kind: str, mb: int | None, t0: int, t1: int, sent: int, recv: int) -> None:
         """One action done: its event (busy / idle are computed from the events, telemetry/activity.py)."""
@@ -343,19 +349,27 @@ class Executor:
     def current_generation(self, link: int) -> int:
         return protocol.get_int(self.ft.store, protocol.link_generation(link), 0)
 
-    def _wait_for_rebuild(self) -> tuple[str, int]:
-        """A link broke (its peer died). Wait for the coordinator to announce the replacement."""
+    def _wait_for_rebuild(self, *, tried: tuple[str, int] | None) -> tuple[str, int]:
+        """A link broke (its peer died). Wait for the coordinator to announce the replacement: a
+        generation newer than the broken link's and than the one a failed relink `tried`."""
         ft, t0 = self.ft, time.monotonic()
         while True:
             if ft.store.check([protocol.STOP]):
                 raise StopRequested()
             for side, link in (("prev", self.prev), ("next", self.next)):
-                if link is not None and self.current_generation(link.link) > link.generation:
+                seen = max(link.generation, tried[1] if tried and tried[0] == side else 0) if link else 0
+                if link is not None and self.current_generation(link.link) > seen:
                     return side, self.current_generation(link.link)
             if time.monotonic() - t0 > RELINK_WAIT_S:
                 raise TimeoutError(f"stage {self.stage}: a link broke and no replacement was announced "
                                    f"within {RELINK_WAIT_S:g} s")
             time.sleep(0.01)
+
+    def _raise_if_replaced_again(self, side: str, gen: int) -> None:
+        link = self.prev if side == "prev" else self.next
+        newer = self.current_generation(link.link)
+        if newer > gen:
+            raise LinkRebuilt(side, newer)
 
     def _relink(self, side: str, gen: int) -> None:
         ft = self.ft
@@ -377,7 +391,8 @@ class Executor:
         else:
             # We are upstream of a replaced stage: resend what it needs from the replay buffer.
             need = int(protocol.wait_for(ft.store, protocol.need(self.next.link, gen), timeout_s=RELINK_WAIT_S,
-                                         what=f"stage {self.stage + 1}'s replacement to say what it needs"))
+                                         what=f"stage {self.stage + 1}'s replacement to say what it needs",
+                                         abandon=lambda: self._raise_if_replaced_again("next", gen)))
             self.wiring.next = self.wiring.make_link("next", gen)
             self.sends.clear()  # sends on the dead link are gone; the buffer has their tensors
             if ft.replay is None or (need < self.next_hidden and need < ft.replay.floor):

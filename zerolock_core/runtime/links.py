@@ -4,6 +4,12 @@ Each link is built by its two endpoints alone from the coordinator's store under
 `protocol.link_prefix(link, generation)`, so no world-wide collective is needed and a later
 generation can replace a failed link without touching the others. Every failure of the transport
 (connect, send, receive, wait) comes out as one typed error, `LinkBroken`.
+
+Before the process group is built, each end says hello in the store and waits for its peer's,
+polling: the backend's own connect cannot be interrupted, so a survivor must not enter it while
+its peer may never come (a replacement killed while it starts because another stage failed). The
+wait gives up as soon as the coordinator announces a newer generation of the link (`LinkRebuilt`:
+build that one instead) or a stop.
 """
 from __future__ import annotations
 
@@ -15,7 +21,7 @@ import torch.distributed as dist
 
 from ..schedule import Link as LinkModel
 from . import protocol
-from .errors import LinkBroken
+from .errors import LinkBroken, LinkRebuilt, StopRequested
 from .link_emulation import EmulatedHop
 
 HIDDEN, GRAD = 0, 1
@@ -47,6 +53,8 @@ class Link:
         self.hop = EmulatedHop(emulation) if emulation is not None else None
         self.rank = 0 if upstream_end else 1
         self.peer = 1 - self.rank
+        self.side = "next" if upstream_end else "prev"  # which of this process's links it is
+        self._await_peer(store, timeout_s)
         prefix = dist.PrefixStore(protocol.link_prefix(link, generation), store)
         timeout = datetime.timedelta(seconds=timeout_s)
         try:
@@ -56,6 +64,21 @@ class Link:
                 self.pg = dist.ProcessGroupGloo(prefix, self.rank, 2, timeout)
         except Exception as err:
             raise LinkBroken(link, generation, "connect", err) from err
+
+    def _await_peer(self, store: dist.Store, timeout_s: float) -> None:
+        store.set(protocol.link_hello(self.link, self.generation, self.rank), "1")
+        peer_key = protocol.link_hello(self.link, self.generation, self.peer)
+        t0 = time.monotonic()
+        while not store.check([peer_key]):
+            if store.check([protocol.STOP]):
+                raise StopRequested()
+            newer = protocol.get_int(store, protocol.link_generation(self.link), 0)
+            if newer > self.generation:
+                raise LinkRebuilt(self.side, newer)
+            if time.monotonic() - t0 > timeout_s:
+                raise LinkBroken(self.link, self.generation, "connect",
+                                 TimeoutError(f"the peer did not arrive within {timeout_s:g} s"))
+            time.sleep(0.01)
 
     def send(self, tensor: torch.Tensor, *, kind: int, microbatch: int) -> LinkWork:
         what = f"send of {'hidden state' if kind == HIDDEN else 'gradient'} {microbatch}"

@@ -12,6 +12,7 @@ Every key written is read by someone: the table at the bottom lists who writes a
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 import torch.distributed as dist
 
@@ -83,6 +84,11 @@ def link_prefix(link: int, generation: int) -> str:
     return f"link{link}/gen{generation}"
 
 
+def link_hello(link: int, generation: int, rank: int) -> str:
+    """Set by an end of the link once it is about to build the process group (rank 0: upstream)."""
+    return f"hello/{link}/gen{generation}/{rank}"
+
+
 def need(link: int, generation: int) -> str:
     """Set by the downstream end of a rebuilt link: the first micro-batch it has not received."""
     return f"need/{link}/gen{generation}"
@@ -145,15 +151,19 @@ def get_int(store: dist.Store, key: str, default: int = 0) -> int:
     return int(store.get(key)) if store.check([key]) else default
 
 
-def wait_for(store: dist.Store, key: str, *, timeout_s: float, what: str) -> str:
-    """The value of `key` once someone sets it. Stops early on a stop request (StopRequested) and
-    raises TimeoutError after `timeout_s`: no wait on the store is unbounded."""
+def wait_for(store: dist.Store, key: str, *, timeout_s: float, what: str,
+             abandon: Callable[[], None] | None = None) -> str:
+    """The value of `key` once someone sets it. Stops early on a stop request (StopRequested),
+    calls `abandon()` while waiting (it raises to give the wait up: the peer it waits for was
+    replaced) and raises TimeoutError after `timeout_s`: no wait on the store is unbounded."""
     from .errors import StopRequested
 
     t0 = time.monotonic()
     while not store.check([key]):
         if store.check([STOP]):
             raise StopRequested()
+        if abandon is not None:
+            abandon()
         if time.monotonic() - t0 > timeout_s:
             raise TimeoutError(f"waited {timeout_s:g} s for {what} (store key {key})")
         time.sleep(0.01)
@@ -173,6 +183,7 @@ def wait_for(store: dist.Store, key: str, *, timeout_s: float, what: str) -> str
 #   heartbeat/progress   hb                         -> coord (failure and stall detection)
 #   link_generation      coord                      -> stages (rebuild a link)
 #   need                 downstream stage           -> upstream stage (what to resend)
+#   link_hello           each end of a link         -> the other end (its peer is alive and connecting)
 #   flow_consumed        receiving stage            -> sending stage, coord (restore point)
 #   buffer_floor         stage                      -> coord (is a local replay possible)
 #   checkpoint_cursor    stage                      -> its upstream stage (prune the replay buffer)
