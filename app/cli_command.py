@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from .poll_interval import DEFAULT_POLL_S
+
 
 def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1",
@@ -14,19 +16,16 @@ def register(parser: argparse.ArgumentParser) -> None:
                         help="require this password (default: $ZEROLOCK_DASHBOARD_PASSWORD)")
     parser.add_argument("--runs-dir", default="runs", help="where runs are written and listed (default runs/)")
     parser.add_argument("--no-browser", action="store_true", help="do not open a browser tab")
-    parser.add_argument("--poll", type=float, default=1.0,
-                        help="seconds between live updates (default 1; at least 0.5, i.e. at most 2 a second). "
+    parser.add_argument("--poll", type=float, default=DEFAULT_POLL_S,
+                        help=f"seconds between live updates (default {DEFAULT_POLL_S:g}; at least 0.5, i.e. at most "
+                             "2 a second). "
                              "Watching costs the browser CPU: on a small machine, a longer interval leaves "
                              "more to the training")
     parser.set_defaults(func=run_dashboard)
 
 
 def run_dashboard(args: argparse.Namespace) -> int:
-    from zerolock_core.config import ConfigError
-
     from .server import ServeOptions, serve  # gradio, torch: only when the dashboard really starts
 
-    if args.poll < 0.5:
-        raise ConfigError(f"--poll must be at least 0.5 s (at most 2 redraws a second), got {args.poll}")
     return serve(ServeOptions(host=args.host, port=args.port, user=args.user, password=args.password,
                               runs_dir=args.runs_dir, open_browser=not args.no_browser, poll_s=args.poll))

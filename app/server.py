@@ -8,6 +8,7 @@ from pathlib import Path
 from zerolock_core.config import ConfigError
 
 from .controller import EngineController
+from .poll_interval import DEFAULT_POLL_S, check_poll
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -20,7 +21,7 @@ class ServeOptions:
     password: str | None = None
     runs_dir: str = "runs"
     open_browser: bool = True
-    poll_s: float = 1.0
+    poll_s: float = DEFAULT_POLL_S
 
     def __post_init__(self) -> None:
         check_binding(self.host, self.password)
@@ -28,6 +29,10 @@ class ServeOptions:
             raise ConfigError(f"--port must be in 1..65535 (got {self.port})")
         if not self.user:
             raise ConfigError("--user must not be empty")
+        try:
+            check_poll(self.poll_s)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
 
     @property
     def auth(self) -> list[tuple[str, str]] | None:
@@ -43,8 +48,11 @@ def check_binding(host: str, password: str | None) -> None:
 
 def serve(opts: ServeOptions) -> int:
     """Build the app, serve it until Ctrl-C (or SIGTERM), then stop the app's runs."""
+    from zerolock_core.runtime.processes import warm_up
+
     from .ui import build_app
 
+    warm_up()  # the process server imports the engine while the page loads: the first Run starts warm
     runs_root = Path(opts.runs_dir).resolve()
     controller = EngineController(runs_root)
     demo = build_app(controller, poll_s=opts.poll_s)

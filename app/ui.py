@@ -8,16 +8,14 @@ import gradio as gr
 
 from . import tab_compare, tab_explain, tab_readability, tab_run, tab_runs, tab_watch
 from .controller import EngineController
+from .poll_interval import DEFAULT_POLL_S, check_poll
 
-MIN_POLL_S = 0.5  # the watch view polls at most twice a second
-DEFAULT_POLL_S = 1.0
 
 
 def build_app(controller: EngineController | None = None, *, runs_root: str | Path = "runs",
               poll_s: float = DEFAULT_POLL_S) -> gr.Blocks:
     """The dashboard. One controller per app process: every browser session shares it."""
-    if poll_s < MIN_POLL_S:
-        raise ValueError(f"poll_s must be at least {MIN_POLL_S} s (at most 2 redraws a second), got {poll_s}")
+    check_poll(poll_s)
     controller = controller or EngineController(runs_root)
     with gr.Blocks(title="ZeroLock dashboard", analytics_enabled=False) as demo:
         demo.controller = controller  # the CLI closes it when the app ends (which stops its runs)

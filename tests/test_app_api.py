@@ -16,6 +16,7 @@ from app.server import ServeOptions, check_binding
 from app.ui import build_app
 from zerolock_core.cli import add_run_flags, config_from_args
 from zerolock_core.config import ConfigError
+from zerolock_core.runtime.processes import server_pid
 
 pytestmark = [pytest.mark.filterwarnings("ignore:.*no_silent_downcasting"),  # inside gradio's queue, harmless
               pytest.mark.filterwarnings("ignore:The copy keyword is deprecated")]
@@ -122,13 +123,9 @@ def test_closing_the_app_stops_its_runs(tmp_path):
         time.sleep(0.5)
         first.refresh()
     assert first.events, "no events arrived"
-    stage_procs = []
-    for p in psutil.Process().children(recursive=True):
-        try:
-            if "spawn_main" in " ".join(p.cmdline()):  # the stage processes (multiprocessing spawn)
-                stage_procs.append(p)
-        except psutil.NoSuchProcess:
-            pass
+    server = server_pid()  # the stage processes are the engine's process server's children
+    stage_procs = [p for p in psutil.Process().children(recursive=True)
+                   if p.pid != server and "resource_tracker" not in " ".join(p.cmdline())]
     assert stage_procs
     controller.close()
     assert first.state == "stopped" and second.state == "cancelled"

@@ -13,6 +13,7 @@ import pytest
 
 from zerolock_core.config import DataConfig, RunConfig, TrainConfig
 from zerolock_core.runtime import run as run_module
+from zerolock_core.runtime.processes import server_pid
 from zerolock_core.runtime.run import Run
 from test_fault_tolerance import assert_bitwise_equal
 
@@ -36,11 +37,12 @@ def train_args(out, steps):
 
 
 def children_of_this_process():
-    """Our child processes, less multiprocessing's resource tracker (it lives as long as we do)."""
+    """Our child processes, less multiprocessing's resource tracker and the engine's process server
+    (they live as long as we do)."""
     out = []
     for p in psutil.Process().children(recursive=True):
         try:
-            if p.is_running() and "resource_tracker" not in " ".join(p.cmdline()):
+            if p.is_running() and p.pid != server_pid() and "resource_tracker" not in " ".join(p.cmdline()):
                 out.append(p)
         except psutil.NoSuchProcess:
             pass

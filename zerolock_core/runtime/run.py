@@ -22,11 +22,11 @@ import signal
 import threading
 import time
 import traceback
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 from ..artifacts import write_json_atomic
 from ..config import FAILURE_MODES, PIPEDREAM_REFUSAL, RunConfig
@@ -34,6 +34,7 @@ from ..telemetry import read_events
 from . import protocol, run_dir
 from .checkpoint import CheckpointStore
 from .evaluate_run import evaluate_run
+from .processes import start_process
 from .recovery_policy import Decision, Observed, StageView, common_step, decide
 from .recovery_records import RecoveryBook
 from .report import final_weight_steps, pipeline_metrics, write_trace
@@ -68,7 +69,7 @@ class Run:
         self.state = "created"
         self.reason = ""  # why the run failed (or was stopped), one line
         self.metrics: dict[str, Any] | None = None
-        self._procs: list[mp.Process | None] = [None] * self.K
+        self._procs: list[BaseProcess | None] = [None] * self.K
         self._gens = [0] * self.K
         self._restarts = [0] * self.K
         self._link_gens = [0] * max(0, self.K - 1)
@@ -91,7 +92,7 @@ class Run:
         self._step_seen: list[tuple[int, float]] = [(0, 0.0)] * self.K
         self._slowest_step_s = 0.0
         self._resume_step: int | None = None
-        self._eval_proc: mp.Process | None = None
+        self._eval_proc: BaseProcess | None = None
 
     @property
     def recoveries(self) -> list[dict[str, Any]]:
@@ -257,9 +258,7 @@ class Run:
         args = (self.cfg.to_dict(), launch)
         p, warm = self._standby.take(stage_main, args)
         if p is None:
-            p = mp.get_context("spawn").Process(target=stage_main, args=args,
-                                                name=f"zerolock-stage{launch.stage}-gen{launch.generation}")
-            p.start()
+            p = start_process(stage_main, args, name=f"zerolock-stage{launch.stage}-gen{launch.generation}")
         self._procs[launch.stage] = p
         self._gens[launch.stage] = launch.generation
         self._hb[launch.stage] = (0, time.monotonic())
@@ -555,8 +554,7 @@ class Run:
         args = (self.cfg.to_dict(), str(self.dir))
         p, _ = self._standby.take(evaluate_run, args)  # a standby no stage needed: its imports are done
         if p is None:
-            p = mp.get_context("spawn").Process(target=evaluate_run, args=args, name="zerolock-eval")
-            p.start()
+            p = start_process(evaluate_run, args, name="zerolock-eval")
         self._eval_proc = p
         p.join(EVAL_TIMEOUT_S)
         if p.is_alive():

@@ -1,11 +1,15 @@
 """A warm standby process for fault-tolerant runs.
 
-Starting a stage process costs seconds that have nothing to do with the stage: a fresh Python
-interpreter importing torch, transformers and peft (about 5 s on 2 cores, measured in
-`zerolock bench recovery`). A standby pays that once, ahead of time, while the run trains, then
-waits on a pipe; when a stage fails, the coordinator hands it the replacement's launch and it
-becomes that stage process at once. The same standby evaluates the final weights when no stage
-needed it. It does nothing else: the work it is given runs exactly as in a freshly spawned process.
+Starting a stage process in a fresh interpreter costs seconds that have nothing to do with the
+stage: importing torch, transformers and peft (about 5 s on 2 cores, measured in `zerolock bench
+recovery`). A standby pays that once, ahead of time, while the run trains, then waits on a pipe;
+when a stage fails, the coordinator hands it the replacement's launch and it becomes that stage
+process at once. The same standby evaluates the final weights when no stage needed it. It does
+nothing else: the work it is given runs exactly as in a freshly started process.
+
+Since processes are forked from a server that has those imports done (`processes.py`), a fresh
+replacement starts about as warm as a standby; the standby matters with
+`ZEROLOCK_START_METHOD=spawn`, and it still saves the fork.
 """
 from __future__ import annotations
 
@@ -14,6 +18,8 @@ from multiprocessing.connection import Connection
 from typing import Any, Callable
 
 import torch.multiprocessing as mp
+
+from .processes import pipe, start_process
 
 
 def standby_main(conn: Connection) -> None:
@@ -60,10 +66,8 @@ class Standby:
     def start(self) -> None:
         if self.alive:
             return
-        ctx = mp.get_context("spawn")
-        mine, theirs = ctx.Pipe()
-        p = ctx.Process(target=standby_main, args=(theirs,), name="zerolock-standby")
-        p.start()
+        mine, theirs = pipe()
+        p = start_process(standby_main, (theirs,), name="zerolock-standby")
         theirs.close()
         self._spare = (p, mine)
 

@@ -1,0 +1,14 @@
+"""How often the Watch tab redraws: one definition for the flag, the server options and the app.
+
+Every redraw costs the browser CPU, and on a small machine the browser shares the cores with the
+training it shows (`python -m app.bench_dashboard` measures what watching costs)."""
+from __future__ import annotations
+
+MIN_POLL_S = 0.5  # at most two redraws a second
+DEFAULT_POLL_S = 1.0
+
+
+def check_poll(poll_s: float) -> float:
+    if not poll_s >= MIN_POLL_S:  # also refuses NaN
+        raise ValueError(f"--poll must be at least {MIN_POLL_S:g} s (at most 2 redraws a second), got {poll_s}")
+    return poll_s

@@ -1,0 +1,78 @@
+"""How the engine starts its child processes: forked from one server that has imported the engine.
+
+A fresh interpreter spends seconds importing torch, transformers and peft before a stage does any
+work of its own (measured in stage start-up: 4–5 s importing, 10–15 s "loading" that was mostly the
+lazy imports of transformers' model and tokenizer modules, three processes at once on 2 cores).
+`multiprocessing`'s forkserver pays that once per coordinator: its server imports `PRELOAD`, then
+forks every stage, replacement and evaluation process from itself, so they start with the imports
+done. `warm_up()` starts the server ahead of the first run (the dashboard does it at launch).
+
+A forked child would otherwise inherit the server's environment and working directory, captured
+when the server started; `start_process` hands it the caller's current ones instead, so a child
+sees what a spawned one would (`ZEROLOCK_CACHE` set after the server started, a relative path).
+The server imports nothing that starts a thread or touches CUDA: forking it is safe.
+
+`ZEROLOCK_START_METHOD=spawn` falls back to a fresh interpreter per process.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+import torch.multiprocessing as mp
+
+START_METHOD_ENV = "ZEROLOCK_START_METHOD"
+START_METHODS = ("forkserver", "spawn")
+PRELOAD = (
+    "torch", "torch.distributed", "transformers", "transformers.models.llama.modeling_llama",
+    "transformers.models.auto.tokenization_auto", "peft", "safetensors.torch",
+    "zerolock_core.runtime.stage_process", "zerolock_core.runtime.evaluate_run", "zerolock_core.workbench",
+)
+
+
+def start_method() -> str:
+    method = os.environ.get(START_METHOD_ENV, "forkserver")
+    if method not in START_METHODS:
+        raise ValueError(f"{START_METHOD_ENV}={method!r} is not one of {', '.join(START_METHODS)}")
+    return method
+
+
+def context():
+    ctx = mp.get_context(start_method())
+    if ctx.get_start_method() == "forkserver":
+        ctx.set_forkserver_preload(list(PRELOAD))  # ignored once the server runs: it has them
+    return ctx
+
+
+def warm_up() -> None:
+    """Start the forkserver now (it imports `PRELOAD`), so the first run does not wait for it."""
+    if start_method() == "forkserver":
+        context()
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
+
+
+def server_pid() -> int | None:
+    """The forkserver's pid while it runs (it lives as long as this process; its children are ours)."""
+    from multiprocessing import forkserver
+
+    return getattr(forkserver._forkserver, "_forkserver_pid", None)  # no public accessor
+
+
+def _as_if_spawned(env: dict[str, str], cwd: str, target: Callable[..., Any], args: tuple) -> None:
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(env)
+    target(*args)
+
+
+def start_process(target: Callable[..., Any], args: tuple, *, name: str):
+    """Start `target(*args)` in a child process (started, not joined)."""
+    p = context().Process(target=_as_if_spawned, args=(dict(os.environ), os.getcwd(), target, args), name=name)
+    p.start()
+    return p
+
+
+def pipe():
+    return context().Pipe()
