@@ -1,7 +1,7 @@
 """How often the Watch tab redraws: one definition for the flag, the server options and the app.
 
 Every redraw costs the browser CPU, and on a small machine the browser shares the cores with the
-training it shows (`python -m app.bench_dashboard` measures what watching costs)."""
+training it shows (`zerolock bench dashboard` measures what watching costs)."""
 from __future__ import annotations
 
 MIN_POLL_S = 0.5  # at most two redraws a second

@@ -34,8 +34,8 @@ def build_readability_tab() -> ReadabilityTab:
 
 def measure(model: str, dataset: str, stages: float, examples: float, fit: bool,
             progress: gr.Progress = gr.Progress()) -> tuple:
-    from zerolock_core.bench.readability import assemble_report, figures, lens_config, measure_condition
-    from zerolock_core.bench.settings import BenchSettings
+    from benchmarks.readability import assemble_report, figures, lens_config, measure_condition
+    from benchmarks.settings import BenchSettings
     from zerolock_core.readability import TranslatorFit
 
     k, n = int(stages), int(examples)

@@ -55,7 +55,7 @@ from theory import readouts as R
 from theory import surrogate as S
 from zerolock_core.config import DataConfig, RunConfig, TrainConfig
 from zerolock_core.reference_trainer import train_reference
-from zerolock_core.workbench import build_workbench
+from zerolock_core.run_setup import build_run_setup
 
 torch.set_num_threads(1)
 t_start = time.perf_counter()
@@ -126,7 +126,7 @@ cfg = RunConfig(data=DataConfig(seq_len=64, eval_size=64),
                 train=TrainConfig(runtime="reference", method="zerolock", stages=3, batch=8, microbatches=2,
                                   steps=120, threads=1),
                 out=str(run_dir))
-bench = build_workbench(cfg)                                  # fresh chunks: LoRA at its initialisation
+bench = build_run_setup(cfg)                                  # fresh chunks: LoRA at its initialisation
 init_state = [{n: p.detach().clone() for n, p in c.trainable_state().items()} for c in bench.chunks]
 ro_init = R.readouts_of_run(bench=bench, examples=64)
 

@@ -30,18 +30,18 @@
 # %%
 import torch
 
-from zerolock_core.bench.readability import assemble_report, figures
-from zerolock_core.bench.settings import BenchSettings
+from benchmarks.readability import assemble_report, figures
+from benchmarks.settings import BenchSettings
 from zerolock_core.config import DataConfig, RunConfig, TrainConfig
 from zerolock_core.evaluation import evaluate_chunks
 from zerolock_core.readability import (TranslatorFit, fit_translators, lens_scores, majority_rate,
                                        suggest_boundaries)
-from zerolock_core.workbench import build_workbench
+from zerolock_core.run_setup import build_run_setup
 
 torch.manual_seed(0)
 torch.set_num_threads(1)
 EXAMPLES = 64
-bench = build_workbench(RunConfig(data=DataConfig(seq_len=48, eval_size=EXAMPLES), train=TrainConfig(stages=3)))
+bench = build_run_setup(RunConfig(data=DataConfig(seq_len=48, eval_size=EXAMPLES), train=TrainConfig(stages=3)))
 print("chunks:", [c.layer_range for c in bench.chunks])
 
 # %% [markdown]

@@ -4,12 +4,12 @@ import torch
 
 from zerolock_core.artifacts import load_trained_weights, save_final_weights
 from zerolock_core.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from zerolock_core.workbench import build_workbench
+from zerolock_core.run_setup import build_run_setup
 
 
 @pytest.fixture(scope="module")
 def bench():
-    return build_workbench(RunConfig(model=ModelConfig(readout_adapter="mlp"), data=DataConfig(seq_len=16),
+    return build_run_setup(RunConfig(model=ModelConfig(readout_adapter="mlp"), data=DataConfig(seq_len=16),
                                      train=TrainConfig(stages=2)))
 
 

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from zerolock_core.bench import BENCHMARKS
-from zerolock_core.bench.envelope import Probe, run_envelope, search_largest
-from zerolock_core.bench.figures import png_export_error, save_figures
-from zerolock_core.bench.memory import run_memory, stage_breakdown
-from zerolock_core.bench.runs import PipelineRuns
-from zerolock_core.bench.settings import METHODS, BenchSettings
+from benchmarks import BENCHMARKS
+from benchmarks.envelope import Probe, run_envelope, search_largest
+from benchmarks.figures import png_export_error, save_figures
+from benchmarks.memory import run_memory, stage_breakdown
+from benchmarks.runs import PipelineRuns
+from benchmarks.settings import METHODS, BenchSettings
 from zerolock_core.config import LinkConfig
 from zerolock_core.runtime.link_emulation import EmulatedHop, link_model
 from zerolock_core.schedule import LINK_PROFILES, Costs, Link, build_schedule, simulate
@@ -28,7 +28,7 @@ SETTINGS = BenchSettings(seq_len=SEQ, steps=STEPS, threads=1)
 
 
 def test_every_benchmark_registers_with_the_cli():
-    from zerolock_core.bench import benchmark_parser
+    from benchmarks import benchmark_parser
     from zerolock_core.cli import parse
 
     for name in BENCHMARKS:
@@ -120,8 +120,8 @@ def test_link_profiles_match_the_paper_ends():
 def test_simulated_timeline_round_trips_through_the_measurement_code():
     """Treat a simulation as if it were measured: the costs read back equal the costs put in, and the
     prediction from them equals the 'measured' throughput."""
-    from zerolock_core.bench.prediction import predict
-    from zerolock_core.bench.timeline import costs_from_spans, spans_from_sim, throughput, window_start
+    from benchmarks.prediction import predict
+    from benchmarks.spans import costs_from_spans, spans_from_sim, throughput, window_start
 
     per_stage = {
         0: {"F": 0.01, "B": 0.02, "L": 0.015, "STEP": 0.001},
@@ -160,7 +160,7 @@ def test_simulated_timeline_round_trips_through_the_measurement_code():
 
 
 def test_readout_line_item_is_well_formed():
-    from zerolock_core.bench.readout import measure_readout
+    from benchmarks.readout import measure_readout
 
     import torch
 
@@ -226,7 +226,7 @@ def test_a_hung_png_export_falls_back_to_html_and_says_why(tmp_path, monkeypatch
     import plotly.graph_objects as go
     import plotly.io as pio
 
-    from zerolock_core.bench import figures
+    from benchmarks import figures
 
     monkeypatch.setattr(figures, "png_export_error", lambda: None)
     monkeypatch.setattr(figures, "EXPORT_TIMEOUT_S", 0.2)
@@ -266,7 +266,7 @@ def test_memory_breakdown_adds_up():
 def test_bad_settings_are_clear_value_errors():
     with pytest.raises(ValueError, match="--threads"):
         BenchSettings(threads=0)
-    from zerolock_core.bench.geometry import grid
+    from benchmarks.geometry import grid
 
     with pytest.raises(ValueError, match="divides"):
         grid((3,), (2,))
@@ -282,7 +282,7 @@ def runs(tmp_path_factory):
 
 @pytest.mark.slow
 def test_memory_bench(runs):
-    from zerolock_core.bench.memory import figures, format_report
+    from benchmarks.memory import figures, format_report
 
     report = run_memory(SETTINGS, runs=runs, out=runs.root, stages=K, batch=B, microbatches=M)
     res = report["results"]
@@ -301,7 +301,7 @@ def test_memory_bench(runs):
 
 @pytest.mark.slow
 def test_efficiency_bench(runs):
-    from zerolock_core.bench.efficiency import format_report, run_efficiency
+    from benchmarks.efficiency import format_report, run_efficiency
 
     report = run_efficiency(SETTINGS, runs=runs, stages=K, batch=B, microbatches=M)
     for m, r in report["results"].items():
@@ -315,7 +315,7 @@ def test_efficiency_bench(runs):
 
 @pytest.mark.slow
 def test_simulator_bench(runs):
-    from zerolock_core.bench.simulator import figures, format_report, run_simulator
+    from benchmarks.simulator import figures, format_report, run_simulator
 
     report = run_simulator(
         SETTINGS, runs=runs, stages=(K,), batch=B, microbatches=M, extrapolate_to=(4,), with_probe=False
@@ -332,15 +332,15 @@ def test_simulator_bench(runs):
 
 @pytest.mark.slow
 def test_throughput_and_geometry_benches(runs):
-    from zerolock_core.bench.geometry import format_report as geometry_text, run_geometry
-    from zerolock_core.bench.throughput import format_report as throughput_text, run_throughput
+    from benchmarks.geometry import format_report as geometry_text, run_geometry
+    from benchmarks.throughput import format_report as throughput_text, run_throughput
 
     t = run_throughput(SETTINGS, runs=runs, stages=(K,), batch=B, microbatches=M)
     rows = t["results"][str(K)]["rows"]
     assert [r["method"] for r in rows] == list(METHODS)
     for r in rows:
         assert len(r["measured"]["active_fraction"]) == K and r["predicted"]["samples_per_s"] > 0
-        assert r["oversubscribed"] is (K > __import__("zerolock_core.bench.machine", fromlist=["cores"]).cores())
+        assert r["oversubscribed"] is (K > __import__("benchmarks.machine", fromlist=["cores"]).cores())
     assert set(t["results"][str(K)]["zerolock_vs"]) == {"gpipe", "1f1b", "pipedream"}
     assert "K" in throughput_text(t)
     g = run_geometry(SETTINGS, runs=runs, stages=K, batches=(B,), sizes=(B // M,), methods=METHODS)
@@ -354,7 +354,7 @@ def test_throughput_and_geometry_benches(runs):
 @pytest.mark.slow
 def test_links_bench_pays_the_emulated_link(runs):
     """A constrained link: every hidden state arrives no earlier than the link model allows."""
-    from zerolock_core.bench.links import format_report, run_links
+    from benchmarks.links import format_report, run_links
 
     report = run_links(
         SETTINGS,
@@ -393,7 +393,7 @@ def test_envelope_counts_memory_budget_failures_as_oom(runs):
 
 @pytest.mark.slow
 def test_quality_bench(runs):
-    from zerolock_core.bench.quality import figures, format_report, run_quality
+    from benchmarks.quality import figures, format_report, run_quality
 
     report = run_quality(
         SETTINGS,
@@ -420,7 +420,7 @@ def test_quality_bench(runs):
 
 @pytest.mark.slow
 def test_crosscheck_agrees_with_torch_pipelining_on_loss(runs):
-    from zerolock_core.bench.crosscheck import format_report, run_crosscheck
+    from benchmarks.crosscheck import format_report, run_crosscheck
 
     report = run_crosscheck(SETTINGS, out=runs.root / "crosscheck", runs=runs, batch=B, microbatches=M)
     for name, r in report["results"].items():
@@ -461,7 +461,7 @@ def test_readout_command_end_to_end(tmp_path, capsys):
 
 
 def test_repeats_run_round_robin_and_keep_the_best(tmp_path, monkeypatch):
-    from zerolock_core.bench.runs import RunOutcome
+    from benchmarks.runs import RunOutcome
 
     order: list[tuple[str, int]] = []
     speed = {("gpipe", 0): 10.0, ("gpipe", 1): 30.0, ("zerolock", 0): 25.0, ("zerolock", 1): 20.0}
@@ -487,10 +487,13 @@ def test_repeats_run_round_robin_and_keep_the_best(tmp_path, monkeypatch):
 
 
 def _recovery_report(tmp_path, *, steps: int, variants):
-    from zerolock_core.bench.recovery import run_recovery
+    from benchmarks.publish import publish
+    from benchmarks.recovery import format_table, run_recovery
 
-    return run_recovery(out=tmp_path, model="tiny", stages=2, batch=4, microbatches=2, steps=steps, fail_stage=1,
-                        fail_step=2, ckpt_every=1, mode="kill", repeats=1, seq_len=16, threads=1, variants=variants)
+    report = run_recovery(BenchSettings(seq_len=16, steps=steps), out=tmp_path, stages=2, batch=4, microbatches=2,
+                          fail_stage=1, fail_step=2, ckpt_every=1, mode="kill", repeats=1, variants=variants)
+    publish(report, out=tmp_path, name="recovery", figures=lambda r: {}, format_report=format_table)
+    return report
 
 
 @pytest.mark.slow
@@ -498,7 +501,7 @@ def test_recovery_bench_compares_local_replay_with_global_rollback(tmp_path):
     """E2's code path: one failure per method, its recovery broken down, the JSON and table well formed."""
     import json
 
-    from zerolock_core.bench.recovery import format_table
+    from benchmarks.recovery import format_table
 
     report = _recovery_report(tmp_path, steps=12, variants=(("zerolock", False), ("1f1b", False)))
     assert json.loads((tmp_path / "recovery.json").read_text()) == json.loads(json.dumps(report))
@@ -520,7 +523,7 @@ def test_recovery_bench_takes_over_with_a_ready_warm_standby(tmp_path):
 
 
 def test_bench_faults_refuses_pipedream_up_front_and_tabulates_outcomes(tmp_path):
-    from zerolock_core.bench.faults import classify, format_table
+    from benchmarks.faults import classify, format_table
 
     row = classify(tmp_path / "pd", tmp_path / "none", "pipedream", ("1@3:kill",))
     assert row["outcome"] == "refused" and "PipeDream cannot be recovered" in row["reason"]
@@ -535,7 +538,7 @@ def test_bench_faults_refuses_pipedream_up_front_and_tabulates_outcomes(tmp_path
 def test_the_readme_results_blocks_are_what_the_committed_result_files_give():
     """Every `<!-- results: NAME -->` block of README.md equals what `zerolock bench readme` writes
     from docs/results/NAME.json: no number in them that no committed file holds."""
-    from zerolock_core.bench.readme import README, blocks, regenerate
+    from benchmarks.readme import README, blocks, regenerate
 
     text = README.read_text()
     assert len(blocks(text)) >= 10
@@ -543,7 +546,7 @@ def test_the_readme_results_blocks_are_what_the_committed_result_files_give():
 
 
 def test_a_readme_block_without_its_result_file_is_refused(tmp_path):
-    from zerolock_core.bench.readme import regenerate
+    from benchmarks.readme import regenerate
 
     with pytest.raises(ValueError, match="no result file"):
         regenerate("<!-- results: nothing-here -->\n<!-- /results: nothing-here -->\n", results=tmp_path)

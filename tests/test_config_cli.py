@@ -86,6 +86,6 @@ def test_zerolock_help_imports_neither_torch_nor_any_benchmark():
 
     code = ("import sys; from zerolock_core.cli import build_parser; build_parser().format_help(); "
             "heavy = [m for m in ('torch', 'gradio', 'transformers') if m in sys.modules]; "
-            "heavy += [m for m in sys.modules if m.startswith('zerolock_core.bench.')]; print(heavy)")
+            "heavy += [m for m in sys.modules if m.startswith('benchmarks.')]; print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[]", out.stdout

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from zerolock_core.artifacts import load_final_weights
-from zerolock_core.bench.faults import (CI_CASES, DEADLINE_S, MATRIX_CASES, STEPS, case_config,
+from benchmarks.faults import (CI_CASES, DEADLINE_S, MATRIX_CASES, STEPS, case_config,
                                         run_with_deadline)
 from zerolock_core.config import ConfigError, DataConfig, RunConfig, TrainConfig
 from zerolock_core.runtime.run import Run

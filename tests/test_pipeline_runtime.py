@@ -170,7 +170,7 @@ def test_pipeline_zerolock_with_readout_adapters_equals_reference_bitwise(tmp_pa
     """The upstream's adapted readout rows travel with h (and are counted in bytes_sent): the
     pipeline still performs exactly the reference's operations."""
     from zerolock_core.config import replace
-    from zerolock_core.workbench import build_workbench
+    from zerolock_core.run_setup import build_run_setup
 
     ref_cfg = replace(cfg_for(tmp_path / "ref", runtime="reference", method="zerolock", stages=2),
                       model={"readout_adapter": "mlp"})
@@ -183,7 +183,7 @@ def test_pipeline_zerolock_with_readout_adapters_equals_reference_bitwise(tmp_pa
         assert ref[k].keys() == pipe[k].keys()
         for name in ref[k]:
             assert torch.equal(ref[k][name], pipe[k][name]), (k, name)
-    bench = build_workbench(ref_cfg)
+    bench = build_run_setup(ref_cfg)
     rows = sum(int((mb["labels"] != -100).sum()) for step in range(STEPS) for mb in bench.microbatches(step))
     hidden = 128
     h_bytes = (BATCH // M) * SEQ * hidden * 4 * STEPS * M

@@ -6,12 +6,12 @@ import torch
 from zerolock_core.config import DataConfig, RunConfig, TrainConfig
 from zerolock_core.evaluation import evaluate_chunks
 from zerolock_core.readability import TranslatorFit, fit_translators, lens_scores, suggest_boundaries
-from zerolock_core.workbench import build_workbench
+from zerolock_core.run_setup import build_run_setup
 
 
 @pytest.fixture(scope="module")
 def tiny_bench():
-    return build_workbench(RunConfig(data=DataConfig(seq_len=48, eval_size=24), train=TrainConfig(stages=3)))
+    return build_run_setup(RunConfig(data=DataConfig(seq_len=48, eval_size=24), train=TrainConfig(stages=3)))
 
 
 def test_lens_at_every_chunk_end_equals_the_evaluators_chunk_readout(tiny_bench):

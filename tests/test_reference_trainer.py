@@ -9,7 +9,7 @@ from zerolock_core.config import DataConfig, ModelConfig, ObjectiveConfig, RunCo
 from zerolock_core.objectives import task_cross_entropy
 from zerolock_core.reference_trainer import train_reference
 from zerolock_core.stage_worker import answer_positions
-from zerolock_core.workbench import build_workbench
+from zerolock_core.run_setup import build_run_setup
 
 
 def small_cfg(out=None, *, model="tiny", method="zerolock", stages=2, steps=3, alpha=(0.5,), **train):
@@ -43,7 +43,7 @@ def test_zerolock_with_one_chunk_and_alpha_one_is_ordinary_fine_tuning(tmp_path)
     got = load_final_weights(tmp_path)[0]
 
     # ordinary LoRA fine-tuning: the whole model's logits, CE over Ω, AdamW, accumulation over m
-    bench = build_workbench(cfg)
+    bench = build_run_setup(cfg)
     chunk = bench.chunks[0]
     params = [p for p in chunk.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.train.lr, weight_decay=0.0, foreach=False)

@@ -368,9 +368,9 @@ def small_cfg(tiny_random_model_dir):
 
 @pytest.fixture(scope="module")
 def small_bench(small_cfg):
-    from zerolock_core.workbench import build_workbench
+    from zerolock_core.run_setup import build_run_setup
 
-    return build_workbench(small_cfg)
+    return build_run_setup(small_cfg)
 
 
 def test_chunk_readouts_on_engine_chunks(small_bench):
@@ -403,7 +403,7 @@ def test_chunk_readouts_on_engine_chunks(small_bench):
 def test_readouts_of_a_trained_run_load_its_weights(small_cfg, tmp_path):
     from zerolock_core.config import replace
     from zerolock_core.reference_trainer import train_reference
-    from zerolock_core.workbench import build_workbench
+    from zerolock_core.run_setup import build_run_setup
 
     cfg = replace(small_cfg, out=str(tmp_path / "run"))
     train_reference(cfg, progress=False)
@@ -416,7 +416,7 @@ def test_readouts_of_a_trained_run_load_its_weights(small_cfg, tmp_path):
     bound = R.proposition1_on_readouts(trained, 0.5)
     assert bound.holds
     # a 3-chunk model cannot take a 2-chunk run's weights
-    other = build_workbench(replace(small_cfg, train={"stages": 3}))
+    other = build_run_setup(replace(small_cfg, train={"stages": 3}))
     with pytest.raises((ValueError, FileNotFoundError)):
         R.load_run_weights(other.chunks, tmp_path / "run")
     with pytest.raises(FileNotFoundError):
@@ -433,9 +433,9 @@ def test_lemma3_on_engine_chunks(small_bench, direction):
 
 
 def test_run_surrogate_sgd_takes_the_theorem_steps(small_cfg):
-    from zerolock_core.workbench import build_workbench
+    from zerolock_core.run_setup import build_run_setup
 
-    bench = build_workbench(small_cfg)
+    bench = build_run_setup(small_cfg)
     params = [p for c in bench.chunks for p in c.parameters() if p.requires_grad]
     before = [p.detach().clone() for p in params]
     mb = S._merge_microbatches(bench.microbatches(0))

@@ -201,19 +201,19 @@ def readouts_of_run(
     Args:
         run_dir: a run's output directory; its config is read from it unless ``cfg`` or
             ``bench`` is given, and its final weights are loaded into the chunks.
-        cfg: a ``RunConfig`` to build a workbench from (ignored if ``bench`` is given).
-        bench: an existing ``Workbench`` (its chunks are modified if ``run_dir`` is given).
+        cfg: a ``RunConfig`` to build a run setup from (ignored if ``bench`` is given).
+        bench: an existing ``RunSetup`` (its chunks are modified if ``run_dir`` is given).
         examples, start: which eval examples to read (one answer token per example on
             the embedded datasets).
     """
     if bench is None:
-        from zerolock_core.workbench import build_workbench
+        from zerolock_core.run_setup import build_run_setup
 
         if cfg is None:
             if run_dir is None:
                 raise ValueError("give run_dir, cfg or bench")
             cfg = run_config(run_dir)
-        bench = build_workbench(cfg)
+        bench = build_run_setup(cfg)
     if run_dir is not None:
         load_run_weights(bench.chunks, run_dir)
     return chunk_readouts(bench.chunks, eval_batch(bench.eval, examples, start))

@@ -285,7 +285,7 @@ def run_surrogate_sgd(
     ``R^t``, Lemma 3). Modifies ``bench.chunks`` in place.
 
     Args:
-        bench: a ``zerolock_core.workbench.Workbench``.
+        bench: a ``zerolock_core.run_setup.RunSetup``.
         steps: ``T``.
         eta0, gamma: the schedule (both > 0).
         alpha: one value or one per chunk; default the bench's config.

@@ -293,7 +293,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_pretrain_tiny)
 
-    from .bench import register_benchmarks
+    from benchmarks import register_benchmarks
 
     bench = sub.add_parser("bench", help="benchmarks that write JSON + figures under results/ (not tests); "
                                          "`zerolock bench NAME --help`")

@@ -15,10 +15,10 @@ from .config import RunConfig
 from .evaluation import evaluate_chunks
 from .run_report import LossCurves, eval_block
 from .stage_worker import StageWorker, StepLoss
-from .workbench import Workbench, build_workbench, set_threads
+from .run_setup import RunSetup, build_run_setup, set_threads
 
 
-def make_workers(bench: Workbench) -> list[StageWorker]:
+def make_workers(bench: RunSetup) -> list[StageWorker]:
     cfg = bench.cfg
     return [StageWorker(chunk=c, alpha=cfg.objective.alpha_for(c.index), consistency=cfg.objective.consistency,
                         microbatches=cfg.train.microbatches, lr=cfg.train.lr, weight_decay=cfg.train.weight_decay,
@@ -50,7 +50,7 @@ def train_reference(cfg: RunConfig, *, progress: bool = True,
                     on_step: Callable[[int, dict[str, Any]], None] | None = None) -> dict[str, Any]:
     set_threads(cfg.train.threads)
     t0 = time.perf_counter()
-    bench = build_workbench(cfg)
+    bench = build_run_setup(cfg)
     workers = make_workers(bench)
     setup_s = time.perf_counter() - t0
     method, steps = cfg.train.method, cfg.train.steps
@@ -100,7 +100,7 @@ def train_reference(cfg: RunConfig, *, progress: bool = True,
     return metrics
 
 
-def _evaluate(bench: Workbench) -> list[dict[str, float]]:
+def _evaluate(bench: RunSetup) -> list[dict[str, float]]:
     return evaluate_chunks(bench.chunks, bench.eval, bench.label_first_tokens, limit=bench.cfg.data.eval_size)
 
 

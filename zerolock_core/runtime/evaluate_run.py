@@ -10,7 +10,7 @@ from ..artifacts import load_trained_weights, write_json_atomic
 from ..config import RunConfig
 from ..evaluation import evaluate_chunks
 from ..run_report import eval_block
-from ..workbench import build_workbench
+from ..run_setup import build_run_setup
 from .run_dir import EVAL_PROGRESS
 
 
@@ -20,7 +20,7 @@ def evaluate_run(cfg_dict: dict[str, Any], run_dir: str, threads: int = 0) -> No
     progress_path = Path(run_dir) / EVAL_PROGRESS
     write_json_atomic(progress_path, {"phase": "loading", "scored": 0, "total": None})
     cfg = RunConfig.from_dict(cfg_dict)
-    bench = build_workbench(cfg)
+    bench = build_run_setup(cfg)
     load_trained_weights(bench.chunks, run_dir)
 
     def progress(scored: int, total: int) -> None:

@@ -31,7 +31,7 @@ from ..stage_worker import StageWorker
 from ..telemetry import Event, EventWriter
 from ..telemetry.lifecycle import StartupClock, write_lifecycle
 from ..telemetry.process_memory import peak_rss_bytes
-from ..workbench import build_workbench
+from ..run_setup import build_run_setup
 from . import protocol
 from .checkpoint import CheckpointStore, restore
 from .errors import LinkBroken, LinkRebuilt, StopRequested
@@ -156,7 +156,7 @@ def _fault_tolerant(cfg_dict: dict[str, Any]) -> bool:
 class Built:
     cfg: RunConfig
     device: torch.device
-    bench: Any  # the Workbench, holding only this stage's chunk
+    bench: Any  # the RunSetup, holding only this stage's chunk
     worker: StageWorker
     hidden_shape: tuple[int, int, int]
     events: EventWriter
@@ -166,7 +166,7 @@ def build(cfg: RunConfig, launch: StageLaunch, store: dist.Store) -> Built:
     t = cfg.train
     torch.set_num_threads(stage_threads(cfg))
     device = stage_device(cfg, launch.stage)
-    bench = build_workbench(cfg, stage=launch.stage)  # reads only this stage's weights
+    bench = build_run_setup(cfg, stage=launch.stage)  # reads only this stage's weights
     chunk = bench.chunks[0].to(device)
     bench.chunks = [chunk]
     gc.collect()

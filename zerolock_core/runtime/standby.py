@@ -28,7 +28,7 @@ def standby_main(conn: Connection) -> None:
     import transformers  # noqa: F401
 
     from . import evaluate_run, stage_process  # noqa: F401
-    from .. import workbench  # noqa: F401
+    from .. import run_setup  # noqa: F401
 
     try:
         conn.send("ready")  # the coordinator records whether a replacement found us warm

@@ -1,0 +1,55 @@
+"""Benchmarks: commands that write results (JSON + tables/figures), never part of the test suite.
+
+Each benchmark module exposes `register(parser)`; list it in BENCHMARKS to get `zerolock bench NAME`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+BENCHMARKS = {
+    "quick": ("benchmarks.quick", "the four pipeline methods side by side, one table"),
+    "recovery": (
+        "benchmarks.recovery",
+        "E2: local replay (ZeroLock) vs global rollback (1F1B) after a failure",
+    ),
+    "faults": ("benchmarks.faults", "the fault matrix: recovered bitwise / refused / failed, and --resume"),
+    "memory": ("benchmarks.memory", "Fig. 4: per-stage peak memory of the four methods"),
+    "geometry": ("benchmarks.geometry", "Fig. 5: activation peak and throughput over b and b/m"),
+    "envelope": ("benchmarks.envelope", "the largest batch each method fits under --memory-budget"),
+    "throughput": ("benchmarks.throughput", "Fig. 6a: samples/s and active fraction vs K"),
+    "links": ("benchmarks.links", "Fig. 6b: throughput per emulated link profile"),
+    "quality": ("benchmarks.quality", "Fig. 3: accuracy and NLL curves, BP / 1F1B / ZeroLock variants"),
+    "readability": ("benchmarks.readability",
+                    "the frozen head's readout after every layer (logit / tuned lens), where to cut chunks"),
+    "stage-rss": ("benchmarks.stage_rss", "per-stage resident memory after loading, K = 1, 2, 3, 5"),
+    "readout": ("benchmarks.readout", "time and memory of the readout + local loss vs vocabulary size"),
+    "crosscheck": ("benchmarks.crosscheck", "our GPipe/1F1B vs torch.distributed.pipelining's"),
+    "efficiency": ("benchmarks.efficiency", "throughput vs the slowest-stage bound; bubbles vs textbook"),
+    "simulator": ("benchmarks.simulator", "simulator predictions vs measured runs, then extrapolations"),
+    "dashboard": ("benchmarks.dashboard", "the dashboard: first bars after Run, and what watching costs the training"),
+    "readme": ("benchmarks.readme", "rewrite the README's results blocks from docs/results/*.json"),
+}
+
+
+def register_benchmarks(sub: argparse._SubParsersAction) -> None:
+    """One `zerolock bench NAME` per benchmark, imported only when it runs: `zerolock --help` must
+    not import torch and every benchmark module. Its own flags (and --help) go to `benchmark_parser`."""
+    for name, (_, help_text) in BENCHMARKS.items():
+        # no flags here: everything after NAME is left over (parse_known_args) for benchmark_parser
+        p = sub.add_parser(name, help=help_text, add_help=False)
+        p.set_defaults(func=lambda a, name=name: run_benchmark(name, a.benchmark_argv), takes_rest=True)
+
+
+def benchmark_parser(name: str) -> argparse.ArgumentParser:
+    """The full parser of one benchmark (imports its module)."""
+    module, help_text = BENCHMARKS[name]
+    parser = argparse.ArgumentParser(prog=f"zerolock bench {name}", description=help_text)
+    importlib.import_module(module).register(parser)
+    return parser
+
+
+def run_benchmark(name: str, argv: list[str]) -> int:
+    a = benchmark_parser(name).parse_args(argv)
+    return a.func(a)

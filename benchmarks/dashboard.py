@@ -1,0 +1,230 @@
+"""`zerolock bench dashboard` (not a test): how fast the first timeline bars appear, and what watching costs.
+
+    zerolock bench dashboard [--steps 300] [--repeats 1] [--poll S] [--out DIR]
+
+Starts the dashboard as its own process, then on the tiny default config:
+  1. an unwatched run, started through the API (no browser, nothing polls the app);
+  2. a watched run: headless Chromium presses Run and stays on Watch live until the run ends.
+Prints the time from pressing Run to the first drawn timeline bar (and how much of it is the engine
+starting its stage processes), the app process's CPU use (psutil, children excluded) during training
+in both cases, the browser's, and the training throughput of both runs; writes DIR/dashboard.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from app.poll_interval import DEFAULT_POLL_S
+from .publish import publish
+from .settings import report_header, results_dir
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+FIRST_BAR_JS = """() => { const gd = document.querySelector('#timeline .js-plotly-plot');
+  return !!(gd && gd._fullData && gd._fullData.some(t => (t.x || []).length > 0)); }"""
+
+
+@dataclass(kw_only=True)
+class CpuSampler:
+    """CPU seconds of some processes, sampled twice a second with a monotonic timestamp (ns)."""
+    procs: list[psutil.Process]
+    samples: list[tuple[int, float]] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def _cpu(self) -> float:
+        total = 0.0
+        for p in self.procs:
+            try:
+                t = p.cpu_times()
+                total += t.user + t.system
+            except psutil.Error:
+                pass
+        return total
+
+    def start(self) -> "CpuSampler":
+        threading.Thread(target=self._loop, daemon=True).start()
+        return self
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append((time.monotonic_ns(), self._cpu()))
+            time.sleep(0.5)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def percent(self, t0_ns: int, t1_ns: int) -> float:
+        """Mean CPU % (100 = one core) between two monotonic times."""
+        inside = [s for s in self.samples if t0_ns <= s[0] <= t1_ns]
+        if len(inside) < 2:
+            return float("nan")
+        (a, ca), (b, cb) = inside[0], inside[-1]
+        return 100 * (cb - ca) / ((b - a) / 1e9)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url: str, timeout: float = 120) -> None:
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=2)
+            return
+        except OSError:
+            time.sleep(0.5)
+    raise RuntimeError(f"the dashboard did not answer at {url}")
+
+
+def newest_run(root: Path, before: set[Path]) -> Path:
+    while True:
+        new = [p for p in root.iterdir() if p.is_dir() and p not in before]
+        if new:
+            return new[0]
+        time.sleep(0.2)
+
+
+def wait_metrics(run_dir: Path, timeout: float = 900) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (run_dir / "metrics.json").exists():
+            return json.loads((run_dir / "metrics.json").read_text())
+        time.sleep(1.0)
+    raise RuntimeError(f"{run_dir} did not finish in {timeout} s")
+
+
+def training_window(run_dir: Path) -> tuple[int, int]:
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line]
+    return min(e["t0"] for e in events), max(e["t1"] for e in events)
+
+
+def first_event_written_ns(run_dir: Path) -> int:
+    """When the first event line was written (its end time): the engine's part of the wait."""
+    first = (run_dir / "events.jsonl").read_text().splitlines()[0]
+    return json.loads(first)["t1"]
+
+
+def unwatched_run(url: str, root: Path, app: CpuSampler, steps: int) -> dict:
+    from gradio_client import Client
+
+    from app.form import RunForm
+
+    d = RunForm(steps=steps)
+    before = set(root.iterdir())
+    Client(url, verbose=False).predict(list(d.methods), d.stages, d.batch, d.microbatches, d.alpha, d.consistency,
+                                       d.steps, d.seed, d.link, d.seq_len, d.eval_size, d.lr, api_name="/start_run")
+    run_dir = newest_run(root, before)
+    metrics = wait_metrics(run_dir)
+    t0, t1 = training_window(run_dir)
+    return {"throughput": metrics["throughput_samples_per_s"], "app_cpu_pct": app.percent(t0, t1),
+            "run": run_dir.name}
+
+
+def watched_run(url: str, root: Path, app: CpuSampler, steps: int) -> dict:
+    from playwright.sync_api import sync_playwright
+
+    before = set(root.iterdir())
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url)
+        page.wait_for_selector("#run-button")
+        page.get_by_label("steps", exact=True).fill(str(steps))
+        browser_proc = psutil.Process(browser.process.pid) if getattr(browser, "process", None) else None
+        chrome = CpuSampler(procs=[c for c in psutil.Process().children(recursive=True)
+                                   if "chrom" in c.name().lower()] or ([browser_proc] if browser_proc else [])).start()
+        t_click = time.monotonic_ns()
+        page.click("#run-button")
+        page.wait_for_function(FIRST_BAR_JS, timeout=600_000, polling=100)
+        t_bar = time.monotonic_ns()
+        run_dir = newest_run(root, before)
+        page.wait_for_selector("#watch-status >> text=finished", timeout=900_000)
+        chrome.stop()
+        browser.close()
+    metrics = wait_metrics(run_dir)
+    t0, t1 = training_window(run_dir)
+    return {"throughput": metrics["throughput_samples_per_s"], "app_cpu_pct": app.percent(t0, t1),
+            "browser_cpu_pct": chrome.percent(t0, t1), "first_bar_s": (t_bar - t_click) / 1e9,
+            "first_event_s": (first_event_written_ns(run_dir) - t_click) / 1e9, "run": run_dir.name}
+
+
+def run_dashboard_bench(*, steps: int, repeats: int, poll: float | None, keep: bool = False) -> dict[str, Any]:
+    if not Path(CHROMIUM).exists():
+        raise ValueError(f"the dashboard benchmark needs {CHROMIUM} (apt-get install chromium)")
+    root = Path(tempfile.mkdtemp(prefix="zerolock-bench-dashboard-"))
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/"
+    flags = ["--poll", str(poll)] if poll is not None else []
+    server = subprocess.Popen([sys.executable, "-m", "app", "--no-browser", "--port", str(port), "--runs-dir",
+                               str(root), *flags], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pairs = []
+    try:
+        wait_http(url)
+        app = CpuSampler(procs=[psutil.Process(server.pid)]).start()
+        for _ in range(repeats):
+            pairs.append({"unwatched": unwatched_run(url, root, app, steps),
+                          "watched": watched_run(url, root, app, steps)})
+        app.stop()
+    finally:
+        server.terminate()
+        server.wait(60)
+        if not keep:
+            shutil.rmtree(root, ignore_errors=True)
+    unwatched = statistics.fmean(p["unwatched"]["throughput"] for p in pairs)
+    watched = statistics.fmean(p["watched"]["throughput"] for p in pairs)
+    return report_header("dashboard", None, config={
+        "runs": "the Run form's defaults (tiny, K=2, b=8, m=4, seq 64)", "steps": steps,
+        "poll_s": poll if poll is not None else DEFAULT_POLL_S, "repeats": repeats},
+        pairs=pairs, watching_cost=1 - watched / unwatched)
+
+
+def format_report(report: dict[str, Any]) -> str:
+    c = report["config"]
+    lines = [f"dashboard benchmark: {c['runs']}, {c['steps']} steps, --poll {c['poll_s']:g}; {report['machine']}"]
+    for pair in report["pairs"]:
+        for kind in ("unwatched", "watched"):
+            r = pair[kind]
+            line = f"  {kind:9s} {r['throughput']:6.1f} samples/s   app CPU {r['app_cpu_pct']:5.1f}% of a core"
+            if kind == "watched":
+                line += (f"   browser CPU {r['browser_cpu_pct']:5.1f}%   first bar {r['first_bar_s']:.1f} s after "
+                         f"Run (first event written at {r['first_event_s']:.1f} s)")
+            lines.append(line)
+    lines.append(f"  watching costs {100 * report['watching_cost']:.1f}% of the training throughput "
+                 f"(mean over {len(report['pairs'])} pair(s))")
+    return "\n".join(lines)
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--steps", type=int, default=300,
+                   help="steps per run: long enough (~25 s of training) for a steady-state CPU reading")
+    p.add_argument("--repeats", type=int, default=1, help="unwatched/watched pairs to run")
+    p.add_argument("--keep", action="store_true", help="keep the runs directory")
+    p.add_argument("--poll", type=float, default=None, help="the dashboard's --poll (default: its own)")
+    p.add_argument("--out", default=None, help="results directory (default results/dashboard-TIMESTAMP)")
+
+    def run(a: argparse.Namespace) -> int:
+        out = results_dir("dashboard", a.out)
+        report = run_dashboard_bench(steps=a.steps, repeats=a.repeats, poll=a.poll, keep=a.keep)
+        print(publish(report, out=out, name="dashboard", figures=lambda r: {}, format_report=format_report))
+        return 0
+
+    p.set_defaults(func=run)

@@ -1,0 +1,117 @@
+"""One method at one (K, b, m, link): measured by a real run, predicted by the simulator.
+
+Throughput on both sides is the same quantity from the same function (`timeline.throughput`):
+samples per second after the first window (start-up and first-call costs excluded), so a
+prediction and a measurement are comparable. Predictions cost each action with `probe_costs`
+(this process, one stage at a time, the stages' thread count): valid where the real stages
+would each have their own cores, which is exactly what an oversubscribed run lacks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from zerolock_core.config import LinkConfig
+from .machine import oversubscribed
+from .prediction import link_for, predict
+from .probe import ProbedCosts, probe_costs
+from .runs import PipelineRuns, RunOutcome
+from .settings import BenchSettings
+from .spans import spans_from_events, throughput
+
+
+def skip_windows(steps: int) -> int:
+    return 1 if steps >= 2 else 0
+
+
+@dataclass(kw_only=True)
+class Probes:
+    """Probed costs, cached per (K, micro-batch size)."""
+
+    settings: BenchSettings
+    cache: dict[tuple[int, int, int], ProbedCosts] = field(default_factory=dict)
+
+    def get(self, *, stages: int, batch: int, microbatches: int) -> ProbedCosts:
+        key = (stages, batch, microbatches)
+        if key not in self.cache:
+            self.cache[key] = probe_costs(self.settings, stages=stages, batch=batch, microbatches=microbatches)
+        return self.cache[key]
+
+
+def measured(o: RunOutcome, *, batch: int, microbatches: int, steps: int) -> dict[str, Any]:
+    spans = spans_from_events(o.events)
+    return {
+        "samples_per_s": throughput(
+            spans, batch=batch, microbatches=microbatches, windows=steps, skip_windows=skip_windows(steps)
+        ),
+        "samples_per_s_whole_run": o.metrics["throughput_samples_per_s"],
+        "active_fraction": [s["active_fraction"] for s in o.per_stage],
+        "bubble_fraction": o.metrics["bubble_fraction"],
+        "peak_inflight": [s["peak_inflight_microbatches"] for s in o.per_stage],
+        "peak_activation_bytes": [s["peak_activation_bytes"] for s in o.per_stage],
+        "bytes_sent": [s["bytes_sent"] for s in o.per_stage],
+        "run": str(o.dir),
+    }
+
+
+def measure_and_predict(
+    settings: BenchSettings,
+    *,
+    runs: PipelineRuns,
+    probes: Probes | None,
+    method: str,
+    stages: int,
+    batch: int,
+    microbatches: int,
+    link: LinkConfig | None = None,
+    predict_only: bool = False,
+) -> dict[str, Any]:
+    link = link or LinkConfig()
+    row: dict[str, Any] = {
+        "method": method,
+        "stages": stages,
+        "batch": batch,
+        "microbatches": microbatches,
+        "link": link.profile,
+        "oversubscribed": oversubscribed(stages=stages, threads=settings.threads, device=settings.device),
+    }
+    if not predict_only:
+        cfg = settings.pipeline(
+            method=method, stages=stages, batch=batch, microbatches=microbatches, link=link, out=runs.root
+        )
+        row["measured"] = measured(runs.run(cfg), batch=batch, microbatches=microbatches, steps=settings.steps)
+        row["measured"]["samples_per_s_every_repeat"] = [
+            measured(o, batch=batch, microbatches=microbatches, steps=settings.steps)["samples_per_s"]
+            for o in runs.all(cfg)
+        ]
+    if probes is not None:
+        p = probes.get(stages=stages, batch=batch, microbatches=microbatches)
+        pred = predict(
+            method=method,
+            stages=stages,
+            batch=batch,
+            microbatches=microbatches,
+            windows=settings.steps,
+            costs=p.costs(method),
+            link=link_for(link),
+            inflight_limit=settings.inflight_depth,
+            skip_windows=skip_windows(settings.steps),
+        )
+        row["predicted"] = {
+            "samples_per_s": pred.samples_per_s,
+            "active_fraction": list(pred.active_fraction),
+            "bubble_fraction": pred.bubble_fraction,
+            "peak_inflight": list(pred.inflight_peak),
+            "costs_from": "probe (this process, one stage at a time)",
+        }
+    return row
+
+
+def best_estimate(row: dict[str, Any]) -> tuple[float, str]:
+    """The throughput to quote: measured unless the run was oversubscribed (then the simulator's)."""
+    if "measured" in row and not row["oversubscribed"]:
+        return row["measured"]["samples_per_s"], "measured"
+    if "predicted" in row:
+        return row["predicted"]["samples_per_s"], "simulated"
+    return row["measured"]["samples_per_s"], "measured (oversubscribed)"

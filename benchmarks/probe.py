@@ -1,0 +1,116 @@
+"""Per-action costs measured in this process, one stage at a time, with the stages' thread count.
+
+The runtime runs exactly these `StageWorker` calls (forward, local step, BP backward, optimizer
+step); timing them here, one after another, gives each stage's costs for any K without stage
+processes competing for the cores. That is what the simulator needs for K > cores (the README's Fairness rule);
+the simulator benchmark checks these costs against a real run's events where K <= cores.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from zerolock_core.config import replace
+from zerolock_core.schedule import Costs
+from zerolock_core.stage_worker import StageWorker
+from zerolock_core.run_setup import build_run_setup
+from .settings import BenchSettings
+
+
+@dataclass(kw_only=True, frozen=True)
+class ProbedCosts:
+    per_stage: dict[int, dict[str, float]]  # stage -> {"F", "F_local", "L", "B", "STEP"} median seconds
+    hidden_bytes: int  # one micro-batch's hidden state on the wire
+    layers: list[list[int]]
+
+    def costs(self, method: str) -> Costs:
+        """ZeroLock's forward is the one without an input gradient (F_local)."""
+        local = method == "zerolock"
+        per_stage = {
+            s: {"F": c["F_local"] if local else c["F"], "L": c["L"], "B": c["B"], "STEP": c["STEP"]}
+            for s, c in self.per_stage.items()
+        }
+        return Costs(
+            forward=0.0,
+            local=0.0,
+            backward=0.0,
+            step=0.0,
+            hidden_bytes=self.hidden_bytes,
+            grad_bytes=0 if local else self.hidden_bytes,
+            per_stage=per_stage,
+        )
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _timed(fn, device: torch.device) -> float:
+    _sync(device)
+    t0 = time.perf_counter()
+    fn()
+    _sync(device)
+    return time.perf_counter() - t0
+
+
+def probe_costs(
+    settings: BenchSettings, *, stages: int, batch: int, microbatches: int, repeats: int = 5
+) -> ProbedCosts:
+    """Median seconds of F, L (ZeroLock), B (BP) and STEP for every stage of a K-way split."""
+    cfg = replace(
+        settings.pipeline(method="zerolock", stages=stages, batch=batch, microbatches=microbatches, out=Path("unused")),
+        out=None,
+    )
+    threads = torch.get_num_threads()
+    torch.set_num_threads(settings.threads)
+    try:
+        bench = build_run_setup(cfg)
+        device = torch.device(settings.device)
+        mb = {k: v.to(device) for k, v in bench.microbatches(0)[0].items()}
+        per_stage: dict[int, dict[str, float]] = {}
+        x = mb["input_ids"]
+        hidden_bytes = 0
+        for s, chunk in enumerate(bench.chunks):
+            chunk.to(device)
+            w = StageWorker(
+                chunk=chunk,
+                alpha=settings.alpha,
+                consistency=settings.consistency,
+                microbatches=microbatches,
+                lr=settings.lr,
+                weight_decay=0.0,
+            )
+            h_in = None if s == 0 else x
+            times: dict[str, list[float]] = {"F_local": [], "L": [], "F": [], "B": [], "STEP": []}
+            for _ in range(repeats + 1):  # the first round warms up and is dropped
+                # ZeroLock: the received hidden state needs no gradient
+                inp = mb["input_ids"] if s == 0 else h_in.detach()
+                out: list[torch.Tensor] = []
+                times["F_local"].append(_timed(lambda: out.append(w.forward(mb, inp)), device))
+                times["L"].append(_timed(lambda: w.local_backward(mb, None if s == 0 else inp, out[0]), device))
+                # BP: the received hidden state needs its gradient (to send upstream)
+                inp = mb["input_ids"] if s == 0 else h_in.detach().requires_grad_(True)
+                times["F"].append(_timed(lambda: out.__setitem__(0, w.forward(mb, inp)), device))
+                h = out[0]
+                if chunk.is_last:
+                    times["B"].append(_timed(lambda: w.bp_loss_backward(mb, h), device))
+                else:
+                    g = torch.randn_like(h)
+                    times["B"].append(_timed(lambda: w.bp_backward(h, g), device))
+                times["STEP"].append(_timed(w.optimizer_step, device))
+            per_stage[s] = {k: statistics.median(v[1:]) for k, v in times.items()}
+            with torch.no_grad():
+                x = chunk(mb["input_ids"] if s == 0 else x, mb["attention_mask"])
+            hidden_bytes = x.numel() * x.element_size()
+            chunk.to("cpu")
+        return ProbedCosts(
+            per_stage=per_stage, hidden_bytes=hidden_bytes, layers=[list(c.layer_range) for c in bench.chunks]
+        )
+    finally:
+        torch.set_num_threads(threads)

@@ -1,0 +1,320 @@
+"""`zerolock bench quality` (paper Fig. 3): accuracy and NLL over training for BP, 1F1B and ZeroLock
+(α = 0.5 with both consistency directions, and α = 1), over several seeds.
+
+Arms and where their numbers come from:
+* `bp`: the single-process BP reference, evaluated every `--eval-every` steps;
+* `1f1b`: the real multi-process pipeline; the engine evaluates a pipeline run at its end only, so
+  its curve is the training loss per step plus the final eval (the test suite checks that 1F1B
+  and GPipe reproduce the BP reference's weights, so its eval curve is BP's);
+* `zerolock a=0.5 reverse` (the paper's Eq. 5), `zerolock a=0.5 forward` (the authors' code),
+  `zerolock a=1` (task term only; no consistency term, so no direction): the single-process
+  ZeroLock reference, which the test suite checks is bitwise equal to the pipeline.
+Accuracy is strict (argmax over the whole vocabulary is the label token), label accuracy picks
+among the label words only, NLL is per answer token; all at the last chunk's readout.
+
+The default (200 steps, seq 64, lr 5e-3, 2 seeds) takes minutes on 2 cores; the paper's protocol is
+`--model DIR --dataset csv:agnews.csv --seq-len 128 --steps 1250 --seeds 0,1,2 --lr 1e-4`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from zerolock_core.config import DataConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig
+from zerolock_core.reference_trainer import train_reference
+from . import paper
+from .machine import cores
+from .presets import resolve_bench_model
+from .runner import Experiment, add_shape_flags, pipeline_runs, shape, register_experiment
+from .runs import PipelineRuns
+from .settings import BenchSettings, add_common_flags, ints_arg, report_header
+from .table import markdown_table
+
+ARMS: dict[str, dict[str, Any]] = {
+    "bp": {"runtime": "reference", "method": "bp", "alpha": 0.5, "consistency": "reverse"},
+    "1f1b": {"runtime": "pipeline", "method": "1f1b", "alpha": 0.5, "consistency": "reverse"},
+    "zerolock a=0.5 reverse": {"runtime": "reference", "method": "zerolock", "alpha": 0.5, "consistency": "reverse"},
+    "zerolock a=0.5 forward": {"runtime": "reference", "method": "zerolock", "alpha": 0.5, "consistency": "forward"},
+    "zerolock a=1": {"runtime": "reference", "method": "zerolock", "alpha": 1.0, "consistency": "reverse"},
+    "zerolock a=0.5 mlp adapter": {"runtime": "reference", "method": "zerolock", "alpha": 0.5,
+                                   "consistency": "reverse", "readout_adapter": "mlp"},
+    "zerolock a=0.5 affine adapter": {"runtime": "reference", "method": "zerolock", "alpha": 0.5,
+                                      "consistency": "reverse", "readout_adapter": "affine"},
+    "zerolock a=1 affine adapter": {"runtime": "reference", "method": "zerolock", "alpha": 1.0,
+                                    "consistency": "reverse", "readout_adapter": "affine"},
+    "zerolock a=0.5->1": {"runtime": "reference", "method": "zerolock", "alpha": 0.5, "consistency": "reverse",
+                          "alpha_schedule": "linear:0.5->1"},
+}
+DEFAULT_ARMS = ("bp", "1f1b", "zerolock a=0.5 reverse", "zerolock a=0.5 forward", "zerolock a=1")
+
+
+def arm_config(
+    settings: BenchSettings,
+    arm: str,
+    *,
+    seed: int,
+    stages: int,
+    batch: int,
+    microbatches: int,
+    eval_every: int,
+    eval_size: int,
+    out: Path,
+    lora_targets: tuple[str, ...] = ("q_proj", "v_proj"),
+    reference_threads: int = 0,
+    boundaries: tuple[int, ...] | None = None,
+) -> RunConfig:
+    a = ARMS[arm]
+    if a["runtime"] == "pipeline":
+        threads = settings.threads
+    else:  # one process: all the cores, unless told (two benchmarks side by side must not oversubscribe)
+        threads = reference_threads or max(settings.threads, cores())
+    return RunConfig(
+        model=ModelConfig(model=resolve_bench_model(settings.model), readout_adapter=a.get("readout_adapter", "none"),
+                          lora_targets=lora_targets, boundaries=boundaries),
+        data=DataConfig(dataset=settings.dataset, seq_len=settings.seq_len, eval_size=eval_size),
+        objective=ObjectiveConfig(alpha=(a["alpha"],), consistency=a["consistency"],
+                                  alpha_schedule=a.get("alpha_schedule", "")),
+        train=TrainConfig(
+            runtime=a["runtime"],
+            method=a["method"],
+            stages=stages,
+            batch=batch,
+            microbatches=microbatches,
+            steps=settings.steps,
+            lr=settings.lr,
+            seed=seed,
+            eval_every=eval_every if a["runtime"] == "reference" else 0,
+            threads=threads,
+            device=settings.device,
+            inflight_depth=settings.inflight_depth,
+        ),
+        out=str(out),
+    )
+
+
+def _curve(metrics: dict[str, Any]) -> dict[str, list[float]]:
+    """eval curves (reference runs) or the final eval at the last step (pipeline runs)."""
+    hist = metrics.get("eval_history") or [{"step": metrics["config"]["train"]["steps"], **metrics["eval"]}]
+    train = metrics["train"]["curves"][-1]
+    return {
+        "step": [h["step"] for h in hist],
+        "accuracy": [h["accuracy"] for h in hist],
+        "label_accuracy": [h["label_accuracy"] for h in hist],
+        "nll": [h["nll"] for h in hist],
+        "train_step": train["step"],
+        "train_loss": train["task"],
+        "final_per_chunk": metrics["eval"]["per_chunk"],
+        # label accuracy of every chunk's own readout at each eval (the last chunk's is the model's)
+        "per_chunk_label_accuracy": [[c["label_accuracy"] for c in h["per_chunk"]] for h in hist if "per_chunk" in h],
+    }
+
+
+def _mean_sd(values: list[float]) -> dict[str, float]:
+    return {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0}
+
+
+def run_quality(
+    settings: BenchSettings,
+    *,
+    runs: PipelineRuns,
+    out: Path,
+    seeds: tuple[int, ...],
+    stages: tuple[int, ...] | int,
+    batch: int,
+    microbatches: int,
+    eval_every: int,
+    eval_size: int,
+    arms: tuple[str, ...] = DEFAULT_ARMS,
+    lora_targets: tuple[str, ...] = ("q_proj", "v_proj"),
+    reference_threads: int = 0,
+    boundaries: tuple[int, ...] | None = None,
+) -> dict[str, Any]:
+    unknown = [a for a in arms if a not in ARMS]
+    if unknown:
+        raise ValueError(f"unknown quality arm(s) {unknown}; choose from {list(ARMS)}")
+    stage_list = (stages,) if isinstance(stages, int) else tuple(stages)
+    res: dict[str, Any] = {}
+    started = time.perf_counter()
+    for k in stage_list:
+        for arm in arms:
+            per_seed = []
+            for seed in seeds:
+                cfg = arm_config(
+                    settings,
+                    arm,
+                    seed=seed,
+                    stages=k,
+                    batch=batch,
+                    microbatches=microbatches,
+                    eval_every=eval_every,
+                    eval_size=eval_size,
+                    out=out / "arms" / f"K{k}-{arm.replace(' ', '_').replace('=', '').replace('>', '')}-seed{seed}",
+                    lora_targets=lora_targets,
+                    reference_threads=reference_threads,
+                    boundaries=boundaries,
+                )
+                print(f"  K={k} {arm}, seed {seed} ({time.perf_counter() - started:.0f} s so far) ...", flush=True)
+                metrics = (
+                    train_reference(cfg, progress=False) if ARMS[arm]["runtime"] == "reference"
+                    else runs.run(cfg).metrics
+                )
+                per_seed.append(_curve(metrics))
+            final = {m: _mean_sd([c[m][-1] for c in per_seed]) for m in ("accuracy", "label_accuracy", "nll")}
+            name = arm if len(stage_list) == 1 else f"{arm} · K={k}"
+            res[name] = {"arm": arm, "stages": k, "seeds": list(seeds), "curves": per_seed, "final": final,
+                         "source": ARMS[arm]["runtime"]}
+    return {
+        **report_header("quality", settings),
+        "config": {
+            "stages": list(stage_list) if len(stage_list) > 1 else stage_list[0],
+            "batch": batch,
+            "microbatches": microbatches,
+            "steps": settings.steps,
+            "eval_every": eval_every,
+            "eval_size": eval_size,
+            "seeds": list(seeds),
+            "lora_targets": list(lora_targets),
+            "boundaries": list(boundaries) if boundaries else "even split",
+        },
+        "wall_s": round(time.perf_counter() - started, 1),
+        "paper": paper.DIRECTIONS["quality"],
+        "results": res,
+    }
+
+
+def format_report(report: dict[str, Any]) -> str:
+    c = report["config"]
+    s = report["settings"]
+    lines = [
+        f"machine: {report['machine']}",
+        f"dataset {s['dataset']}, model {s['model']}, K={c['stages']}, b={c['batch']}, m={c['microbatches']}, "
+        f"{c['steps']} steps, lr {s['lr']}, seeds {c['seeds']}, eval on {c['eval_size'] or 'all'} examples, "
+        f"LoRA on {','.join(c.get('lora_targets', []))}, chunk boundaries {c.get('boundaries', 'even split')}",
+    ]
+    rows = []
+    for arm, r in report["results"].items():
+        f = r["final"]
+        chunks = r["curves"][0]["final_per_chunk"]
+        rows.append(
+            [
+                arm,
+                f"{f['accuracy']['mean']:.3f} ± {f['accuracy']['sd']:.3f}",
+                f"{f['label_accuracy']['mean']:.3f} ± {f['label_accuracy']['sd']:.3f}",
+                f"{f['nll']['mean']:.3f} ± {f['nll']['sd']:.3f}",
+                " / ".join(f"{x['label_accuracy']:.2f}" for x in chunks),
+            ]
+        )
+    lines.append(
+        markdown_table(["arm", "accuracy", "label accuracy", "NLL", "label acc. per chunk (first seed)"], rows)
+    )
+    lines.append(f"paper: {report['paper']}")
+    return "\n".join(lines)
+
+
+def figures(report: dict[str, Any]):
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(
+        rows=1, cols=3, subplot_titles=("accuracy (eval)", "NLL per answer token (eval)", "training task loss")
+    )
+    palette = ("#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3", "#ff6692", "#b6e880", "#8c564b")
+    for i, (arm, r) in enumerate(report["results"].items()):
+        color = palette[i % len(palette)]
+        for j, c in enumerate(r["curves"]):
+            show = j == 0
+            fig.add_trace(
+                go.Scatter(
+                    x=c["step"],
+                    y=c["accuracy"],
+                    name=arm,
+                    legendgroup=arm,
+                    showlegend=show,
+                    line={"color": color},
+                    mode="lines+markers",
+                ),
+                row=1,
+                col=1,
+            )
+            fig.add_trace(
+                go.Scatter(
+                    x=c["step"],
+                    y=c["nll"],
+                    name=arm,
+                    legendgroup=arm,
+                    showlegend=False,
+                    line={"color": color},
+                    mode="lines+markers",
+                ),
+                row=1,
+                col=2,
+            )
+            fig.add_trace(
+                go.Scatter(
+                    x=c["train_step"],
+                    y=c["train_loss"],
+                    name=arm,
+                    legendgroup=arm,
+                    showlegend=False,
+                    line={"color": color, "width": 1},
+                ),
+                row=1,
+                col=3,
+            )
+    fig.update_xaxes(title_text="step")
+    s = report["settings"]
+    fig.update_layout(
+        title=f"Quality over training, {s['dataset']} ({len(report['config']['seeds'])} seeds; cf. paper Fig. 3)"
+    )
+    return {"quality_curves": fig, "quality_per_chunk": _per_chunk_figure(report)}
+
+
+def _per_chunk_figure(report: dict[str, Any]):
+    """Label accuracy of every chunk's own readout over training (first seed), one panel per arm."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    arms = [(name, r) for name, r in report["results"].items() if r["curves"][0].get("per_chunk_label_accuracy")]
+    cols = min(4, max(1, len(arms)))
+    rows = max(1, -(-len(arms) // cols))
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[name for name, _ in arms] or ["(no eval history)"],
+                        shared_yaxes=True)
+    shades = ("#c6dbef", "#6baed6", "#2171b5", "#08306b", "#000000")
+    for i, (name, r) in enumerate(arms):
+        c = r["curves"][0]
+        per_step = c["per_chunk_label_accuracy"]
+        for k in range(len(per_step[0])):
+            fig.add_trace(go.Scatter(x=c["step"], y=[row[k] for row in per_step], mode="lines+markers",
+                                     name=f"chunk {k}", legendgroup=f"chunk {k}", showlegend=i == 0,
+                                     line={"color": shades[max(0, len(shades) - len(per_step[0]) + k)]}),
+                          row=i // cols + 1, col=i % cols + 1)
+    fig.update_layout(title="Label accuracy of each chunk's own readout over training (first seed)",
+                      height=320 * rows)
+    return fig
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    add_common_flags(p, steps=200, seq_len=64)
+    p.set_defaults(lr=5e-3)  # the README's reference fine-tune: learns the embedded task in 200 steps
+    add_shape_flags(p, stages=(3,), methods=False)
+    p.add_argument("--seeds", type=ints_arg, default=(0, 1))
+    p.add_argument("--eval-every", type=int, default=0, help="0 = steps // 4")
+    p.add_argument("--eval-size", type=int, default=128, help="eval examples (0 = the whole eval split)")
+    p.add_argument("--arms", default=",".join(DEFAULT_ARMS), help=f"comma-separated, from: {', '.join(ARMS)}")
+    p.add_argument("--lora-targets", default="q_proj,v_proj", help="LoRA on these modules in every arm")
+    p.add_argument("--boundaries", type=ints_arg, default=None,
+                   help="first layer of chunks 2..K in every arm (default: an even split), e.g. 20,25")
+    p.add_argument("--reference-threads", type=int, default=0,
+                   help="torch threads of the single-process arms (0 = every core)")
+    register_experiment(p, Experiment(
+        name="quality", run=run_quality, figures=figures, format_report=format_report,
+        arguments=lambda a, out: dict(
+            shape(a), runs=pipeline_runs(a, out, repeats=False), out=out, seeds=a.seeds,  # accuracy: deterministic
+            eval_every=a.eval_every or max(1, a.steps // 4), eval_size=a.eval_size,
+            arms=tuple(x.strip() for x in a.arms.split(",") if x.strip()),
+            lora_targets=tuple(x for x in a.lora_targets.split(",") if x), reference_threads=a.reference_threads,
+            boundaries=a.boundaries)))
