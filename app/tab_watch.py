@@ -23,7 +23,6 @@ RECENT, WHOLE, FAILURE = "recent actions", "whole run", "around the last failure
 UNITS = {"MiB": "act_bytes", "micro-batches held": "inflight"}  # memory chart: label -> event field
 LIVE_SECONDS, LIVE_ACTIONS = 20.0, 300  # the live window: at most 20 s and about 300 actions (~10 steps at K=2)
 FIGURES_EVERY_S = 2.0
-SLOW_FIGURES_EVERY_S = 6.0  # while a run goes: the memory chart, activity bars and stage table (peaks move slowly)
 IDLE_MD = "Nothing to watch yet: start a run on the **Run** tab, or open a saved one on the **Runs** tab."
 
 
@@ -136,11 +135,8 @@ def poll(controller: EngineController, drawn: dict | None, window_choice: str, u
         window = recent_window_s(t.events, max_s=LIVE_SECONDS, max_events=LIVE_ACTIONS)
     first_draw = last["key"] is None or last["key"][0] != t.name or last["key"][3] != key[3]
     live_losses = t.metrics is None and t.runtime == "pipeline"  # the curves grow with the events
-    # everything on a change of run, state or view; the slow figures otherwise every SLOW_FIGURES_EVERY_S
-    slow = not same_run_and_state or now - last.get("slow_at", 0.0) >= SLOW_FIGURES_EVERY_S
     v = watch_view(t, window_s=window, position=position, status=status, with_training=first_draw or live_losses,
-                   focus_failure=focus, measure=UNITS.get(unit, "act_bytes"), with_slow=slow)
-    skip_none = lambda x: gr.skip() if x is None else x  # noqa: E731
-    return (v.status_md, v.timeline, skip_none(v.memory), skip_none(v.training), skip_none(v.activity),
-            skip_none(v.table), v.status if slow else gr.skip(), recovery, pin, gr.Timer(active=keep_polling),
-            {**last, "key": key, "at": now, "recovery": line, **({"slow_at": now} if slow else {})})
+                   focus_failure=focus, measure=UNITS.get(unit, "act_bytes"))
+    return (v.status_md, v.timeline, v.memory, v.training if v.training is not None else gr.skip(), v.activity,
+            v.table, v.status, recovery, pin, gr.Timer(active=keep_polling),
+            {**last, "key": key, "at": now, "recovery": line})

@@ -41,10 +41,10 @@ STATE_WORDS = {
 class WatchView:
     status_md: str
     timeline: go.Figure
-    memory: go.Figure | None  # None (also activity, table): not redrawn this time (`with_slow=False`)
+    memory: go.Figure
     training: go.Figure | None  # None: unchanged (nothing new since it was drawn)
-    activity: go.Figure | None
-    table: list[list[Any]] | None
+    activity: go.Figure
+    table: list[list[Any]]
     status: dict[str, Any]
 
 
@@ -166,11 +166,8 @@ def around_failure(events: list[dict[str, Any]], failure: dict[str, Any]) -> lis
 
 def watch_view(t: Tracked, *, window_s: float | None, position: str = "",
                status: dict[str, Any] | None = None, with_training: bool = True, focus_failure: bool = False,
-               measure: str = "act_bytes", with_slow: bool = True) -> WatchView:
-    """`focus_failure`: show the time around the most recent failure instead of `window_s`.
-    `with_slow=False`: only the timeline (and the training curves if asked): the memory chart, the
-    activity bars and the stage table change slowly, and every figure redrawn costs the browser
-    CPU that the training it shows shares on a small machine."""
+               measure: str = "act_bytes") -> WatchView:
+    """`focus_failure`: show the time around the most recent failure instead of `window_s`."""
     st = status if status is not None else t.status()
     events = t.events
     stages = t.stages
@@ -218,12 +215,11 @@ def watch_view(t: Tracked, *, window_s: float | None, position: str = "",
                                        label_max_bars=LABEL_MAX_BARS if (x_range or not live) else 0)
         memory = memory_figure(memory_events, stages=stages, window_s=window, origin_ns=origin, peak_bytes=peaks,
                                measure=measure, x_range=x_range, recoveries=failures, uirevision=revision,
-                               title=f"Activation memory per stage{shown}") if with_slow else None
-    activity = table = None
-    if with_slow:
-        activity = activity_figure(stats, bubble=bubble) if t.runtime == "pipeline" else \
-            placeholder_figure("pipeline runs only", title="active vs idle per stage", height=240)
-        table = stage_table(t) if t.runtime == "pipeline" else []
+                               title=f"Activation memory per stage{shown}")
     return WatchView(
         status_md=status_markdown(t, st, position=position), timeline=timeline, memory=memory,
-        training=training_view(t) if with_training else None, activity=activity, table=table, status=st)
+        training=training_view(t) if with_training else None,
+        activity=activity_figure(stats, bubble=bubble) if t.runtime == "pipeline" else
+        placeholder_figure("pipeline runs only", title="active vs idle per stage", height=240),
+        table=stage_table(t) if t.runtime == "pipeline" else [],
+        status=st)

@@ -32,6 +32,8 @@ FORMATTERS: dict[str, tuple[str, str, bool]] = {
     "faults": ("faults", "format_table", True),
     "readability": ("readability", "format_report", False),
     "quality": ("quality", "format_report", False),
+    "recovery": ("recovery", "format_table", True),
+    "dashboard": ("dashboard", "format_report", True),
 }
 
 
