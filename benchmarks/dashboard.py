@@ -95,12 +95,14 @@ def wait_http(url: str, timeout: float = 120) -> None:
     raise RuntimeError(f"the dashboard did not answer at {url}")
 
 
-def newest_run(root: Path, before: set[Path]) -> Path:
-    while True:
+def newest_run(root: Path, before: set[Path], timeout: float = 120) -> Path:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
         new = [p for p in root.iterdir() if p.is_dir() and p not in before]
         if new:
             return new[0]
         time.sleep(0.2)
+    raise RuntimeError(f"no run directory appeared under {root} within {timeout:g} s of pressing Run")
 
 
 def wait_metrics(run_dir: Path, timeout: float = 900) -> dict:
