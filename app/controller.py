@@ -17,7 +17,7 @@ from zerolock_core.telemetry.lifecycle import LIFECYCLE_FILE, read_lifecycle
 
 from zerolock_core.telemetry.activity import StageStats, stage_stats
 from .reference_job import ReferenceJob
-from .run_data import APP_RECORD, RunData, load_run, read_json
+from .run_data import APP_RECORD, load_run, read_json
 
 TERMINAL = ("finished", "stopped", "failed", "cancelled")
 
@@ -91,12 +91,6 @@ def failures(status: dict[str, Any]) -> list[dict[str, Any]]:
     """Every recovery of a run so far, closed and under way, with its instants (for the timeline),
     from its `Tracked.status()` (one engine status per tick serves the text and the figures)."""
     return [*status.get("recoveries", []), *status.get("open_recoveries", [])]
-
-    def to_run_data(self) -> RunData:
-        with self._lock:
-            events = list(self.events)
-        return RunData(name=self.name, dir=self.dir, method=self.method, runtime=self.runtime,
-                       stages=self.stages, config=self.cfg, events=events, metrics=self.metrics, batch=self.batch)
 
 
 class EngineController:

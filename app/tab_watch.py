@@ -2,9 +2,11 @@
 per-stage table, and the Inject failure panel's recovery line.
 
 A gr.Timer ticks at most twice a second (`--poll`, default 1 s). Each tick updates the status line;
-the figures are redrawn only when something changed and at most once every FIGURES_EVERY_S, and
-the live window holds at most LIVE_ACTIONS actions: what watching costs is mostly the browser's
-redraws, and on a small machine it shares the cores with the training (README, "The dashboard")."""
+the figures are redrawn at once when the run's state changes (a failure, a recovery, the end) or the
+user changes the view, and otherwise at most once every FIGURES_EVERY_S; nothing is drawn while this
+session's Watch tab is hidden, and the live window holds at most LIVE_ACTIONS actions. What watching
+costs is mostly the browser's redraws, and on a small machine the browser shares the cores with the
+training it shows (README, "The dashboard"; `zerolock bench dashboard` measures it)."""
 from __future__ import annotations
 
 import time
@@ -22,7 +24,7 @@ from .watch_view import TABLE_COLUMNS, status_markdown, watch_view
 RECENT, WHOLE, FAILURE = "recent actions", "whole run", "around the last failure"
 UNITS = {"MiB": "act_bytes", "micro-batches held": "inflight"}  # memory chart: label -> event field
 LIVE_SECONDS, LIVE_ACTIONS = 20.0, 300  # the live window: at most 20 s and about 300 actions (~10 steps at K=2)
-FIGURES_EVERY_S = 2.0
+FIGURES_EVERY_S = 5.0  # measured: 2 s cost the browser ~55 % of a core, 5-6 s ~33 %, never ~29 %
 IDLE_MD = "Nothing to watch yet: start a run on the **Run** tab, or open a saved one on the **Runs** tab."
 
 
@@ -101,16 +103,21 @@ def comparison_position(batch: list, t, status: dict[str, Any]) -> str:
     return f"{words}, about {f'{minutes} min {seconds} s' if minutes else f'{seconds} s'} left in all"
 
 
-def poll(controller: EngineController, drawn: dict | None, window_choice: str, unit: str = "MiB") -> tuple:
+def poll(controller: EngineController, drawn: dict | None, window_choice: str, unit: str = "MiB", *,
+         visible: bool = True) -> tuple:
     """One tick: the status line always (elapsed time moves); the figures when the run's events or
     state changed, at most once every FIGURES_EVERY_S unless the state changed; the timer's next state;
     and what this browser session has drawn (`drawn`, a gr.State). A failure this session has not
-    seen yet pins the view to it (the window radio switches to FAILURE) until the user picks another."""
+    seen yet pins the view to it (the window radio switches to FAILURE) until the user picks another.
+    While the Watch tab is hidden (`visible` False) nothing is sent: what was missed, a failure
+    included, is drawn on the first tick after it shows again."""
     t = controller.watched()
     if t is None:
         return (*[gr.skip()] * 9, gr.Timer(active=controller.busy), drawn)
     t.refresh()
     keep_polling = controller.busy or not t.engine_done
+    if not visible:
+        return (*[gr.skip()] * 9, gr.Timer(active=keep_polling), drawn)
     last = drawn or {"key": None, "at": 0.0, "recovery": None, "failures": 0, "run": None}
     batch = controller.batch()
     status = {**t.status(), "busy": controller.busy, "batch_runs": [b.name for b in batch]}

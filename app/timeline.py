@@ -55,7 +55,9 @@ LABEL_MAX_BARS = 400  # micro-batch numbers on the bars up to this many bars (th
 LABEL_MIN_PX = 16  # on those at least this wide at the default width
 STEP_LINES_MAX = 2000  # step boundary lines up to this many STEP actions in view
 STEP_LABELS_MAX = 24  # step numbers over the plot: at most this many (every n-th step past it)
-AGGREGATE_ABOVE = 20_000  # actions: past this, the per-step view reads better than one bar per action
+# actions: past this, one bar per action would need WebGL and every bar is under a pixel wide, so the
+# per-step view reads better (and a software-rendered browser spends ~30 % of a core on the WebGL)
+AGGREGATE_ABOVE = WEBGL_THRESHOLD
 OUTLIER_FACTOR = 4.0  # per-step view: a step this many times the 90th percentile clips the row's axis
 X_TITLE = "seconds since the run started (start-up included)"
 LABELLED_KINDS = frozenset({"F", "L", "B", "REPLAY"})  # kinds whose bars carry "F3"

@@ -22,16 +22,19 @@ def build_app(controller: EngineController | None = None, *, runs_root: str | Pa
         gr.Markdown("## ZeroLock: pipeline fine-tuning without update locking")
         timer = gr.Timer(poll_s, active=False)
         drawn = gr.State(None)
+        # Is this session's Watch tab showing? Figures drawn into a hidden tab cost the browser as much as
+        # shown ones (plotly lays them out all the same), so they wait until it is. An API caller has no tabs.
+        on_watch = gr.State(True)
         with gr.Tabs(selected="run", elem_id="tabs") as tabs:
-            with gr.Tab("Run", id="run", elem_id="tab-run"):
+            with gr.Tab("Run", id="run", elem_id="tab-run") as run_item:
                 run_tab = tab_run.build_run_tab()
-            with gr.Tab("Watch live", id="watch", elem_id="tab-watch"):
+            with gr.Tab("Watch live", id="watch", elem_id="tab-watch") as watch_item:
                 watch = tab_watch.build_watch_tab(controller)
             with gr.Tab("Compare", id="compare", elem_id="tab-compare") as compare_item:
                 cmp = tab_compare.build_compare_tab()
-            with gr.Tab("Explain", id="explain", elem_id="tab-explain"):
+            with gr.Tab("Explain", id="explain", elem_id="tab-explain") as explain_item:
                 expl = tab_explain.build_explain_tab()
-            with gr.Tab("Readability", id="readability", elem_id="tab-readability"):
+            with gr.Tab("Readability", id="readability", elem_id="tab-readability") as readability_item:
                 readability = tab_readability.build_readability_tab()
             with gr.Tab("Runs", id="runs", elem_id="tab-runs") as runs_item:
                 runs = tab_runs.build_runs_tab(controller.runs_root)
@@ -43,10 +46,10 @@ def build_app(controller: EngineController | None = None, *, runs_root: str | Pa
         def on_run(*values: Any) -> tuple:
             message, started = tab_run.start_runs(controller, *values)
             if not started:
-                return message, gr.skip(), gr.skip()
-            return message, gr.Timer(active=True), gr.Tabs(selected="watch")
+                return message, gr.skip(), gr.skip(), gr.skip()
+            return message, gr.Timer(active=True), gr.Tabs(selected="watch"), True
 
-        run_tab.run.click(on_run, run_tab.inputs, [run_tab.message, timer, tabs], api_name="start_run",
+        run_tab.run.click(on_run, run_tab.inputs, [run_tab.message, timer, tabs, on_watch], api_name="start_run",
                           show_progress="hidden")
 
         def on_stop() -> str:
@@ -55,15 +58,20 @@ def build_app(controller: EngineController | None = None, *, runs_root: str | Pa
         run_tab.stop.click(on_stop, None, run_tab.message, api_name="stop_run", show_progress="hidden")
 
         # ---- Watch live --------------------------------------------------------------------
-        def on_tick(state: tuple | None, window: str, unit: str) -> tuple:
-            return tab_watch.poll(controller, state, window, unit)
+        def on_tick(state: dict | None, shown: bool, window: str, unit: str) -> tuple:
+            return tab_watch.poll(controller, state, window, unit, visible=shown)
 
-        timer.tick(on_tick, [drawn, *watch.inputs], [*watch.outputs, timer, drawn], api_name="poll",
-                   show_progress="hidden")
+        tick_inputs, tick_outputs = [drawn, on_watch, *watch.inputs], [*watch.outputs, timer, drawn]
+        timer.tick(on_tick, tick_inputs, tick_outputs, api_name="poll", show_progress="hidden")
         for control in watch.inputs:  # .input: the user's own choice (a pin by poll() must not loop back)
-            control.input(on_tick, [drawn, *watch.inputs], [*watch.outputs, timer, drawn], show_progress="hidden")
+            control.input(on_tick, tick_inputs, tick_outputs, show_progress="hidden")
         watch.jump.click(lambda: tab_watch.FAILURE, None, watch.window, show_progress="hidden").then(
-            on_tick, [drawn, *watch.inputs], [*watch.outputs, timer, drawn], show_progress="hidden")
+            on_tick, tick_inputs, tick_outputs, show_progress="hidden")
+        # coming back to Watch draws at once what changed while it was hidden
+        watch_item.select(lambda: True, None, on_watch, show_progress="hidden", queue=False).then(
+            on_tick, tick_inputs, tick_outputs, show_progress="hidden")
+        for item in (run_item, compare_item, explain_item, readability_item, runs_item):
+            item.select(lambda: False, None, on_watch, show_progress="hidden", queue=False)
 
         def status() -> dict:
             return tab_watch.watched_status(controller)
@@ -95,19 +103,19 @@ def build_app(controller: EngineController | None = None, *, runs_root: str | Pa
             """A Runs-tab button that acts on the chosen run, then switches to Watch (or says why not)."""
             def handler(name: str | None) -> tuple:
                 if not name:
-                    return "Choose a run first.", gr.skip(), gr.skip(), gr.skip(), gr.skip()
+                    return "Choose a run first.", *[gr.skip()] * 5
                 try:
                     act(Path(controller.runs_root) / name)
                 except (RuntimeError, ValueError, FileNotFoundError) as err:
-                    return f"⚠️ {err}", gr.skip(), gr.skip(), gr.skip(), gr.skip()
-                return done.format(name=name), gr.Timer(active=True), gr.Tabs(selected="watch"), None, window
+                    return f"⚠️ {err}", *[gr.skip()] * 5
+                return done.format(name=name), gr.Timer(active=True), gr.Tabs(selected="watch"), None, window, True
             return handler
 
         # a reopened run opens on the whole run (its story, failures included), a resumed one live
         runs.open.click(then_watch(controller.open, "Opened `{name}`.", tab_watch.WHOLE), runs.run,
-                        [runs.message, timer, tabs, drawn, watch.window], api_name="open_run")
+                        [runs.message, timer, tabs, drawn, watch.window, on_watch], api_name="open_run")
         runs.resume.click(then_watch(controller.resume, "Resuming `{name}` from its checkpoints.", tab_watch.RECENT),
-                          runs.run, [runs.message, timer, tabs, drawn, watch.window], api_name="resume_run")
+                          runs.run, [runs.message, timer, tabs, drawn, watch.window, on_watch], api_name="resume_run")
         # the old file goes at once and the wait is said: a PNG takes 10-15 s on 2 cores
         runs.export.click(lambda kind: (None, f"Exporting {kind} …"), runs.export_kind, [runs.file, runs.message],
                           show_progress="hidden", queue=False).then(
@@ -119,6 +127,6 @@ def build_app(controller: EngineController | None = None, *, runs_root: str | Pa
         runs.delete.click(lambda name, ok: tab_runs.delete_run(controller, name, ok), [runs.run, runs.confirm],
                           [runs.message, runs.table, runs.run, runs.confirm], api_name="delete_run")
 
-        # a new page (or a reload during a run) picks up whatever is being watched
-        demo.load(lambda: gr.Timer(active=True), None, timer)
+        # a new page (or a reload during a run) picks up whatever is being watched; it opens on the Run tab
+        demo.load(lambda: (gr.Timer(active=True), False), None, [timer, on_watch])
     return demo
