@@ -19,7 +19,7 @@ from .layout import amount, frame
 from .memory import DETAIL_MAX_EVENTS, MEASURES, MemoryGrid, add_memory_traces, envelope_trace, memory_grid, \
     step_peaks, with_failures
 from .palette import NEUTRAL, method_colour, method_label, stage_dash
-from .run_figures import placeholder_figure
+from .training_figures import placeholder_figure
 from .simulated import events_from_simulation
 from .timebase import STARTUP, first_steps_s, time_end, training_origin, to_s
 from .timeline import LANE_HEIGHT_PX, WEBGL_THRESHOLD, add_timeline_traces, style_lanes

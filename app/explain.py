@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from zerolock_core.schedule import Costs, Link, build_schedule, simulate
+from zerolock_core.schedule import Costs, LinkProfile, build_schedule, simulate
 
 from .compare_figures import Series, compare_memory_figure, compare_timeline_figure
 from .palette import method_label  # bar colours: palette.KIND_COLOURS, named in the text below
@@ -35,7 +35,7 @@ def explain(*, stages: int, microbatches: int, bp_method: str = "gpipe") -> Expl
     series, peaks, makespan, bubble = [], {}, {}, {}
     for method in (bp_method, "zerolock"):
         sim = simulate(build_schedule(method, stages=stages, microbatches=microbatches), costs=EXPLAIN_COSTS,
-                       link=Link.profile("ideal"))
+                       link=LinkProfile.profile("ideal"))
         label = f"{method_label(method)} (simulated, K={stages}, m={microbatches})"
         series.append(Series(label=label, events=events_from_simulation(sim), stages=stages, method=method))
         peaks[method], makespan[method], bubble[method] = sim.inflight_peak, 1e3 * sim.makespan_s, sim.bubble_fraction

@@ -25,7 +25,8 @@ import plotly.graph_objects as go
 from .layout import amount, fast_figure, subplot_title
 from .palette import FAILURE_COLOURS, STARTUP_KIND, stage_colour, stage_dash, with_alpha
 from .timebase import Events, time_origin, to_ms, to_s
-from .timeline import X_TITLE, lane_axis, step_of
+from .step_view import step_of
+from .timeline import X_TITLE, lane_axis
 
 MEASURES = {"act_bytes": ("activation memory", "MiB", 1 / 2**20),
             "inflight": ("micro-batches of activations", "micro-batches", 1.0)}
@@ -123,7 +124,7 @@ def _thin(t_ms: list[float], values: list[list[float]], max_points: int) -> tupl
 def step_peaks(events: Events, *, stages: int, measure: str = "act_bytes", origin_ns: int | None = None,
                window_s: float | None = None) -> list[list[StepPeak]]:
     """Per stage, the peak held during each optimizer step, in time order. Consecutive actions of one
-    stage on the same step (`timeline.step_of`) and process generation form one step; STARTUP spans
+    stage on the same step (`step_view.step_of`) and process generation form one step; STARTUP spans
     are left out. With `window_s`, only actions ending in the last `window_s` seconds."""
     _, _, scale = _check_measure(measure)
     origin = time_origin(events) if origin_ns is None else origin_ns

@@ -1,10 +1,13 @@
-"""The BP reference trainer runs in one process; the app starts it as a child process
-(`python -m zerolock_core train --runtime reference ...`) so no training runs in the web server."""
+"""The BP reference trainer runs in one process; the app starts it as a child process (forked from the
+engine's preloaded server, `zerolock_core.runtime.processes`) so no training runs in the web server.
+The child is handed the config itself, not a command line rebuilt from it: nothing can be left out."""
 from __future__ import annotations
 
-import subprocess
+import os
+import signal
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -12,27 +15,23 @@ from zerolock_core.config import RunConfig
 
 from .run_data import read_json
 
+STDERR_LOG = "stderr.log"
 
-def reference_argv(cfg: RunConfig) -> list[str]:
-    """The `zerolock train` command line that reproduces `cfg` (a reference-runtime config)."""
-    if cfg.train.runtime != "reference" or not cfg.out:
-        raise ValueError("reference_argv needs a --runtime reference config with an output directory")
-    m, d, o, t = cfg.model, cfg.data, cfg.objective, cfg.train
-    argv = [sys.executable, "-m", "zerolock_core", "train", "--runtime", "reference", "--method", t.method,
-            "--out", str(cfg.out), "--quiet",
-            "--model", m.model, "--lora-rank", str(m.lora_rank), "--lora-alpha", str(m.lora_alpha),
-            "--lora-targets", ",".join(m.lora_targets),
-            "--dataset", d.dataset, "--seq-len", str(d.seq_len), "--eval-size", str(d.eval_size),
-            "--alpha", ",".join(repr(a) for a in o.alpha), "--consistency", o.consistency,
-            "--alpha-schedule", o.alpha_schedule,
-            "--stages", str(t.stages), "--batch", str(t.batch), "--microbatches", str(t.microbatches),
-            "--steps", str(t.steps), "--lr", repr(t.lr), "--weight-decay", repr(t.weight_decay),
-            "--seed", str(t.seed), "--eval-every", str(t.eval_every), "--threads", str(t.threads),
-            "--device", t.device]
-    argv += ["--readout-adapter", m.readout_adapter, "--readout-adapter-hidden", str(m.readout_adapter_hidden)]
-    if m.boundaries is not None:
-        argv += ["--boundaries", ",".join(str(b) for b in m.boundaries)]
-    return argv
+
+def reference_child(cfg: dict[str, Any], stderr_path: str) -> None:
+    """The child's body: train `cfg` (it writes metrics.json), its errors into `stderr_path`."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the dashboard, which stops us
+    fd = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 2)
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+    try:
+        from zerolock_core.reference_trainer import train_reference
+
+        train_reference(RunConfig.from_dict(cfg), progress=False)
+    except BaseException:
+        traceback.print_exc()
+        sys.stderr.flush()
+        os._exit(1)
 
 
 class ReferenceJob:
@@ -40,9 +39,10 @@ class ReferenceJob:
     (start / status / stop / done / metrics), minus per-stage telemetry, which it has none of."""
 
     def __init__(self, cfg: RunConfig) -> None:
+        if cfg.train.runtime != "reference" or not cfg.out:
+            raise ValueError("ReferenceJob needs a --runtime reference config with an output directory")
         self.cfg, self.dir = cfg, Path(str(cfg.out))
-        self.argv = reference_argv(cfg)
-        self._proc: subprocess.Popen | None = None
+        self._proc = None  # a multiprocessing Process once started
         self._stopped = False
         self._t_start = 0.0
         self.metrics: dict[str, Any] | None = None
@@ -52,17 +52,17 @@ class ReferenceJob:
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / "metrics.json").unlink(missing_ok=True)
         self._t_start = time.monotonic()
-        with open(self.dir / "stderr.log", "wb") as err:
-            # its own session: a Ctrl-C in the dashboard's terminal reaches the dashboard, which stops it
-            self._proc = subprocess.Popen(self.argv, stdout=subprocess.DEVNULL, stderr=err,
-                                          start_new_session=True)
+        from zerolock_core.runtime.processes import start_process
+
+        self._proc = start_process(reference_child, (self.cfg.to_dict(), str(self.dir / STDERR_LOG)),
+                                   name="zerolock-reference")
         return self
 
     @property
     def state(self) -> str:
         if self._proc is None:
             return "created"
-        code = self._proc.poll()
+        code = self._proc.exitcode
         if code is None:
             return "stopping" if self._stopped else "running"
         if self._stopped:
@@ -71,7 +71,8 @@ class ReferenceJob:
             self.metrics = self.metrics or read_json(self.dir / "metrics.json")
             return "finished"
         if not self.error:
-            lines = (self.dir / "stderr.log").read_text(errors="replace").strip().splitlines()
+            log = self.dir / STDERR_LOG
+            lines = log.read_text(errors="replace").strip().splitlines() if log.exists() else []
             self.error = lines[-1] if lines else f"exit code {code}"
         return "failed"
 
@@ -85,13 +86,12 @@ class ReferenceJob:
                 "eta_s": None, "dir": str(self.dir), "error": self.error}
 
     def stop(self, *, wait: bool = True, timeout: float = 10.0) -> None:
-        if self._proc is None or self._proc.poll() is not None:
+        if self._proc is None or self._proc.exitcode is not None:
             return
         self._stopped = True
         self._proc.terminate()
         if wait:
-            try:
-                self._proc.wait(timeout)
-            except subprocess.TimeoutExpired:
+            self._proc.join(timeout)
+            if self._proc.exitcode is None:
                 self._proc.kill()
-                self._proc.wait()
+                self._proc.join(timeout)

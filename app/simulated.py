@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from zerolock_core.schedule import Costs, Kind, Link, Schedule, SimResult, simulate
+from zerolock_core.schedule import Costs, Kind, LinkProfile, Schedule, SimResult, simulate
 
 _HOLD = {Kind.F, Kind.REPLAY}  # the simulator's rule: held from F/REPLAY until B/L
 _RELEASE = {Kind.B, Kind.L}
@@ -40,7 +40,7 @@ def events_from_simulation(result: SimResult, *, bytes_per_microbatch: int = 2**
     return out
 
 
-def simulated_events(schedule: Schedule, costs: Costs, link: Link, *,
+def simulated_events(schedule: Schedule, costs: Costs, link: LinkProfile, *,
                      bytes_per_microbatch: int = 2**20) -> list[dict[str, Any]]:
     """Simulate `schedule` (zerolock_core.schedule.simulate) and return its events; times are
     the simulator's seconds as nanoseconds on a clock starting at 0."""

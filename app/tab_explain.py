@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from .explain import explain
-from .run_figures import placeholder_figure
+from .training_figures import placeholder_figure
 
 
 @dataclass(kw_only=True)

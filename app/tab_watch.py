@@ -1,15 +1,17 @@
 """Watch live tab: status line, per-stage timeline and memory, live loss curves and eval accuracy,
 per-stage table, and the Inject failure panel's recovery line.
 
-A gr.Timer ticks at most twice a second (`--poll`, default 1 s). Each tick updates the status line;
-the figures are redrawn at once when the run's state changes (a failure, a recovery, the end) or the
-user changes the view, and otherwise at most once every FIGURES_EVERY_S; nothing is drawn while this
-session's Watch tab is hidden, and the live window holds at most LIVE_ACTIONS actions. What watching
-costs is mostly the browser's redraws, and on a small machine the browser shares the cores with the
-training it shows (README, "The dashboard"; `zerolock bench dashboard` measures it)."""
+Two timers, because every Gradio event costs the browser something for each output it lists, even
+one it skips: the status timer (`--poll`, default 1 s) sends only the status line and the recovery
+line; the figures timer (FIGURES_EVERY_S, or `--poll` if longer) redraws the figures, the table and
+the status JSON when the run's events changed. A change of the run's state (a failure, a recovery,
+the end) makes the status tick call the figures in at once, and so does the user changing the view.
+Nothing is sent while this session's Watch tab is hidden, and the live window holds at most
+LIVE_ACTIONS actions. What watching costs is mostly the browser's work, and on a small machine the
+browser shares the cores with the training it shows (README, "The dashboard"; `zerolock bench
+dashboard` measures it)."""
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +27,7 @@ RECENT, WHOLE, FAILURE = "recent actions", "whole run", "around the last failure
 UNITS = {"MiB": "act_bytes", "micro-batches held": "inflight"}  # memory chart: label -> event field
 LIVE_SECONDS, LIVE_ACTIONS = 20.0, 300  # the live window: at most 20 s and about 300 actions (~10 steps at K=2)
 FIGURES_EVERY_S = 5.0  # measured: 2 s cost the browser ~55 % of a core, 5-6 s ~33 %, never ~29 %
+SOON_S = 0.5  # the figures timer's interval for one tick after the status tick saw the state change
 IDLE_MD = "Nothing to watch yet: start a run on the **Run** tab, or open a saved one on the **Runs** tab."
 
 
@@ -43,9 +46,12 @@ class WatchTab:
     recovery: gr.Markdown  # the Inject failure panel's detect / restore / replay line
 
     @property
-    def outputs(self) -> list[gr.components.Component]:
-        return [self.status_md, self.timeline, self.memory, self.training, self.activity, self.table,
-                self.status_json, self.recovery, self.window]
+    def status_outputs(self) -> list[gr.components.Component]:
+        return [self.status_md, self.recovery]
+
+    @property
+    def figure_outputs(self) -> list[gr.components.Component]:
+        return [self.timeline, self.memory, self.training, self.activity, self.table, self.status_json, self.window]
 
     @property
     def inputs(self) -> list[gr.components.Component]:
@@ -103,47 +109,71 @@ def comparison_position(batch: list, t, status: dict[str, Any]) -> str:
     return f"{words}, about {f'{minutes} min {seconds} s' if minutes else f'{seconds} s'} left in all"
 
 
-def poll(controller: EngineController, drawn: dict | None, window_choice: str, unit: str = "MiB", *,
-         visible: bool = True) -> tuple:
-    """One tick: the status line always (elapsed time moves); the figures when the run's events or
-    state changed, at most once every FIGURES_EVERY_S unless the state changed; the timer's next state;
-    and what this browser session has drawn (`drawn`, a gr.State). A failure this session has not
-    seen yet pins the view to it (the window radio switches to FAILURE) until the user picks another.
-    While the Watch tab is hidden (`visible` False) nothing is sent: what was missed, a failure
-    included, is drawn on the first tick after it shows again."""
+def _status(controller: EngineController, t) -> dict[str, Any]:
+    batch = controller.batch()
+    return {**t.status(), "busy": controller.busy, "batch_runs": [b.name for b in batch]}
+
+
+def state_key(t, status: dict[str, Any]) -> tuple:
+    """What, when it changes, is drawn at once rather than at the figures' cadence."""
+    return (t.name, t.state, t.metrics is not None, bool(status.get("open_recoveries")), len(failures(status)))
+
+
+def poll_status(controller: EngineController, said: dict | None, *, visible: bool = True) -> tuple:
+    """One status tick: (status line, recovery line, figures timer, status timer, `said`). The
+    recovery line only when it changed (every update costs the browser a redraw); the figures timer
+    set to fire SOON_S from now when the run's state changed since the last tick (`said`, a gr.State)."""
     t = controller.watched()
     if t is None:
-        return (*[gr.skip()] * 9, gr.Timer(active=controller.busy), drawn)
+        return gr.skip(), gr.skip(), gr.skip(), gr.Timer(active=controller.busy), said
     t.refresh()
     keep_polling = controller.busy or not t.engine_done
     if not visible:
-        return (*[gr.skip()] * 9, gr.Timer(active=keep_polling), drawn)
-    last = drawn or {"key": None, "at": 0.0, "recovery": None, "failures": 0, "run": None}
-    batch = controller.batch()
-    status = {**t.status(), "busy": controller.busy, "batch_runs": [b.name for b in batch]}
+        return gr.skip(), gr.skip(), gr.skip(), gr.Timer(active=keep_polling), said
+    status = _status(controller, t)
+    line, key = recovery_text(status), state_key(t, status)
+    last = said or {}
+    recovery = gr.skip() if line == last.get("recovery") else line
+    soon = gr.Timer(SOON_S, active=True) if last.get("key") not in (None, key) else gr.skip()
+    position = comparison_position(controller.batch(), t, status)
+    return (status_markdown(t, status, position=position), recovery, soon, gr.Timer(active=keep_polling),
+            {"key": key, "recovery": line})
+
+
+def poll_figures(controller: EngineController, drawn: dict | None, window_choice: str, unit: str = "MiB", *,
+                 visible: bool = True, every_s: float = FIGURES_EVERY_S) -> tuple:
+    """One figures tick: (timeline, memory, training, activity, table, status JSON, window radio,
+    figures timer, `drawn`), the figures only when the run's events, its state or the view changed
+    since what this browser session drew (`drawn`, a gr.State). A failure this session has not seen
+    yet pins the view to it (the window radio switches to FAILURE) until the user picks another.
+    While the Watch tab is hidden (`visible` False) nothing is sent: what was missed, a failure
+    included, is drawn on the first tick after it shows again. The timer goes back to `every_s`."""
+    skip_all = [gr.skip()] * 7
+    t = controller.watched()
+    if t is None:
+        return (*skip_all, gr.Timer(every_s, active=controller.busy), drawn)
+    t.refresh()
+    timer = gr.Timer(every_s, active=controller.busy or not t.engine_done)
+    if not visible:
+        return (*skip_all, timer, drawn)
+    last = drawn or {"key": None, "failures": 0, "run": None}
+    status = _status(controller, t)
     n_failures = len(failures(status))
     pin = gr.skip()
     if last.get("run") == t.name and n_failures > last.get("failures", 0):
         window_choice, pin = FAILURE, FAILURE  # a new failure: show it, whatever the view was
     last = {**last, "failures": n_failures, "run": t.name}
-    position = comparison_position(batch, t, status)
-    line = recovery_text(status)
-    recovery = gr.skip() if line == last.get("recovery") else line  # every update costs the browser a redraw
+    key = (len(t.events), *state_key(t, status), window_choice, unit)
+    if key == last["key"]:
+        return (*skip_all[:6], pin, timer, last)
     focus = window_choice == FAILURE and n_failures > 0
-    recovering = bool(status.get("open_recoveries"))
-    key = (t.name, len(t.events), t.state, t.metrics is not None, window_choice, unit, recovering)
-    now = time.monotonic()
-    same_run_and_state = last["key"] is not None and last["key"][0] == t.name and last["key"][2:] == key[2:]
-    if key == last["key"] or (same_run_and_state and now - last["at"] < FIGURES_EVERY_S):
-        return (status_markdown(t, status, position=position), *[gr.skip()] * 6, recovery, pin,
-                gr.Timer(active=keep_polling), {**last, "recovery": line})
     window = None
     if window_choice == RECENT or (window_choice == FAILURE and not focus):
         window = recent_window_s(t.events, max_s=LIVE_SECONDS, max_events=LIVE_ACTIONS)
-    first_draw = last["key"] is None or last["key"][0] != t.name or last["key"][3] != key[3]
+    first_draw = last["key"] is None or last["key"][1] != t.name or last["key"][3] != key[3]
     live_losses = t.metrics is None and t.runtime == "pipeline"  # the curves grow with the events
-    v = watch_view(t, window_s=window, position=position, status=status, with_training=first_draw or live_losses,
-                   focus_failure=focus, measure=UNITS.get(unit, "act_bytes"))
-    return (v.status_md, v.timeline, v.memory, v.training if v.training is not None else gr.skip(), v.activity,
-            v.table, v.status, recovery, pin, gr.Timer(active=keep_polling),
-            {**last, "key": key, "at": now, "recovery": line})
+    v = watch_view(t, window_s=window, position=comparison_position(controller.batch(), t, status), status=status,
+                   with_training=first_draw or live_losses, focus_failure=focus,
+                   measure=UNITS.get(unit, "act_bytes"))
+    return (v.timeline, v.memory, v.training if v.training is not None else gr.skip(), v.activity, v.table,
+            v.status, pin, timer, {**last, "key": key})

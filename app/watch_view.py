@@ -1,6 +1,7 @@
 """Everything the Watch tab shows for one run, computed from its events / metrics (no Gradio here)."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,10 +16,10 @@ from .live_loss import live_loss_curves
 from zerolock_core.telemetry.activity import bubble_fraction, live_throughput
 from .memory import memory_figure
 from .palette import method_label
-from .run_figures import activity_figure, placeholder_figure, training_figure
+from .training_figures import activity_figure, placeholder_figure, training_figure
 from .timebase import recent, span_s, time_origin
-from .timeline import (LABEL_MAX_BARS, failure_window, should_aggregate, step_aggregate_figure,
-                       timeline_figure)
+from .step_view import should_aggregate, step_aggregate_figure
+from .timeline import LABEL_MAX_BARS, failure_window, timeline_figure
 
 TABLE_COLUMNS = ["stage", "layers", "steps", "computing %", "peak act. MiB", "peak in-flight mb",
                  "sent MiB", "received MiB"]
@@ -119,11 +120,18 @@ def planned_layers(cfg: dict[str, Any]) -> list[tuple[int, int]] | None:
     """Each stage's [first, end) layers from the config (the model's layer count from its config
     file, no weights), so the table shows them while the run goes, not only in metrics.json."""
     model = cfg.get("model", {})
+    boundaries = model.get("boundaries")
+    return _planned(model.get("model", "tiny"), int(cfg["train"]["stages"]),
+                    tuple(boundaries) if boundaries is not None else None)
+
+
+@functools.lru_cache(maxsize=32)  # a table redraw every few seconds need not reread a config or GGUF header
+def _planned(spec: str, stages: int, boundaries: tuple[int, ...] | None) -> list[tuple[int, int]] | None:
     try:
-        layers = model_layers(model.get("model", "tiny"))
+        layers = model_layers(spec)
         if layers is None:
             return None
-        return chunk_bounds(layers, int(cfg["train"]["stages"]), model.get("boundaries"))
+        return chunk_bounds(layers, stages, list(boundaries) if boundaries is not None else None)
     except (ValueError, OSError):  # e.g. a model directory that has gone since: no plan, no error
         return None
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from zerolock_core.config import LinkConfig
 from zerolock_core.runtime.link_emulation import link_model
-from zerolock_core.schedule import LINK_PROFILES, Costs, Link, build_schedule, simulate
+from zerolock_core.schedule import LINK_PROFILES, Costs, LinkProfile, build_schedule, simulate
 from .spans import spans_from_sim, throughput
 
 
@@ -18,7 +18,7 @@ class Prediction:
     bubble_fraction: float
 
 
-def link_for(cfg: LinkConfig) -> Link:
+def link_for(cfg: LinkConfig) -> LinkProfile:
     model = link_model(cfg)
     return model if model is not None else LINK_PROFILES["ideal"]
 
@@ -31,7 +31,7 @@ def predict(
     microbatches: int,
     windows: int,
     costs: Costs,
-    link: Link,
+    link: LinkProfile,
     inflight_limit: int | None,
     skip_windows: int = 0,
 ) -> Prediction:

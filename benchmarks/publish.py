@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from zerolock_core.artifacts import write_json_atomic
-from .figures import save_figures
+from .image_export import save_figures
 
 
 def publish(

@@ -28,6 +28,8 @@ BLOCK = re.compile(r"(<!-- results: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /
 # the benchmark module whose formatter prints each result file, that formatter's name, and whether
 # its output is plain text (fenced in the README) rather than markdown
 FORMATTERS: dict[str, tuple[str, str, bool]] = {
+    **{name: (name, "format_report", False) for name in (
+        "memory", "efficiency", "simulator", "throughput", "links", "geometry", "envelope", "readout", "crosscheck")},
     "stage-rss": ("stage_rss", "format_report", False),
     "faults": ("faults", "format_table", True),
     "readability": ("readability", "format_report", False),
@@ -47,9 +49,9 @@ def formatted(report: dict[str, Any]) -> str:
     text = fmt(report).rstrip()
     if plain:
         return f"```\n{text}\n```"
-    out: list[str] = []  # markdown: a table starts after a blank line, not inside a paragraph
+    out: list[str] = []  # markdown: every line of text its own paragraph, a table after a blank line
     for line in text.splitlines():
-        if line.startswith("|") and out and out[-1] and not out[-1].startswith("|"):
+        if out and out[-1] and line and not (line.startswith("|") and out[-1].startswith("|")):
             out.append("")
         out.append(line)
     return "\n".join(out)

@@ -43,7 +43,7 @@ sys.path.insert(0, str(root))
 import plotly.graph_objects as go
 
 from app.figures import METHOD_COLOURS, memory_figure, simulated_events, timeline_figure
-from zerolock_core.schedule import Costs, Link, build_schedule, inflight_peak, simulate, textbook_bubble
+from zerolock_core.schedule import Costs, LinkProfile, build_schedule, inflight_peak, simulate, textbook_bubble
 
 K, M = 3, 3
 
@@ -75,7 +75,7 @@ assert not {"B", "SB", "RB"} & {a.kind.value for row in schedules["zerolock"].ac
 
 # %%
 costs = Costs(forward=1.0, backward=2.0, local=2.2, hidden_bytes=64 * 1024, grad_bytes=64 * 1024)
-link = Link.profile("local")
+link = LinkProfile.profile("local")
 results = {m: simulate(s, costs=costs, link=link) for m, s in schedules.items()}
 events = {m: simulated_events(s, costs, link) for m, s in schedules.items()}
 
@@ -142,7 +142,7 @@ for m, want in expected.items():
 uniform = Costs(forward=1.0, backward=2.0, local=2.0)
 rows = []
 for m_ in (3, 6, 12, 24):
-    r = {meth: simulate(build_schedule(meth, stages=K, microbatches=m_), costs=uniform, link=Link.profile("ideal"))
+    r = {meth: simulate(build_schedule(meth, stages=K, microbatches=m_), costs=uniform, link=LinkProfile.profile("ideal"))
          for meth in ("gpipe", "1f1b", "zerolock")}
     rows.append((m_, r["gpipe"].bubble_fraction, textbook_bubble("gpipe", K, m_), r["1f1b"].bubble_fraction,
                  r["zerolock"].bubble_fraction, r["gpipe"].makespan_s / r["zerolock"].makespan_s))

@@ -10,9 +10,9 @@ from app.figures import KIND_COLOURS, METHOD_COLOURS, memory_figure, simulated_e
 from zerolock_core.telemetry.activity import bubble_fraction, live_throughput, stage_stats
 from app.memory import memory_grid
 from app.palette import kind_label
-from app.run_figures import activity_figure
+from app.training_figures import activity_figure
 from app.timeline import X_TITLE, lane_bars
-from zerolock_core.schedule import Costs, Kind, Link, build_schedule
+from zerolock_core.schedule import Costs, Kind, LinkProfile, build_schedule
 
 MS = 1_000_000  # ns
 
@@ -169,7 +169,7 @@ def test_live_stats_active_fraction_and_throughput():
 def test_simulated_events_look_like_runtime_events(method):
     sched = build_schedule(method, stages=3, microbatches=4)
     events = simulated_events(sched, Costs(forward=0.01, local=0.02, backward=0.02, hidden_bytes=100),
-                              Link.profile("ideal"))
+                              LinkProfile.profile("ideal"))
     assert len(events) == sum(len(row) for row in sched.actions)
     assert set(events[0]) == set(ZEROLOCK_2X2[0])
     assert all(e["t1"] >= e["t0"] for e in events)
@@ -489,7 +489,7 @@ def test_failure_window(recs, before, after, expected):
 
 
 def test_step_aggregate_view_shows_the_outage_as_unrecorded_time():
-    from app.timeline import step_aggregate_figure, step_totals
+    from app.step_view import step_aggregate_figure, step_totals
 
     totals = step_totals(FAILURE_RUN, stages=2)
     assert sorted(totals[0]) == [1, 2] and sorted(totals[1]) == [1, 2]

@@ -1,6 +1,6 @@
-"""What one Watch tick sends: nothing while the tab is hidden, the status line every tick, the figures at
-once when the run's state changes and otherwise at most every FIGURES_EVERY_S, and a failure missed
-while hidden pins the view when the tab shows again."""
+"""What one Watch tick sends: nothing while the tab is hidden; the status line every status tick, which
+calls the figures in at once when the run's state changes; the figures only when something changed;
+and a failure missed while hidden pins the view when the tab shows again."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -16,8 +16,9 @@ SKIP = gr.skip()
 FAILURE = {"stage": 1, "mode": "kill", "kind": "local", "detect_s": 0.1, "restore_s": 2.0, "replay_s": 0.1,
            "replayed_microbatches": 1, "bytes_transferred": 0, "t_fail_ns": 3_000_000, "t_detect_ns": 3_100_000,
            "t_restored_ns": 4_000_000, "t_end_ns": 4_100_000, "open": False}
-OUT = {name: i for i, name in enumerate(["status_md", "timeline", "memory", "training", "activity", "table",
-                                         "status_json", "recovery", "window", "timer", "drawn"])}
+STATUS = {name: i for i, name in enumerate(["status_md", "recovery", "figures_timer", "timer", "said"])}
+FIGURES = {name: i for i, name in enumerate(["timeline", "memory", "training", "activity", "table", "status_json",
+                                             "window", "figures_timer", "drawn"])}
 
 
 def events(n: int) -> list[dict]:
@@ -45,37 +46,52 @@ def reopened(tmp_path, **kw) -> OneRun:
                               events=events(16), **kw))
 
 
-def sent(out: tuple, name: str) -> bool:
-    return out[OUT[name]] != SKIP
+def sent(out: tuple, name: str, names: dict[str, int] = FIGURES) -> bool:
+    return out[names[name]] != SKIP
 
 
 def test_a_hidden_watch_tab_is_sent_nothing_and_keeps_what_it_drew(tmp_path):
     ctl = reopened(tmp_path)
-    drawn = {"key": None, "at": 0.0, "recovery": None, "failures": 0, "run": None}
-    out = tab_watch.poll(ctl, drawn, tab_watch.RECENT, visible=False)
-    assert not any(sent(out, name) for name in list(OUT)[:9])
-    assert out[OUT["drawn"]] is drawn
+    drawn, said = {"key": None, "failures": 0, "run": None}, {"key": None, "recovery": None}
+    figures = tab_watch.poll_figures(ctl, drawn, tab_watch.RECENT, visible=False)
+    assert not any(sent(figures, name) for name in list(FIGURES)[:7]) and figures[FIGURES["drawn"]] is drawn
+    status = tab_watch.poll_status(ctl, said, visible=False)
+    assert not any(sent(status, name, STATUS) for name in ("status_md", "recovery", "figures_timer"))
+    assert status[STATUS["said"]] is said
 
 
-def test_the_status_line_goes_every_tick_and_the_figures_wait_unless_the_state_changes(tmp_path, monkeypatch):
-    monkeypatch.setattr(tab_watch, "FIGURES_EVERY_S", 1e9)  # "within the interval" whatever the machine's speed
+def test_the_figures_are_drawn_when_the_events_grow_and_skipped_when_nothing_changed(tmp_path):
     ctl = reopened(tmp_path)
-    first = tab_watch.poll(ctl, None, tab_watch.RECENT)
-    assert sent(first, "status_md") and sent(first, "timeline") and sent(first, "memory")
-    ctl.run.events.extend(events(24)[16:])  # more actions, same state
-    second = tab_watch.poll(ctl, first[OUT["drawn"]], tab_watch.RECENT)
-    assert sent(second, "status_md") and not sent(second, "timeline") and not sent(second, "table")
-    ctl.run.state = "recovering"  # a state change is drawn at once
-    third = tab_watch.poll(ctl, second[OUT["drawn"]], tab_watch.RECENT)
-    assert sent(third, "timeline") and sent(third, "memory") and sent(third, "table")
+    first = tab_watch.poll_figures(ctl, None, tab_watch.RECENT)
+    assert all(sent(first, name) for name in ("timeline", "memory", "training", "activity", "table"))
+    same = tab_watch.poll_figures(ctl, first[FIGURES["drawn"]], tab_watch.RECENT)
+    assert not any(sent(same, name) for name in list(FIGURES)[:7])
+    ctl.run.events.extend(events(24)[16:])
+    grown = tab_watch.poll_figures(ctl, same[FIGURES["drawn"]], tab_watch.RECENT)
+    assert sent(grown, "timeline") and sent(grown, "memory") and sent(grown, "table")
+
+
+def test_the_status_tick_calls_the_figures_in_at_once_when_the_state_changes(tmp_path):
+    ctl = reopened(tmp_path)
+    first = tab_watch.poll_status(ctl, None)
+    assert "ZeroLock" in first[STATUS["status_md"]] and not sent(first, "figures_timer", STATUS)
+    ctl.run.events.extend(events(24)[16:])  # more actions, same state: the figures' own cadence
+    second = tab_watch.poll_status(ctl, first[STATUS["said"]])
+    assert sent(second, "status_md", STATUS) and not sent(second, "figures_timer", STATUS)
+    ctl.run.state = "recovering"
+    third = tab_watch.poll_status(ctl, second[STATUS["said"]])
+    assert third[STATUS["figures_timer"]].value == tab_watch.SOON_S
+    assert not sent(third, "recovery", STATUS)  # the same (empty) recovery line is not sent again
 
 
 def test_a_failure_missed_while_hidden_pins_the_view_when_the_tab_shows_again(tmp_path):
     ctl = reopened(tmp_path)
-    drawn = tab_watch.poll(ctl, None, tab_watch.RECENT)[OUT["drawn"]]
+    drawn = tab_watch.poll_figures(ctl, None, tab_watch.RECENT)[FIGURES["drawn"]]
+    said = tab_watch.poll_status(ctl, None)[STATUS["said"]]
     ctl.run.metrics = {"recovery": [FAILURE]}  # the failure happens while the user is on another tab
-    hidden = tab_watch.poll(ctl, drawn, tab_watch.RECENT, visible=False)
+    hidden = tab_watch.poll_figures(ctl, drawn, tab_watch.RECENT, visible=False)
     assert not sent(hidden, "window")
-    shown = tab_watch.poll(ctl, hidden[OUT["drawn"]], tab_watch.RECENT)
-    assert shown[OUT["window"]] == tab_watch.FAILURE and sent(shown, "timeline")
-    assert shown[OUT["recovery"]].startswith("stage 1 kill → local recovery")
+    status = tab_watch.poll_status(ctl, said)
+    assert status[STATUS["recovery"]].startswith("stage 1 kill → local recovery")
+    shown = tab_watch.poll_figures(ctl, hidden[FIGURES["drawn"]], tab_watch.RECENT)
+    assert shown[FIGURES["window"]] == tab_watch.FAILURE and sent(shown, "timeline")

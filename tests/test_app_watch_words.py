@@ -97,7 +97,7 @@ def test_the_stage_table_shows_each_stages_layers_while_the_run_goes(tmp_path):
 
 
 def test_the_whole_of_a_long_run_is_drawn_per_step_not_per_action(tmp_path):
-    from app.timeline import AGGREGATE_ABOVE
+    from app.step_view import AGGREGATE_ABOVE
     from app.watch_view import watch_view
 
     n = AGGREGATE_ABOVE + 1

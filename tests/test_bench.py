@@ -12,13 +12,13 @@ import pytest
 
 from benchmarks import BENCHMARKS
 from benchmarks.envelope import Probe, run_envelope, search_largest
-from benchmarks.figures import png_export_error, save_figures
+from benchmarks.image_export import png_export_error, save_figures
 from benchmarks.memory import run_memory, stage_breakdown
 from benchmarks.runs import PipelineRuns
 from benchmarks.settings import METHODS, BenchSettings
 from zerolock_core.config import LinkConfig
 from zerolock_core.runtime.link_emulation import EmulatedHop, link_model
-from zerolock_core.schedule import LINK_PROFILES, Costs, Link, build_schedule, simulate
+from zerolock_core.schedule import LINK_PROFILES, Costs, LinkProfile, build_schedule, simulate
 
 K, B, M, SEQ, STEPS = 2, 4, 2, 32, 2
 SETTINGS = BenchSettings(seq_len=SEQ, steps=STEPS, threads=1)
@@ -80,7 +80,7 @@ def test_envelope_search_bisects_when_the_linear_guess_is_wrong():
 
 def test_link_emulator_delays_by_the_modelled_time():
     """Checked on byte counts and modelled times (lower bounds only, never a wall-clock limit)."""
-    model = Link(bandwidth_bytes_per_s=2e6, latency_s=0.015)
+    model = LinkProfile(bandwidth_bytes_per_s=2e6, latency_s=0.015)
     hop = EmulatedHop(model)
     started: list[float] = []
 
@@ -226,12 +226,12 @@ def test_a_hung_png_export_falls_back_to_html_and_says_why(tmp_path, monkeypatch
     import plotly.graph_objects as go
     import plotly.io as pio
 
-    from benchmarks import figures
+    from benchmarks import image_export
 
-    monkeypatch.setattr(figures, "png_export_error", lambda: None)
-    monkeypatch.setattr(figures, "EXPORT_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(image_export, "png_export_error", lambda: None)
+    monkeypatch.setattr(image_export, "EXPORT_TIMEOUT_S", 0.2)
     monkeypatch.setattr(pio, "write_images", lambda *a, **k: time.sleep(30))
-    res = figures.save_figures({"a": go.Figure(go.Bar(x=[1], y=[2]))}, tmp_path)
+    res = image_export.save_figures({"a": go.Figure(go.Bar(x=[1], y=[2]))}, tmp_path)
     assert res["format"] == "html" and "TimeoutError" in res["why_not_png"]
     assert (tmp_path / "a.html").exists()
 

@@ -78,7 +78,7 @@ def test_app_figures_use_no_colour_outside_the_palette():
     from pathlib import Path
 
     app = Path(palette.__file__).parent
-    for name in ("timeline.py", "memory.py", "compare_figures.py", "run_figures.py", "explain.py", "exports.py",
+    for name in ("timeline.py", "memory.py", "compare_figures.py", "training_figures.py", "explain.py", "exports.py",
                  "simulated.py"):
         text = (app / name).read_text()
         assert not re.findall(r"#[0-9A-Fa-f]{6}\b", text), f"{name} has its own colour literal"

@@ -11,7 +11,7 @@ from zerolock_core.schedule import (
     METHODS,
     Costs,
     Deadlock,
-    Link,
+    LinkProfile,
     Schedule,
     build_schedule,
     inflight_peak,
@@ -19,7 +19,7 @@ from zerolock_core.schedule import (
     textbook_bubble,
 )
 
-IDEAL = Link()
+IDEAL = LinkProfile()
 SLOW_TO_FAST = ("constrained", "mobile", "wifi", "local", "ideal")
 
 
@@ -38,7 +38,7 @@ def _grid(method, ks=range(1, 9), ms=range(1, 17), windows=(1, 2)):
 @pytest.mark.parametrize("limit", [None, 2])
 def test_built_schedules_never_deadlock(method, limit):
     costs = Costs(forward=1.0, local=1.5, backward=2.0, step=0.5, hidden_bytes=64, grad_bytes=64)
-    link = Link(bandwidth_bytes_per_s=32.0, latency_s=0.5)
+    link = LinkProfile(bandwidth_bytes_per_s=32.0, latency_s=0.5)
     for k, m, w in _grid(method):
         sched = build_schedule(method, stages=k, microbatches=m, windows=w)
         result = simulate(sched, costs=costs, link=link, inflight_limit=limit)
@@ -163,7 +163,7 @@ def test_slower_link_hurts_bp_methods_more(k, m):
             continue
         thr = [
             simulate(build_schedule(method, stages=k, microbatches=m, windows=2), costs=costs,
-                     link=Link.profile(name)).throughput_microbatches_per_s
+                     link=LinkProfile.profile(name)).throughput_microbatches_per_s
             for name in SLOW_TO_FAST
         ]
         assert thr == sorted(thr), method  # slower link -> lower or equal throughput
@@ -180,7 +180,7 @@ def test_slower_link_hurts_bp_methods_more(k, m):
 )
 def test_single_transfer_arrives_after_latency_plus_bytes_over_bandwidth(nbytes, bandwidth, latency, arrival):
     sched = build_schedule("zerolock", stages=2, microbatches=1)
-    link = Link(bandwidth_bytes_per_s=bandwidth, latency_s=latency)
+    link = LinkProfile(bandwidth_bytes_per_s=bandwidth, latency_s=latency)
     assert link.transfer_s(nbytes) == arrival - 1
     result = simulate(sched, costs=Costs(forward=1.0, hidden_bytes=nbytes), link=link)
     send, recv = result.record_of("0SF0"), result.record_of("1RF0")
@@ -191,7 +191,7 @@ def test_single_transfer_arrives_after_latency_plus_bytes_over_bandwidth(nbytes,
 
 def test_transfers_on_one_hop_are_serialised():
     sched = build_schedule("zerolock", stages=2, microbatches=2)
-    link = Link(bandwidth_bytes_per_s=1000.0, latency_s=0.25)
+    link = LinkProfile(bandwidth_bytes_per_s=1000.0, latency_s=0.25)
     result = simulate(sched, costs=Costs(forward=1.0, local=0.0, hidden_bytes=3000), link=link)
     assert result.record_of("0SF1").start_s == 2.0
     assert result.record_of("1RF0").end_s == 1 + 3 + 0.25
@@ -200,7 +200,7 @@ def test_transfers_on_one_hop_are_serialised():
 
 def test_gradients_use_their_own_direction():
     sched = build_schedule("gpipe", stages=2, microbatches=1)
-    link = Link(bandwidth_bytes_per_s=1.0, latency_s=0.0)
+    link = LinkProfile(bandwidth_bytes_per_s=1.0, latency_s=0.0)
     result = simulate(sched, costs=Costs(forward=1.0, backward=1.0, hidden_bytes=2, grad_bytes=3), link=link)
     assert result.record_of("1RF0").end_s == 3.0
     assert result.record_of("0RB0").end_s == 3 + 1 + 1 + 3
@@ -233,7 +233,7 @@ def test_inflight_limit_blocks_the_sender(limit, sf2_end):
     [("local", 1000, 0.0), ("wifi", 300, 0.005), ("mobile", 100, 0.015), ("constrained", 50, 0.030)],
 )
 def test_link_profiles(name, megabits, latency):
-    link = Link.profile(name)
+    link = LinkProfile.profile(name)
     assert link == LINK_PROFILES[name]
     assert link.bandwidth_bytes_per_s == megabits * 1e6 / 8
     assert link.latency_s == latency
@@ -241,7 +241,7 @@ def test_link_profiles(name, megabits, latency):
 
 @pytest.mark.parametrize(
     "make",
-    [lambda: Link.profile("lan"), lambda: Link(bandwidth_bytes_per_s=0), lambda: Link(latency_s=-1.0),
+    [lambda: LinkProfile.profile("lan"), lambda: LinkProfile(bandwidth_bytes_per_s=0), lambda: LinkProfile(latency_s=-1.0),
      lambda: Costs(forward=-1.0), lambda: Costs(hidden_bytes=-1), lambda: Costs(backward=math.inf),
      lambda: Costs(per_stage=3)],
 )
@@ -288,7 +288,7 @@ def test_metrics_of_single_stage():
 
 def test_simulation_is_deterministic():
     sched = build_schedule("pipedream", stages=4, microbatches=4, windows=3)
-    link = Link.profile("wifi")
+    link = LinkProfile.profile("wifi")
     costs = Costs(forward=0.01, backward=0.02, hidden_bytes=100_000, grad_bytes=100_000)
     assert simulate(sched, costs=costs, link=link, inflight_limit=2) == simulate(
         sched, costs=costs, link=link, inflight_limit=2

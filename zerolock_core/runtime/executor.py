@@ -367,9 +367,7 @@ class Executor:
 
     def _raise_if_replaced_again(self, side: str, gen: int) -> None:
         link = self.prev if side == "prev" else self.next
-        newer = self.current_generation(link.link)
-        if newer > gen:
-            raise LinkRebuilt(side, newer)
+        protocol.raise_if_rebuilt(self.ft.store, link=link.link, generation=gen, side=side)
 
     def _relink(self, side: str, gen: int) -> None:
         ft = self.ft

@@ -2,7 +2,7 @@
 
 A message of N bytes put on an emulated hop occupies the hop for N / bandwidth seconds (messages
 in one direction queue behind each other) and arrives `latency` after it left, the same model
-as the schedule simulator's `Link`. The sender does not block: a thread per direction holds the
+as the schedule simulator's `LinkProfile`. The sender does not block: a thread per direction holds the
 message until its modelled arrival time and then hands it to the real transport.
 """
 from __future__ import annotations
@@ -13,17 +13,17 @@ import time
 from dataclasses import dataclass
 
 from ..config import LinkConfig
-from ..schedule import LINK_PROFILES, Link as LinkModel
+from ..schedule import LINK_PROFILES, LinkProfile
 
 
-def link_model(cfg: LinkConfig) -> LinkModel | None:
+def link_model(cfg: LinkConfig) -> LinkProfile | None:
     """The modelled link for a config, or None when there is no emulation."""
     if cfg.profile == "none":
         return None
-    base = LINK_PROFILES[cfg.profile] if cfg.profile != "custom" else LinkModel()
+    base = LINK_PROFILES[cfg.profile] if cfg.profile != "custom" else LinkProfile()
     bw = base.bandwidth_bytes_per_s if cfg.bandwidth_mbps is None else cfg.bandwidth_mbps * 1e6 / 8
     lat = base.latency_s if cfg.latency_ms is None else cfg.latency_ms / 1e3
-    return LinkModel(bandwidth_bytes_per_s=bw, latency_s=lat)
+    return LinkProfile(bandwidth_bytes_per_s=bw, latency_s=lat)
 
 
 @dataclass
@@ -52,7 +52,7 @@ class DelayedWork:
 class EmulatedHop:
     """One direction of one link."""
 
-    def __init__(self, model: LinkModel) -> None:
+    def __init__(self, model: LinkProfile) -> None:
         self.model = model
         self._busy_until = 0.0
         self._queue: queue.Queue[_Pending | None] = queue.Queue()

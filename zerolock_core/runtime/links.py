@@ -19,9 +19,9 @@ import time
 import torch
 import torch.distributed as dist
 
-from ..schedule import Link as LinkModel
+from ..schedule import LinkProfile
 from . import protocol
-from .errors import LinkBroken, LinkRebuilt, StopRequested
+from .errors import LinkBroken, StopRequested
 from .link_emulation import EmulatedHop
 
 HIDDEN, GRAD = 0, 1
@@ -48,7 +48,7 @@ class LinkWork:
 class Link:
     def __init__(self, store: dist.Store, *, link: int, upstream_end: bool, generation: int = 0,
                  device: torch.device, timeout_s: float = DEFAULT_TIMEOUT_S,
-                 emulation: LinkModel | None = None) -> None:
+                 emulation: LinkProfile | None = None) -> None:
         self.link, self.generation, self.device = link, generation, device
         self.hop = EmulatedHop(emulation) if emulation is not None else None
         self.rank = 0 if upstream_end else 1
@@ -72,9 +72,7 @@ class Link:
         while not store.check([peer_key]):
             if store.check([protocol.STOP]):
                 raise StopRequested()
-            newer = protocol.get_int(store, protocol.link_generation(self.link), 0)
-            if newer > self.generation:
-                raise LinkRebuilt(self.side, newer)
+            protocol.raise_if_rebuilt(store, link=self.link, generation=self.generation, side=self.side)
             if time.monotonic() - t0 > timeout_s:
                 raise LinkBroken(self.link, self.generation, "connect",
                                  TimeoutError(f"the peer did not arrive within {timeout_s:g} s"))

@@ -151,6 +151,16 @@ def get_int(store: dist.Store, key: str, default: int = 0) -> int:
     return int(store.get(key)) if store.check([key]) else default
 
 
+def raise_if_rebuilt(store: dist.Store, *, link: int, generation: int, side: str) -> None:
+    """LinkRebuilt when the coordinator has announced a generation of `link` newer than
+    `generation`: the peer being waited for was replaced again, so the wait is for nothing."""
+    from .errors import LinkRebuilt
+
+    newer = get_int(store, link_generation(link), 0)
+    if newer > generation:
+        raise LinkRebuilt(side, newer)
+
+
 def wait_for(store: dist.Store, key: str, *, timeout_s: float, what: str,
              abandon: Callable[[], None] | None = None) -> str:
     """The value of `key` once someone sets it. Stops early on a stop request (StopRequested),

@@ -12,7 +12,7 @@ from .analysis import (
     weight_version_of_forward,
 )
 from .builders import METHODS, build_schedule
-from .costs import LINK_PROFILES, Costs, Link
+from .costs import LINK_PROFILES, Costs, LinkProfile
 from .schedule import Deadlock, Schedule
 from .simulate import ActionRecord, SimResult, simulate, textbook_bubble
 
@@ -27,7 +27,7 @@ __all__ = [
     "Costs",
     "Deadlock",
     "Kind",
-    "Link",
+    "LinkProfile",
     "Schedule",
     "SimResult",
     "build_schedule",

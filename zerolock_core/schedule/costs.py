@@ -22,7 +22,7 @@ class Costs:
 
     ``per_stage`` overrides the defaults: either ``{stage: {"F": 2.0, ...}}`` (kind
     codes; missing entries fall back) or a callable ``(stage, kind_code) -> seconds``.
-    Sends and receives cost no compute time; transfers are timed by the ``Link``.
+    Sends and receives cost no compute time; transfers are timed by the ``LinkProfile``.
     """
 
     forward: float = 1.0
@@ -73,7 +73,7 @@ class Costs:
 
 
 @dataclass(kw_only=True, frozen=True)
-class Link:
+class LinkProfile:
     """One link per direction per hop: ``bytes / bandwidth`` on the wire, plus ``latency_s``."""
 
     bandwidth_bytes_per_s: float = math.inf
@@ -94,7 +94,7 @@ class Link:
         return self.latency_s + self.wire_s(nbytes)
 
     @classmethod
-    def profile(cls, name: str) -> Link:
+    def profile(cls, name: str) -> LinkProfile:
         """A named profile from ``LINK_PROFILES``."""
         try:
             return LINK_PROFILES[name]
@@ -108,10 +108,10 @@ def _mbps(megabits_per_s: float) -> float:
 
 # Our chosen values: the paper only gives the two ends (local ~1 Gbps, constrained ~50 Mbps / 30 ms);
 # "wifi" and "mobile" are interpolated. "ideal" is an infinite, zero-latency link.
-LINK_PROFILES: dict[str, Link] = {
-    "ideal": Link(bandwidth_bytes_per_s=math.inf, latency_s=0.0),
-    "local": Link(bandwidth_bytes_per_s=_mbps(1000), latency_s=0.0),
-    "wifi": Link(bandwidth_bytes_per_s=_mbps(300), latency_s=0.005),
-    "mobile": Link(bandwidth_bytes_per_s=_mbps(100), latency_s=0.015),
-    "constrained": Link(bandwidth_bytes_per_s=_mbps(50), latency_s=0.030),
+LINK_PROFILES: dict[str, LinkProfile] = {
+    "ideal": LinkProfile(bandwidth_bytes_per_s=math.inf, latency_s=0.0),
+    "local": LinkProfile(bandwidth_bytes_per_s=_mbps(1000), latency_s=0.0),
+    "wifi": LinkProfile(bandwidth_bytes_per_s=_mbps(300), latency_s=0.005),
+    "mobile": LinkProfile(bandwidth_bytes_per_s=_mbps(100), latency_s=0.015),
+    "constrained": LinkProfile(bandwidth_bytes_per_s=_mbps(50), latency_s=0.030),
 }

@@ -22,7 +22,7 @@ from collections import defaultdict, deque
 from dataclasses import dataclass
 
 from .action import COMPUTE_KINDS, RECV_KINDS, Action, Kind, Message
-from .costs import Costs, Link
+from .costs import Costs, LinkProfile
 from .schedule import Deadlock, Schedule
 
 _HOLD = frozenset({Kind.F, Kind.REPLAY})
@@ -86,7 +86,7 @@ class SimResult:
 
 
 class _Sim:
-    def __init__(self, schedule: Schedule, costs: Costs, link: Link, inflight_limit: int | None) -> None:
+    def __init__(self, schedule: Schedule, costs: Costs, link: LinkProfile, inflight_limit: int | None) -> None:
         k = schedule.stages
         self.schedule, self.link, self.limit = schedule, link, inflight_limit
         compute = [kind for kind in Kind if kind in COMPUTE_KINDS]  # fixed order: errors are reproducible
@@ -186,7 +186,7 @@ class _Sim:
         )
 
 
-def simulate(schedule: Schedule, *, costs: Costs, link: Link, inflight_limit: int | None = None) -> SimResult:
+def simulate(schedule: Schedule, *, costs: Costs, link: LinkProfile, inflight_limit: int | None = None) -> SimResult:
     """Run ``schedule`` on modelled time; raises ``Deadlock`` if it cannot finish."""
     if inflight_limit is not None and (
         not isinstance(inflight_limit, int) or isinstance(inflight_limit, bool) or inflight_limit < 1
