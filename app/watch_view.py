@@ -184,7 +184,9 @@ def watch_view(t: Tracked, *, window_s: float | None, position: str = "",
     everything = [*t.lifecycle, *events]
     origin = time_origin(everything)
     window = window_s if window_s is not None and span_s(events) > window_s else None
-    shown = f" (the last {_seconds(window)} of {_seconds(span_s(events))})" if window else ""
+    # the figures are redrawn every few seconds, the status line every tick: say which step they show
+    at_step = f", at step {st['steps_done']}" if st.get("steps_done") is not None and not t.engine_done else ""
+    shown = f" (the last {_seconds(window)} of {_seconds(span_s(events))} of training{at_step})" if window else ""
     timeline_events, memory_events, x_range = recent(everything, window), events, None
     if focus_failure and failures:
         f = failures[-1]

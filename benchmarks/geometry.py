@@ -16,7 +16,7 @@ from .measure import Probes, best_estimate, measure_and_predict
 from .runner import Experiment, add_shape_flags, pipeline_runs, shape, register_experiment
 from .runs import PipelineRuns
 from .settings import (
-    METHOD_COLORS,
+    METHOD_COLOURS,
     METHODS,
     BenchSettings,
     add_common_flags,
@@ -132,7 +132,7 @@ def figures(report: dict[str, Any]):
     methods = [m for m in METHODS if any(r["method"] == m for r in res)]
     mem = make_subplots(rows=1, cols=len(series), subplot_titles=series, shared_yaxes=True)
     tput = make_subplots(rows=1, cols=len(series), subplot_titles=series, shared_yaxes=True)
-    colors = METHOD_COLORS
+    colors = METHOD_COLOURS
     for i, name in enumerate(series, start=1):
         for m in methods:
             pts = sorted(

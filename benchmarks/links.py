@@ -18,7 +18,7 @@ from .prediction import link_for
 from .runner import Experiment, add_shape_flags, pipeline_runs, shape, register_experiment
 from .runs import PipelineRuns
 from .settings import (
-    METHOD_COLORS,
+    METHOD_COLOURS,
     METHODS,
     BenchSettings,
     add_common_flags,
@@ -141,7 +141,7 @@ def figures(report: dict[str, Any]):
                 name=m,
                 x=list(res),
                 y=[best_estimate(b["rows"][i])[0] for b in res.values()],
-                marker_color=METHOD_COLORS[m],
+                marker_color=METHOD_COLOURS[m],
                 offsetgroup=m,
             )
         )
@@ -170,6 +170,7 @@ def figures(report: dict[str, Any]):
                 x=list(res),
                 y=[100 * r["zerolock_vs"].get(b, float("nan")) for r in res.values()],
                 mode="lines+markers",
+                line={"color": METHOD_COLOURS[b]},
             )
             for b in ("gpipe", "1f1b", "pipedream")
         ]

@@ -1,5 +1,5 @@
-"""The paper's E1 figures (copied from the review's tables; the project keeps them in TARGETS.md beside
-this repository), to print beside ours. Reductions are ZeroLock vs each
+"""The paper's E1 figures (copied from the review's tables, listed in docs/TARGETS.md), to print
+beside ours. Reductions are ZeroLock vs each
 baseline as (ZeroLock − baseline) / baseline; throughput gains as ZeroLock / baseline − 1."""
 
 from __future__ import annotations

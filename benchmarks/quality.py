@@ -195,19 +195,17 @@ def format_report(report: dict[str, Any]) -> str:
         f"{c['steps']} steps, lr {s['lr']}, seeds {c['seeds']}, eval on {c['eval_size'] or 'all'} examples, "
         f"LoRA on {','.join(c.get('lora_targets', []))}, chunk boundaries {c.get('boundaries', 'even split')}",
     ]
+    one_seed = len(c["seeds"]) == 1  # no spread to show
+
+    def spread(x: dict[str, float]) -> str:
+        return f"{x['mean']:.3f}" if one_seed else f"{x['mean']:.3f} ± {x['sd']:.3f}"
+
     rows = []
     for arm, r in report["results"].items():
         f = r["final"]
         chunks = r["curves"][0]["final_per_chunk"]
-        rows.append(
-            [
-                arm,
-                f"{f['accuracy']['mean']:.3f} ± {f['accuracy']['sd']:.3f}",
-                f"{f['label_accuracy']['mean']:.3f} ± {f['label_accuracy']['sd']:.3f}",
-                f"{f['nll']['mean']:.3f} ± {f['nll']['sd']:.3f}",
-                " / ".join(f"{x['label_accuracy']:.2f}" for x in chunks),
-            ]
-        )
+        rows.append([arm, spread(f["accuracy"]), spread(f["label_accuracy"]), spread(f["nll"]),
+                     " / ".join(f"{x['label_accuracy']:.2f}" for x in chunks)])
     lines.append(
         markdown_table(["arm", "accuracy", "label accuracy", "NLL", "label acc. per chunk (first seed)"], rows)
     )

@@ -11,12 +11,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from app.palette import method_colour
 from zerolock_core.config import DataConfig, LinkConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig
+
 from .machine import machine_line
 from .presets import resolve_bench_model
 
 METHODS = ("gpipe", "1f1b", "pipedream", "zerolock")
-METHOD_COLORS = dict(zip(METHODS, ("#636efa", "#ef553b", "#00cc96", "#ab63fa")))  # one colour per method, every figure
+# one colour per method in every figure, the dashboard's (app/palette.py: one meaning per colour)
+METHOD_COLOURS = {m: method_colour(m) for m in METHODS}
 
 
 @dataclass(kw_only=True, frozen=True)

@@ -18,7 +18,7 @@ from .measure import Probes, best_estimate, measure_and_predict
 from .runner import Experiment, add_shape_flags, pipeline_runs, shape, register_experiment
 from .runs import PipelineRuns
 from .settings import (
-    METHOD_COLORS,
+    METHOD_COLOURS,
     METHODS,
     BenchSettings,
     add_common_flags,
@@ -135,7 +135,7 @@ def figures(report: dict[str, Any]):
                     ks.append(f"K={k}" + (" (measured: oversubscribed)" if r["oversubscribed"] else ""))
                     sim.append(r.get("predicted", {}).get("samples_per_s"))
                     meas.append(r.get("measured", {}).get("samples_per_s"))
-        fig.add_trace(go.Bar(name=f"{m} simulated", x=ks, y=sim, marker_color=METHOD_COLORS[m], offsetgroup=m))
+        fig.add_trace(go.Bar(name=f"{m} simulated", x=ks, y=sim, marker_color=METHOD_COLOURS[m], offsetgroup=m))
         fig.add_trace(
             go.Scatter(
                 name=f"{m} measured",
@@ -163,7 +163,7 @@ def figures(report: dict[str, Any]):
                         name=r["method"],
                         x=[f"stage {s}" for s in range(len(r["measured"]["active_fraction"]))],
                         y=r["measured"]["active_fraction"],
-                        marker_color=METHOD_COLORS[r["method"]],
+                        marker_color=METHOD_COLOURS[r["method"]],
                         showlegend=i == 1,
                     ),
                     row=1,

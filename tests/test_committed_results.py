@@ -1,0 +1,115 @@
+"""The committed result files (docs/results/*.json, what the README's tables are generated from) hold
+what the schedules imply: relations between their numbers, not their printed text. A benchmark that
+regressed, or a result file edited by hand into something impossible, fails here."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
+METHODS = ("gpipe", "1f1b", "pipedream", "zerolock")
+
+
+def load(name: str) -> dict[str, Any]:
+    return json.loads((RESULTS / f"{name}.json").read_text())
+
+
+def expected_inflight(method: str, stages: int, microbatches: int) -> list[int]:
+    """Micro-batches each stage holds at its peak: GPipe all m, 1F1B and PipeDream K - s, ZeroLock one."""
+    if method == "gpipe":
+        return [microbatches] * stages
+    if method == "zerolock":
+        return [1] * stages
+    return [stages - s for s in range(stages)]
+
+
+def memory_holds_what_each_schedule_keeps(r: dict) -> None:
+    c = r["config"]
+    for method in METHODS:
+        assert r["results"][method]["peak_inflight"] == expected_inflight(method, c["stages"], c["microbatches"])
+    activations = {m: [s["activation_bytes"] for s in r["results"][m]["per_stage"]] for m in METHODS}
+    assert all(z < g for z, g in zip(activations["zerolock"], activations["gpipe"]))
+
+
+def geometry_rows_hold_what_each_schedule_keeps(r: dict) -> None:
+    for row in r["results"]:
+        assert row["measured"]["peak_inflight"] == expected_inflight(row["method"], row["stages"],
+                                                                     row["microbatches"])
+    zerolock = {(x["batch"], x["microbatches"]): x["max_activation_bytes"] for x in r["results"]
+                if x["method"] == "zerolock"}
+    for row in r["results"]:
+        assert zerolock[row["batch"], row["microbatches"]] <= row["max_activation_bytes"]
+
+
+def envelope_orders_the_methods_as_their_memory(r: dict) -> None:
+    largest = {m: r["results"][m]["largest_batch"] for m in METHODS}
+    assert largest["gpipe"] <= largest["1f1b"] == largest["pipedream"] < largest["zerolock"]
+    for m in METHODS:
+        assert r["results"][m]["first_oom_batch"] > largest[m]
+
+
+def simulator_predicts_in_flight_exactly_and_k2_within_tolerance(r: dict) -> None:
+    for row in r["validation"]:
+        assert row["measured_inflight"] == row["predicted_inflight"]
+        assert row["measured_held_activation_bytes"] == row["predicted_held_activation_bytes"]
+        if not row["oversubscribed"]:
+            assert row["within_tolerance"] and abs(row["error"]) <= 0.10
+
+
+def crosscheck_losses_agree_with_torchs_schedules(r: dict) -> None:
+    for schedule, row in r["results"].items():
+        assert row["losses_agree"] and row["max_rel_loss_diff"] < 1e-5, schedule
+        assert len(row["ours_losses"]) == len(row["torch_losses"]) > 0
+
+
+def readout_at_omega_is_cheaper_than_the_full_readout(r: dict) -> None:
+    by = {(x["vocab"], x["variant"]): x for x in r["results"]}
+    for vocab in {v for v, _ in by}:
+        omega, full = by[vocab, "omega"], by[vocab, "full"]
+        assert omega["time_s"] < full["time_s"] and omega["transient_peak_bytes"] < full["transient_peak_bytes"]
+
+
+def efficiency_and_bubbles_are_fractions(r: dict) -> None:
+    for method, row in r["results"].items():
+        assert 0 < row["efficiency"] <= 1 and 0 <= row["bubble_fraction"] < 1, method
+        assert row["samples_per_s"] <= row["bound_samples_per_s"] * 1.001, method
+
+
+def measured_rows_are_finite_with_one_zerolock_microbatch_per_stage(r: dict) -> None:
+    groups = r["results"].values()
+    for group in groups:
+        for row in group["rows"]:
+            assert math.isfinite(row["measured"]["samples_per_s"]) and row["measured"]["samples_per_s"] > 0
+            if row["method"] == "zerolock":
+                assert row["measured"]["peak_inflight"] == [1] * row["stages"]
+
+
+CASES: list[tuple[str, Callable[[dict], None]]] = [
+    ("memory", memory_holds_what_each_schedule_keeps),
+    ("geometry", geometry_rows_hold_what_each_schedule_keeps),
+    ("geometry-fixed-m", geometry_rows_hold_what_each_schedule_keeps),
+    ("envelope", envelope_orders_the_methods_as_their_memory),
+    ("simulator", simulator_predicts_in_flight_exactly_and_k2_within_tolerance),
+    ("crosscheck", crosscheck_losses_agree_with_torchs_schedules),
+    ("readout", readout_at_omega_is_cheaper_than_the_full_readout),
+    ("efficiency", efficiency_and_bubbles_are_fractions),
+    ("throughput", measured_rows_are_finite_with_one_zerolock_microbatch_per_stage),
+    ("links", measured_rows_are_finite_with_one_zerolock_microbatch_per_stage),
+]
+
+
+@pytest.mark.parametrize("name,relation", CASES, ids=[f"{n}-{f.__name__}" for n, f in CASES])
+def test_committed_result_file_holds_its_relation(name, relation):
+    relation(load(name))
+
+
+def test_every_committed_result_file_is_a_readme_block():
+    from benchmarks.readme import README, blocks
+
+    shown = set(blocks(README.read_text()))
+    committed = {p.stem for p in RESULTS.glob("*.json")}
+    assert committed - shown == set(), "committed result files no README block shows"
