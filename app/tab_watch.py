@@ -172,8 +172,7 @@ def poll_figures(controller: EngineController, drawn: dict | None, window_choice
         window = recent_window_s(t.events, max_s=LIVE_SECONDS, max_events=LIVE_ACTIONS)
     first_draw = last["key"] is None or last["key"][1] != t.name or last["key"][3] != key[3]
     live_losses = t.metrics is None and t.runtime == "pipeline"  # the curves grow with the events
-    v = watch_view(t, window_s=window, position=comparison_position(controller.batch(), t, status), status=status,
-                   with_training=first_draw or live_losses, focus_failure=focus,
+    v = watch_view(t, window_s=window, status=status, with_training=first_draw or live_losses, focus_failure=focus,
                    measure=UNITS.get(unit, "act_bytes"))
     return (v.timeline, v.memory, v.training if v.training is not None else gr.skip(), v.activity, v.table,
             v.status, pin, timer, {**last, "key": key})

@@ -74,7 +74,7 @@ def build_app(controller: EngineController | None = None, *, runs_root: str | Pa
         timer.tick(on_status_tick, status_inputs, status_outputs, api_name="poll", show_progress="hidden")
         figures_timer.tick(on_figures_tick, figures_inputs, figures_outputs, api_name="poll_figures",
                            show_progress="hidden")
-        for control in watch.inputs:  # .input: the user's own choice (a pin by poll() must not loop back)
+        for control in watch.inputs:  # .input: the user's own choice (a pin by poll_figures() must not loop back)
             control.input(on_figures_tick, figures_inputs, figures_outputs, show_progress="hidden")
         watch.jump.click(lambda: tab_watch.FAILURE, None, watch.window, show_progress="hidden").then(
             on_figures_tick, figures_inputs, figures_outputs, show_progress="hidden")

@@ -40,7 +40,6 @@ STATE_WORDS = {
 
 @dataclass(kw_only=True)
 class WatchView:
-    status_md: str
     timeline: go.Figure
     memory: go.Figure
     training: go.Figure | None  # None: unchanged (nothing new since it was drawn)
@@ -172,7 +171,7 @@ def around_failure(events: list[dict[str, Any]], failure: dict[str, Any]) -> lis
     return [e for e in events if e["t1"] >= a and e["t0"] <= b]
 
 
-def watch_view(t: Tracked, *, window_s: float | None, position: str = "",
+def watch_view(t: Tracked, *, window_s: float | None,
                status: dict[str, Any] | None = None, with_training: bool = True, focus_failure: bool = False,
                measure: str = "act_bytes") -> WatchView:
     """`focus_failure`: show the time around the most recent failure instead of `window_s`."""
@@ -227,7 +226,7 @@ def watch_view(t: Tracked, *, window_s: float | None, position: str = "",
                                measure=measure, x_range=x_range, recoveries=failures, uirevision=revision,
                                title=f"Activation memory per stage{shown}")
     return WatchView(
-        status_md=status_markdown(t, st, position=position), timeline=timeline, memory=memory,
+        timeline=timeline, memory=memory,
         training=training_view(t) if with_training else None,
         activity=activity_figure(stats, bubble=bubble) if t.runtime == "pipeline" else
         placeholder_figure("pipeline runs only", title="active vs idle per stage", height=240),

@@ -220,14 +220,15 @@ def test_compare_figures_share_axes_and_colour_by_method():
 def test_watch_view_of_a_recorded_run(tmp_path):
     """What the Watch tab draws for a run read back from disk (no engine attached)."""
     from app.controller import Tracked
-    from app.watch_view import watch_view
+    from app.watch_view import status_markdown, watch_view
 
     cfg = {"train": {"runtime": "pipeline", "stages": 2, "batch": 8, "microbatches": 2, "steps": 1}}
     t = Tracked(name="r", dir=tmp_path, cfg=cfg, method="zerolock", batch="", events=list(ZEROLOCK_2X2),
                 state="interrupted")
     v = watch_view(t, window_s=20.0)
-    assert "ZeroLock · K=2 · b=8 · m=2" in v.status_md and "interrupted" in v.status_md
-    assert "samples/s" in v.status_md  # live throughput from the events: 1 step x 8 samples / 72 ms
+    md = status_markdown(t, t.status())
+    assert "ZeroLock · K=2 · b=8 · m=2" in md and "interrupted" in md
+    assert "samples/s" in md  # live throughput from the events: 1 step x 8 samples / 72 ms
     assert {tr.legendgroup for tr in v.timeline.data if tr.type == "bar"} == {"F", "L", "SF", "RF", "STEP"}
     assert [row[2] for row in v.table] == [1, 1]  # steps per stage
     assert v.training is not None and not v.training.data  # a placeholder until metrics exist
