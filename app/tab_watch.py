@@ -13,7 +13,7 @@ dashboard` measures it)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import gradio as gr
 
@@ -59,7 +59,7 @@ class WatchTab:
 
 
 def build_watch_tab(controller: EngineController) -> WatchTab:
-    with gr.Row(equal_height=True):
+    with gr.Row(equal_height=False):  # True stretched the jump button to the radio's height
         status_md = gr.Markdown(IDLE_MD, elem_id="watch-status")
         window = gr.Radio([RECENT, WHOLE, FAILURE], value=RECENT, label="timeline and memory show", scale=0,
                           min_width=300, elem_id="watch-window")
@@ -114,9 +114,28 @@ def _status(controller: EngineController, t) -> dict[str, Any]:
     return {**t.status(), "busy": controller.busy, "batch_runs": [b.name for b in batch]}
 
 
-def state_key(t, status: dict[str, Any]) -> tuple:
+class StateKey(NamedTuple):
     """What, when it changes, is drawn at once rather than at the figures' cadence."""
-    return (t.name, t.state, t.metrics is not None, bool(status.get("open_recoveries")), len(failures(status)))
+
+    run: str
+    state: str
+    finished: bool  # the final metrics are in
+    recovering: bool
+    failures: int
+
+
+class DrawnKey(NamedTuple):
+    """What a browser session's figures were drawn from: nothing is redrawn while it stays the same."""
+
+    events: int
+    state: StateKey
+    window: str
+    unit: str
+
+
+def state_key(t, status: dict[str, Any]) -> StateKey:
+    return StateKey(run=t.name, state=t.state, finished=t.metrics is not None,
+                    recovering=bool(status.get("open_recoveries")), failures=len(failures(status)))
 
 
 def poll_status(controller: EngineController, said: dict | None, *, visible: bool = True) -> tuple:
@@ -163,14 +182,15 @@ def poll_figures(controller: EngineController, drawn: dict | None, window_choice
     if last.get("run") == t.name and n_failures > last.get("failures", 0):
         window_choice, pin = FAILURE, FAILURE  # a new failure: show it, whatever the view was
     last = {**last, "failures": n_failures, "run": t.name}
-    key = (len(t.events), *state_key(t, status), window_choice, unit)
+    key = DrawnKey(events=len(t.events), state=state_key(t, status), window=window_choice, unit=unit)
     if key == last["key"]:
         return (*skip_all[:6], pin, timer, last)
     focus = window_choice == FAILURE and n_failures > 0
     window = None
     if window_choice == RECENT or (window_choice == FAILURE and not focus):
         window = recent_window_s(t.events, max_s=LIVE_SECONDS, max_events=LIVE_ACTIONS)
-    first_draw = last["key"] is None or last["key"][1] != t.name or last["key"][3] != key[3]
+    before: DrawnKey | None = last["key"]
+    first_draw = before is None or before.state.run != t.name or before.state.finished != key.state.finished
     live_losses = t.metrics is None and t.runtime == "pipeline"  # the curves grow with the events
     v = watch_view(t, window_s=window, status=status, with_training=first_draw or live_losses, focus_failure=focus,
                    measure=UNITS.get(unit, "act_bytes"))

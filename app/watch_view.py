@@ -115,7 +115,7 @@ def status_markdown(t: Tracked, st: dict[str, Any], *, position: str = "") -> st
     return "  \n".join(lines)
 
 
-def planned_layers(cfg: dict[str, Any]) -> list[tuple[int, int]] | None:
+def planned_layers(cfg: dict[str, Any]) -> tuple[tuple[int, int], ...] | None:
     """Each stage's [first, end) layers from the config (the model's layer count from its config
     file, no weights), so the table shows them while the run goes, not only in metrics.json."""
     model = cfg.get("model", {})
@@ -125,12 +125,13 @@ def planned_layers(cfg: dict[str, Any]) -> list[tuple[int, int]] | None:
 
 
 @functools.lru_cache(maxsize=32)  # a table redraw every few seconds need not reread a config or GGUF header
-def _planned(spec: str, stages: int, boundaries: tuple[int, ...] | None) -> list[tuple[int, int]] | None:
+def _planned(spec: str, stages: int, boundaries: tuple[int, ...] | None) -> tuple[tuple[int, int], ...] | None:
     try:
         layers = model_layers(spec)
         if layers is None:
             return None
-        return chunk_bounds(layers, stages, list(boundaries) if boundaries is not None else None)
+        # a tuple: every caller shares the cached value
+        return tuple(chunk_bounds(layers, stages, list(boundaries) if boundaries is not None else None))
     except (ValueError, OSError):  # e.g. a model directory that has gone since: no plan, no error
         return None
 

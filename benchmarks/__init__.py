@@ -10,10 +10,7 @@ import importlib
 
 BENCHMARKS = {
     "quick": ("benchmarks.quick", "the four pipeline methods side by side, one table"),
-    "recovery": (
-        "benchmarks.recovery",
-        "E2: local replay (ZeroLock) vs global rollback (1F1B) after a failure",
-    ),
+    "recovery": ("benchmarks.recovery", "E2: local replay (ZeroLock) vs global rollback (1F1B) after a failure"),
     "faults": ("benchmarks.faults", "the fault matrix: recovered bitwise / refused / failed, and --resume"),
     "memory": ("benchmarks.memory", "Fig. 4: per-stage peak memory of the four methods"),
     "geometry": ("benchmarks.geometry", "Fig. 5: activation peak and throughput over b and b/m"),
@@ -29,6 +26,7 @@ BENCHMARKS = {
     "efficiency": ("benchmarks.efficiency", "throughput vs the slowest-stage bound; bubbles vs textbook"),
     "simulator": ("benchmarks.simulator", "simulator predictions vs measured runs, then extrapolations"),
     "dashboard": ("benchmarks.dashboard", "the dashboard: first bars after Run, and what watching costs the training"),
+    "threads": ("benchmarks.threads", "the reference trainer's samples/s per torch thread count, alone and beside a pipeline"),
     "readme": ("benchmarks.readme", "rewrite the README's results blocks from docs/results/*.json"),
 }
 

@@ -66,35 +66,22 @@ def run_rank(rank: int, cfg_dict: dict[str, Any], port: int, out_dir: str, sched
     cfg = RunConfig.from_dict(cfg_dict)
     t = cfg.train
     torch.set_num_threads(max(1, t.threads))
-    dist.init_process_group(
-        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2, timeout=datetime.timedelta(seconds=120)
-    )
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
+                            timeout=datetime.timedelta(seconds=120))
     results: dict[str, Any] = {}
     try:
         for name in schedules:
             bench = build_run_setup(cfg)  # fresh: every schedule starts from the same weights
             chunk = bench.chunks[rank]
-            worker = StageWorker(
-                chunk=chunk,
-                alpha=1.0,
-                consistency="reverse",
-                microbatches=t.microbatches,
-                lr=t.lr,
-                weight_decay=t.weight_decay,
-            )
+            worker = StageWorker(chunk=chunk, alpha=1.0, consistency="reverse", microbatches=t.microbatches, lr=t.lr,
+                                 weight_decay=t.weight_decay)
             module = MaskedStage(chunk)
             first = bench.microbatches(0)[0]
-            mb_size = first["input_ids"].shape[0]
             # static shapes and dtypes for torch's stage (no shape-inference forward)
-            hidden = torch.zeros(mb_size, cfg.data.seq_len, chunk.config.hidden_size, requires_grad=True)
-            stage = PipelineStage(
-                module,
-                rank,
-                2,
-                torch.device("cpu"),
-                input_args=(first["input_ids"],) if rank == 0 else (hidden,),
-                output_args=(hidden,),
-            )
+            hidden = torch.zeros(first["input_ids"].shape[0], cfg.data.seq_len, chunk.config.hidden_size,
+                                 requires_grad=True)
+            stage = PipelineStage(module, rank, 2, torch.device("cpu"),
+                                  input_args=(first["input_ids"],) if rank == 0 else (hidden,), output_args=(hidden,))
 
             def loss_fn(h: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
                 omega, targets = answer_positions({"labels": labels})
@@ -121,10 +108,8 @@ def run_rank(rank: int, cfg_dict: dict[str, Any], port: int, out_dir: str, sched
                 if module.calls != t.microbatches:
                     raise RuntimeError(f"{name}: stage {rank} ran {module.calls} forwards, expected {t.microbatches}")
             dist.barrier()
-            total = time.perf_counter() - t0
-            results[name] = {"losses": losses, "step_end_s": ends, "total_s": total}
+            results[name] = {"losses": losses, "step_end_s": ends, "total_s": time.perf_counter() - t0}
         dist.barrier()
     finally:
         dist.destroy_process_group()
-    path = Path(out_dir) / f"torch_pipelining_rank{rank}.json"
-    path.write_text(json.dumps(results))
+    (Path(out_dir) / f"torch_pipelining_rank{rank}.json").write_text(json.dumps(results))

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from typing import Any
 import psutil
 
 from app.poll_interval import DEFAULT_POLL_S
+from .machine import free_port
 from .publish import publish
 from .settings import report_header, results_dir
 
@@ -74,12 +74,6 @@ class CpuSampler:
             return float("nan")
         (a, ca), (b, cb) = inside[0], inside[-1]
         return 100 * (cb - ca) / ((b - a) / 1e9)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_http(url: str, timeout: float = 120) -> None:

@@ -11,21 +11,16 @@
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
 from zerolock_core.schedule import textbook_bubble
+from . import plots
 from .machine import oversubscribed
 from .measure import skip_windows
-from .runner import Experiment, add_shape_flags, pipeline_runs, shape, register_experiment
+from .runner import Experiment
 from .runs import PipelineRuns, RunOutcome
-from .settings import (
-    METHODS,
-    BenchSettings,
-    add_common_flags,
-    report_header,
-)
-from .table import markdown_table
+from .settings import METHODS, BenchSettings, report_header
+from .table import joined, markdown_table, preamble
 from .spans import busy_per_stage, compute_per_microbatch, spans_from_events, throughput, window_start
 
 
@@ -58,113 +53,50 @@ def efficiency_of(o: RunOutcome, *, stages: int, batch: int, microbatches: int, 
     }
 
 
-def run_efficiency(
-    settings: BenchSettings,
-    *,
-    runs: PipelineRuns,
-    stages: int,
-    batch: int,
-    microbatches: int,
-    methods: tuple[str, ...] = METHODS,
-) -> dict[str, Any]:
-    res = {}
-    runs.prefetch(
-        [
-            settings.pipeline(method=m, stages=stages, batch=batch, microbatches=microbatches, out=runs.root)
-            for m in methods
-        ]
-    )
-    for m in methods:
-        o = runs.run(settings.pipeline(method=m, stages=stages, batch=batch, microbatches=microbatches, out=runs.root))
-        res[m] = efficiency_of(o, stages=stages, batch=batch, microbatches=microbatches, steps=settings.steps)
+def run_efficiency(settings: BenchSettings, *, runs: PipelineRuns, stages: int, batch: int, microbatches: int,
+                   methods: tuple[str, ...] = METHODS) -> dict[str, Any]:
+    geometry = dict(stages=stages, batch=batch, microbatches=microbatches)
+    outcomes = runs.outcomes([settings.pipeline(method=m, **geometry, out=runs.root) for m in methods])
     return {
         **report_header("efficiency", settings),
-        "config": {
-            "stages": stages,
-            "batch": batch,
-            "microbatches": microbatches,
-            "oversubscribed": oversubscribed(stages=stages, threads=settings.threads, device=settings.device),
-        },
-        "results": res,
+        "config": {**geometry, "oversubscribed": oversubscribed(stages=stages, threads=settings.threads,
+                                                                device=settings.device)},
+        "results": {m: efficiency_of(o, **geometry, steps=settings.steps) for m, o in zip(methods, outcomes)},
     }
 
 
 def format_report(report: dict[str, Any]) -> str:
     c = report["config"]
-    lines = [
-        f"machine: {report['machine']}",
-        f"K={c['stages']}, b={c['batch']}, m={c['microbatches']}; after the "
-        "first window"
-        + (
-            "; OVERSUBSCRIBED: stages share cores, compute times include waiting for a core"
-            if c["oversubscribed"]
-            else ""
-        ),
-    ]
+    lines = preamble(report, f"K={c['stages']}, b={c['batch']}, m={c['microbatches']}; after the first window" + (
+        "; OVERSUBSCRIBED: stages share cores, compute times include waiting for a core" if c["oversubscribed"] else ""))
     rows = []
     for m, r in report["results"].items():
         measured_vs = r["idle_over_compute"] if m == "1f1b" else r["bubble_fraction"]
-        rows.append(
-            [
-                m,
-                f"{r['samples_per_s']:.1f}",
-                f"{r['bound_samples_per_s']:.1f} (stage {r['slowest_stage']})",
-                f"{r['efficiency']:.1%}",
-                " / ".join(f"{x * 1e3:.1f}" for x in r["compute_per_microbatch_s"]),
-                f"{r['bubble_fraction']:.1%}",
-                f"{measured_vs:.1%} vs {r['textbook_bubble']:.1%}" if r["textbook_bubble"] is not None else "—",
-            ]
-        )
-    lines.append(
-        markdown_table(
-            [
-                "method",
-                "samples/s",
-                "bound (slowest stage)",
-                "efficiency",
-                "compute ms/mb per stage",
-                "bubble (of span)",
-                "measured vs textbook",
-            ],
-            rows,
-        )
-    )
-    lines.append(
-        "textbook: GPipe (K-1)/(m+K-1) compared with the bubble of the span; 1F1B (K-1)/m compared with "
-        "measured idle ÷ compute."
-    )
+        rows.append([m, f"{r['samples_per_s']:.1f}", f"{r['bound_samples_per_s']:.1f} (stage {r['slowest_stage']})",
+                     f"{r['efficiency']:.1%}", joined([x * 1e3 for x in r["compute_per_microbatch_s"]], ".1f", " / "),
+                     f"{r['bubble_fraction']:.1%}",
+                     f"{measured_vs:.1%} vs {r['textbook_bubble']:.1%}" if r["textbook_bubble"] is not None else "—"])
+    lines.append(markdown_table(["method", "samples/s", "bound (slowest stage)", "efficiency",
+                                 "compute ms/mb per stage", "bubble (of span)", "measured vs textbook"], rows))
+    lines.append("textbook: GPipe (K-1)/(m+K-1) compared with the bubble of the span; 1F1B (K-1)/m compared with "
+                 "measured idle ÷ compute.")
     return "\n".join(lines)
 
 
 def figures(report: dict[str, Any]):
-    import plotly.graph_objects as go
-
-    res = report["results"]
-    fig = go.Figure(
-        [
-            go.Bar(name="measured", x=list(res), y=[r["samples_per_s"] for r in res.values()]),
-            go.Bar(name="slowest-stage bound", x=list(res), y=[r["bound_samples_per_s"] for r in res.values()]),
-        ]
-    )
-    c = report["config"]
-    fig.update_layout(
-        barmode="group",
-        yaxis_title="samples/s",
-        title=f"Throughput against the slowest-stage bound, K={c['stages']}, b={c['batch']}, m={c['microbatches']}",
-    )
-    bub = go.Figure(
-        [
-            go.Bar(name="measured bubble", x=list(res), y=[r["bubble_fraction"] for r in res.values()]),
-            go.Bar(name="textbook", x=list(res), y=[r["textbook_bubble"] for r in res.values()]),
-        ]
-    )
-    bub.update_layout(barmode="group", yaxis_title="fraction", title="Bubble fraction: measured vs textbook")
-    return {"efficiency_bound": fig, "efficiency_bubble": bub}
+    res, c = report["results"], report["config"]
+    column = lambda key: [r[key] for r in res.values()]  # noqa: E731
+    bound = plots.figure(
+        [plots.bar("measured", res, column("samples_per_s")),
+         plots.bar("slowest-stage bound", res, column("bound_samples_per_s"))],
+        barmode="group", yaxis_title="samples/s",
+        title=f"Throughput against the slowest-stage bound, K={c['stages']}, b={c['batch']}, m={c['microbatches']}")
+    bubble = plots.figure(
+        [plots.bar("measured bubble", res, column("bubble_fraction")),
+         plots.bar("textbook", res, column("textbook_bubble"))],
+        barmode="group", yaxis_title="fraction", title="Bubble fraction: measured vs textbook")
+    return {"efficiency_bound": bound, "efficiency_bubble": bubble}
 
 
-def register(p: argparse.ArgumentParser) -> None:
-    add_common_flags(p, steps=4)
-    add_shape_flags(p, stages=2)
-    register_experiment(p, Experiment(
-        name="efficiency", run=run_efficiency, figures=figures, format_report=format_report,
-        arguments=lambda a, out: dict(shape(a), runs=pipeline_runs(a, out))))
+EXPERIMENT = Experiment(name="efficiency", run=run_efficiency, figures=figures, format_report=format_report)
+register = EXPERIMENT.register

@@ -14,16 +14,11 @@ import argparse
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
-from . import paper
-from .runner import Experiment, add_shape_flags, pipeline_runs, shape, register_experiment
+from . import paper, plots
+from .runner import Experiment
 from .runs import PipelineRuns
-from .settings import (
-    METHODS,
-    BenchSettings,
-    add_common_flags,
-    report_header,
-)
-from .table import markdown_table, mib
+from .settings import METHODS, BenchSettings, report_header
+from .table import markdown_table, mib, preamble
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -56,64 +51,31 @@ def search_largest(probe: Callable[[int], Probe], *, budget_bytes: int, max_mult
     return lo, list(tried.values())
 
 
-def run_envelope(
-    settings: BenchSettings,
-    *,
-    runs: PipelineRuns,
-    stages: int,
-    microbatches: int,
-    budget_bytes: int,
-    max_batch: int,
-    methods: tuple[str, ...] = METHODS,
-) -> dict[str, Any]:
+def run_envelope(settings: BenchSettings, *, runs: PipelineRuns, stages: int, microbatches: int, budget_bytes: int,
+                 max_batch: int, methods: tuple[str, ...] = METHODS) -> dict[str, Any]:
     if budget_bytes <= 0:
         raise ValueError(f"--memory-budget must be positive (got {budget_bytes})")
     if max_batch < microbatches:
         raise ValueError(f"--max-batch {max_batch} is smaller than --microbatches {microbatches}")
+    most = max_batch // microbatches
     res: dict[str, Any] = {}
     for method in methods:
 
         def probe(j: int, method: str = method) -> Probe:
-            cfg = settings.pipeline(
-                method=method,
-                stages=stages,
-                batch=j * microbatches,
-                microbatches=microbatches,
-                memory_budget_bytes=budget_bytes,
-                out=runs.root,
-            )
-            o = runs.run(cfg)
-            if o.ok:
-                return Probe(
-                    multiple=j,
-                    batch=j * microbatches,
-                    fits=True,
-                    max_activation_bytes=max(s["peak_activation_bytes"] for s in o.per_stage),
-                )
-            return Probe(
-                multiple=j,
-                batch=j * microbatches,
-                fits=False,
-                max_activation_bytes=None,
-                error=o.error.splitlines()[0] if o.error else None,
-            )
+            o = runs.run(settings.pipeline(method=method, stages=stages, batch=j * microbatches,
+                                           microbatches=microbatches, memory_budget_bytes=budget_bytes, out=runs.root))
+            return Probe(multiple=j, batch=j * microbatches, fits=o.ok,  # ok: no error
+                         max_activation_bytes=max(s["peak_activation_bytes"] for s in o.per_stage) if o.ok else None,
+                         error=o.error.splitlines()[0] if o.error else None)
 
-        largest, probes = search_largest(probe, budget_bytes=budget_bytes, max_multiple=max_batch // microbatches)
-        res[method] = {
-            "largest_batch": largest * microbatches,
-            "first_oom_batch": None if largest == max_batch // microbatches else (largest + 1) * microbatches,
-            "capped": largest == max_batch // microbatches,
-            "probes": [asdict(p) for p in probes],
-        }
+        largest, probes = search_largest(probe, budget_bytes=budget_bytes, max_multiple=most)
+        res[method] = {"largest_batch": largest * microbatches,
+                       "first_oom_batch": None if largest == most else (largest + 1) * microbatches,
+                       "capped": largest == most, "probes": [asdict(p) for p in probes]}
     return {
         **report_header("envelope", settings),
-        "config": {
-            "stages": stages,
-            "microbatches": microbatches,
-            "budget_bytes": budget_bytes,
-            "max_batch": max_batch,
-            "budget_applies_to": "measured activation bytes per stage",
-        },
+        "config": {"stages": stages, "microbatches": microbatches, "budget_bytes": budget_bytes, "max_batch": max_batch,
+                   "budget_applies_to": "measured activation bytes per stage"},
         "paper_oom_at_batch": paper.OOM_AT_BATCH,
         "results": res,
     }
@@ -121,47 +83,25 @@ def run_envelope(
 
 def format_report(report: dict[str, Any]) -> str:
     c = report["config"]
-    lines = [
-        f"machine: {report['machine']}",
-        f"K={c['stages']}, m={c['microbatches']}, budget {mib(c['budget_bytes'])} MiB of activations per stage, "
-        f"b searched up to {c['max_batch']}",
-    ]
-    rows = []
-    for m, r in report["results"].items():
-        oom = "none up to max" if r["capped"] else r["first_oom_batch"]
-        rows.append(
-            [
-                m,
-                r["largest_batch"],
-                oom,
-                report["paper_oom_at_batch"].get(m),
-                len(r["probes"]),
-                ", ".join(f"{p['batch']}{'✓' if p['fits'] else '✗'}" for p in r["probes"]),
-            ]
-        )
-    lines.append(
-        markdown_table(["method", "largest b that fits", "first b OOM", "paper: OOM at b", "runs", "probes"], rows)
-    )
+    lines = preamble(report, f"K={c['stages']}, m={c['microbatches']}, budget {mib(c['budget_bytes'])} MiB of "
+                             f"activations per stage, b searched up to {c['max_batch']}")
+    rows = [[m, r["largest_batch"], "none up to max" if r["capped"] else r["first_oom_batch"],
+             report["paper_oom_at_batch"].get(m), len(r["probes"]),
+             ", ".join(f"{p['batch']}{'✓' if p['fits'] else '✗'}" for p in r["probes"])]
+            for m, r in report["results"].items()]
+    lines.append(markdown_table(["method", "largest b that fits", "first b OOM", "paper: OOM at b", "runs", "probes"],
+                                rows))
     return "\n".join(lines)
 
 
 def figures(report: dict[str, Any]):
-    import plotly.graph_objects as go
-
-    res = report["results"]
-    fig = go.Figure(
-        [
-            go.Bar(name="ours: largest b that fits", x=list(res), y=[r["largest_batch"] for r in res.values()]),
-            go.Bar(name="paper: b at OOM", x=list(res), y=[report["paper_oom_at_batch"].get(m) for m in res]),
-        ]
-    )
-    c = report["config"]
-    fig.update_layout(
-        barmode="group",
-        yaxis_title="physical batch b",
+    res, c = report["results"], report["config"]
+    fig = plots.figure(
+        [plots.bar("ours: largest b that fits", res, [r["largest_batch"] for r in res.values()]),
+         plots.bar("paper: b at OOM", res, [report["paper_oom_at_batch"].get(m) for m in res])],
+        barmode="group", yaxis_title="physical batch b",
         title=f"Batch envelope under {c['budget_bytes'] / 2**20:.0f} MiB of activations per stage, "
-        f"K={c['stages']}, m={c['microbatches']}",
-    )
+              f"K={c['stages']}, m={c['microbatches']}")
     return {"envelope": fig}
 
 
@@ -175,14 +115,14 @@ def bytes_arg(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a size like 32MiB or 2e7, got {text!r}") from None
 
 
+EXPERIMENT = Experiment(
+    name="envelope", run=run_envelope, figures=figures, format_report=format_report, steps=2,
+    shape={"stages": 3, "batch": None}, repeats=False,  # OOM is deterministic
+    arguments=lambda a, out: dict(budget_bytes=a.memory_budget, max_batch=a.max_batch))
+
+
 def register(p: argparse.ArgumentParser) -> None:
-    add_common_flags(p, steps=2)
-    add_shape_flags(p, stages=3, batch=None)
-    p.add_argument(
-        "--memory-budget", type=bytes_arg, default=32 * 2**20, help="activation bytes per stage (e.g. 32MiB)"
-    )
+    EXPERIMENT.register(p)
+    p.add_argument("--memory-budget", type=bytes_arg, default=32 * 2**20,
+                   help="activation bytes per stage (e.g. 32MiB)")
     p.add_argument("--max-batch", type=int, default=48, help="largest b tried")
-    register_experiment(p, Experiment(
-        name="envelope", run=run_envelope, figures=figures, format_report=format_report,
-        arguments=lambda a, out: dict(shape(a), runs=pipeline_runs(a, out, repeats=False),  # OOM is deterministic
-                                      budget_bytes=a.memory_budget, max_batch=a.max_batch)))

@@ -8,6 +8,7 @@ The case tables are defined here once; tests/test_fault_tolerance.py runs them t
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import shlex
 import signal
@@ -19,7 +20,7 @@ from typing import Any
 
 from zerolock_core.artifacts import load_final_weights, write_json_atomic
 from zerolock_core.config import ConfigError, DataConfig, RunConfig, TrainConfig
-from .settings import machine_line
+from .settings import machine_line, results_dir
 
 MODES = ("kill", "stop", "post-step", "mid-ckpt")
 STEPS = 6
@@ -173,9 +174,7 @@ def format_table(report: dict[str, Any]) -> str:
                        (("detect_s", 9), ("restore_s", 10), ("replay_s", 9), ("total_s", 9)))
         lines.append(f"{r['method']:<10}{' '.join(r['failures']):<30}{r['outcome']:<20}{nums}"
                      f"{r.get('replayed_microbatches', '–'):>12}")
-    outcomes: dict[str, int] = {}
-    for r in report["cases"]:
-        outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
+    outcomes = collections.Counter(r["outcome"] for r in report["cases"])
     lines.append("outcomes: " + ", ".join(f"{n} {k}" for k, n in sorted(outcomes.items())))
     if "resume" in report:
         x = report["resume"]
@@ -200,7 +199,7 @@ def register(p: argparse.ArgumentParser) -> None:
                  if not a.only or a.only in m or any(a.only in x for x in f)]
         if not cases:
             raise ConfigError(f"--only {a.only!r} matches no case")
-        out = Path(a.out or f"results/faults-{time.strftime('%Y%m%d-%H%M%S')}")
+        out = results_dir("faults", a.out)
         report = run_faults(out=out, cases=cases, repeat=a.repeat, with_resume=not a.no_resume)
         print(format_table(report))
         print(f"wrote {out}/faults.json")

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import platform
+import socket
+
+from zerolock_core.threads import available_cores
 
 
 def cores() -> int:
     """CPU cores this process may run on (the affinity mask, not the host's count)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+    return available_cores()
 
 
 def machine_line(device: str = "cpu") -> str:
@@ -39,3 +38,10 @@ def oversubscribed(*, stages: int, threads: int, device: str = "cpu") -> bool:
     if device.startswith("cuda"):
         return False
     return stages * max(1, threads) > cores()
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (the OS picks it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

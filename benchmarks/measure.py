@@ -10,15 +10,18 @@ would each have their own cores, which is exactly what an oversubscribed run lac
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zerolock_core.config import LinkConfig
+from zerolock_core.schedule import schedulable
 from .machine import oversubscribed
 from .prediction import link_for, predict
-from .probe import ProbedCosts, probe_costs
 from .runs import PipelineRuns, RunOutcome
 from .settings import BenchSettings
 from .spans import spans_from_events, throughput
+
+if TYPE_CHECKING:
+    from .probe import ProbedCosts
 
 
 def skip_windows(steps: int) -> int:
@@ -35,6 +38,8 @@ class Probes:
     def get(self, *, stages: int, batch: int, microbatches: int) -> ProbedCosts:
         key = (stages, batch, microbatches)
         if key not in self.cache:
+            from .probe import probe_costs  # torch: only when a probe runs
+
             self.cache[key] = probe_costs(self.settings, stages=stages, batch=batch, microbatches=microbatches)
         return self.cache[key]
 
@@ -106,6 +111,27 @@ def measure_and_predict(
             "costs_from": "probe (this process, one stage at a time)",
         }
     return row
+
+
+def measure_all(settings: BenchSettings, *, runs: PipelineRuns, probes: Probes | None,
+                cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`measure_and_predict` of every case (method, stages, batch, microbatches and maybe link), after
+    running all of their configs round-robin: a burst of other work hits every case alike."""
+    runs.prefetch([settings.pipeline(**case, out=runs.root) for case in cases])
+    return [measure_and_predict(settings, runs=runs, probes=probes, **case) for case in cases]
+
+
+def depth_cases(stages: tuple[int, ...], methods: tuple[str, ...], **geometry: Any) -> list[dict[str, Any]]:
+    """(method, K) for every K, then every method that has a schedule there (1F1B needs m >= K)."""
+    return [dict(method=m, stages=k, **geometry) for k in dict.fromkeys(stages) for m in methods
+            if schedulable(m, stages=k, microbatches=geometry["microbatches"])]
+
+
+def measured_blocks(settings: BenchSettings, *, runs: PipelineRuns, simulate: bool, cases: list[dict[str, Any]],
+                    key: str, names: tuple[Any, ...]) -> dict[Any, list[dict[str, Any]]]:
+    """The `measure_all` rows of `cases`, grouped by their `key` (stages, link), one group per name."""
+    rows = measure_all(settings, runs=runs, probes=Probes(settings=settings) if simulate else None, cases=cases)
+    return {name: [r for r in rows if r[key] == name] for name in names}
 
 
 def best_estimate(row: dict[str, Any]) -> tuple[float, str]:

@@ -10,32 +10,25 @@ from __future__ import annotations
 import contextlib
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from zerolock_core.config import replace
 from zerolock_core.stage_worker import StageWorker
 from zerolock_core.telemetry import ActivationMeter
 from zerolock_core.run_setup import build_run_setup
+from .probe import in_process_config, pinned_threads
 from .settings import BenchSettings
 
 
 def meter_overhead(settings: BenchSettings, *, batch: int, microbatches: int, repeats: int = 9) -> dict[str, Any]:
     """Median seconds of stage 1's forward + BP backward (K=2) with and without the meter."""
-    cfg = replace(
-        settings.pipeline(method="gpipe", stages=2, batch=batch, microbatches=microbatches, out=Path("unused")),
-        out=None,
-    )
-    threads = torch.get_num_threads()
-    torch.set_num_threads(settings.threads)
-    try:
-        bench = build_run_setup(cfg)
+    with pinned_threads(settings.threads):
+        bench = build_run_setup(in_process_config(settings, method="gpipe", stages=2, batch=batch,
+                                                  microbatches=microbatches))
         chunk = bench.chunks[1]
-        worker = StageWorker(
-            chunk=chunk, alpha=1.0, consistency="reverse", microbatches=microbatches, lr=settings.lr, weight_decay=0.0
-        )
+        worker = StageWorker(chunk=chunk, alpha=1.0, consistency="reverse", microbatches=microbatches, lr=settings.lr,
+                             weight_decay=0.0)
         meter = ActivationMeter([*chunk.parameters(), *chunk.buffers()])
         mb = bench.microbatches(0)[0]
         with torch.no_grad():
@@ -56,5 +49,3 @@ def meter_overhead(settings: BenchSettings, *, batch: int, microbatches: int, re
                 times[metered].append(once(metered))
         plain, metered = statistics.median(times[False]), statistics.median(times[True])
         return {"plain_s": plain, "metered_s": metered, "overhead": metered / plain - 1.0, "repeats": repeats}
-    finally:
-        torch.set_num_threads(threads)

@@ -8,10 +8,12 @@ the simulator benchmark checks these costs against a real run's events where K <
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import torch
 
@@ -51,7 +53,8 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _timed(fn, device: torch.device) -> float:
+def timed(fn, device: torch.device) -> float:
+    """Seconds `fn()` takes, the device synchronised before and after."""
     _sync(device)
     t0 = time.perf_counter()
     fn()
@@ -59,17 +62,28 @@ def _timed(fn, device: torch.device) -> float:
     return time.perf_counter() - t0
 
 
-def probe_costs(
-    settings: BenchSettings, *, stages: int, batch: int, microbatches: int, repeats: int = 5
-) -> ProbedCosts:
-    """Median seconds of F, L (ZeroLock), B (BP) and STEP for every stage of a K-way split."""
-    cfg = replace(
-        settings.pipeline(method="zerolock", stages=stages, batch=batch, microbatches=microbatches, out=Path("unused")),
-        out=None,
-    )
-    threads = torch.get_num_threads()
-    torch.set_num_threads(settings.threads)
+@contextlib.contextmanager
+def pinned_threads(threads: int) -> Iterator[None]:
+    """torch's thread count set to `threads` (a stage's) while timing in this process, then restored."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
     try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def in_process_config(settings: BenchSettings, *, method: str, stages: int, batch: int, microbatches: int):
+    """The run config of code that computes in this process and writes no run directory (out=None)."""
+    cfg = settings.pipeline(method=method, stages=stages, batch=batch, microbatches=microbatches, out=Path("unused"))
+    return replace(cfg, out=None)
+
+
+def probe_costs(settings: BenchSettings, *, stages: int, batch: int, microbatches: int,
+                repeats: int = 5) -> ProbedCosts:
+    """Median seconds of F, L (ZeroLock), B (BP) and STEP for every stage of a K-way split."""
+    cfg = in_process_config(settings, method="zerolock", stages=stages, batch=batch, microbatches=microbatches)
+    with pinned_threads(settings.threads):
         bench = build_run_setup(cfg)
         device = torch.device(settings.device)
         mb = {k: v.to(device) for k, v in bench.microbatches(0)[0].items()}
@@ -78,39 +92,30 @@ def probe_costs(
         hidden_bytes = 0
         for s, chunk in enumerate(bench.chunks):
             chunk.to(device)
-            w = StageWorker(
-                chunk=chunk,
-                alpha=settings.alpha,
-                consistency=settings.consistency,
-                microbatches=microbatches,
-                lr=settings.lr,
-                weight_decay=0.0,
-            )
+            w = StageWorker(chunk=chunk, alpha=settings.alpha, consistency=settings.consistency,
+                            microbatches=microbatches, lr=settings.lr, weight_decay=0.0)
             h_in = None if s == 0 else x
             times: dict[str, list[float]] = {"F_local": [], "L": [], "F": [], "B": [], "STEP": []}
             for _ in range(repeats + 1):  # the first round warms up and is dropped
                 # ZeroLock: the received hidden state needs no gradient
                 inp = mb["input_ids"] if s == 0 else h_in.detach()
                 out: list[torch.Tensor] = []
-                times["F_local"].append(_timed(lambda: out.append(w.forward(mb, inp)), device))
-                times["L"].append(_timed(lambda: w.local_backward(mb, None if s == 0 else inp, out[0]), device))
+                times["F_local"].append(timed(lambda: out.append(w.forward(mb, inp)), device))
+                times["L"].append(timed(lambda: w.local_backward(mb, None if s == 0 else inp, out[0]), device))
                 # BP: the received hidden state needs its gradient (to send upstream)
                 inp = mb["input_ids"] if s == 0 else h_in.detach().requires_grad_(True)
-                times["F"].append(_timed(lambda: out.__setitem__(0, w.forward(mb, inp)), device))
+                times["F"].append(timed(lambda: out.__setitem__(0, w.forward(mb, inp)), device))
                 h = out[0]
                 if chunk.is_last:
-                    times["B"].append(_timed(lambda: w.bp_loss_backward(mb, h), device))
+                    times["B"].append(timed(lambda: w.bp_loss_backward(mb, h), device))
                 else:
                     g = torch.randn_like(h)
-                    times["B"].append(_timed(lambda: w.bp_backward(h, g), device))
-                times["STEP"].append(_timed(w.optimizer_step, device))
+                    times["B"].append(timed(lambda: w.bp_backward(h, g), device))
+                times["STEP"].append(timed(w.optimizer_step, device))
             per_stage[s] = {k: statistics.median(v[1:]) for k, v in times.items()}
             with torch.no_grad():
                 x = chunk(mb["input_ids"] if s == 0 else x, mb["attention_mask"])
             hidden_bytes = x.numel() * x.element_size()
             chunk.to("cpu")
-        return ProbedCosts(
-            per_stage=per_stage, hidden_bytes=hidden_bytes, layers=[list(c.layer_range) for c in bench.chunks]
-        )
-    finally:
-        torch.set_num_threads(threads)
+        return ProbedCosts(per_stage=per_stage, hidden_bytes=hidden_bytes,
+                           layers=[list(c.layer_range) for c in bench.chunks])

@@ -26,72 +26,52 @@ from typing import Any
 
 from zerolock_core.config import DataConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig
 from zerolock_core.reference_trainer import train_reference
-from . import paper
-from .machine import cores
+from zerolock_core.threads import threads_for
+from . import paper, plots
 from .presets import resolve_bench_model
-from .runner import Experiment, add_shape_flags, pipeline_runs, shape, register_experiment
+from .runner import Experiment
 from .runs import PipelineRuns
-from .settings import BenchSettings, add_common_flags, ints_arg, report_header
-from .table import markdown_table
+from .settings import BenchSettings, ints_arg, report_header
+from .table import joined, markdown_table, preamble
+
+
+def _arm(runtime: str = "reference", method: str = "zerolock", alpha: float = 0.5, consistency: str = "reverse",
+         **extra: str) -> dict[str, Any]:
+    """An arm: what differs from the single-process ZeroLock reference at α = 0.5, reverse."""
+    return {"runtime": runtime, "method": method, "alpha": alpha, "consistency": consistency, **extra}
+
 
 ARMS: dict[str, dict[str, Any]] = {
-    "bp": {"runtime": "reference", "method": "bp", "alpha": 0.5, "consistency": "reverse"},
-    "1f1b": {"runtime": "pipeline", "method": "1f1b", "alpha": 0.5, "consistency": "reverse"},
-    "zerolock a=0.5 reverse": {"runtime": "reference", "method": "zerolock", "alpha": 0.5, "consistency": "reverse"},
-    "zerolock a=0.5 forward": {"runtime": "reference", "method": "zerolock", "alpha": 0.5, "consistency": "forward"},
-    "zerolock a=1": {"runtime": "reference", "method": "zerolock", "alpha": 1.0, "consistency": "reverse"},
-    "zerolock a=0.5 mlp adapter": {"runtime": "reference", "method": "zerolock", "alpha": 0.5,
-                                   "consistency": "reverse", "readout_adapter": "mlp"},
-    "zerolock a=0.5 affine adapter": {"runtime": "reference", "method": "zerolock", "alpha": 0.5,
-                                      "consistency": "reverse", "readout_adapter": "affine"},
-    "zerolock a=1 affine adapter": {"runtime": "reference", "method": "zerolock", "alpha": 1.0,
-                                    "consistency": "reverse", "readout_adapter": "affine"},
-    "zerolock a=0.5->1": {"runtime": "reference", "method": "zerolock", "alpha": 0.5, "consistency": "reverse",
-                          "alpha_schedule": "linear:0.5->1"},
+    "bp": _arm(method="bp"),
+    "1f1b": _arm("pipeline", "1f1b"),
+    "zerolock a=0.5 reverse": _arm(),
+    "zerolock a=0.5 forward": _arm(consistency="forward"),
+    "zerolock a=1": _arm(alpha=1.0),
+    "zerolock a=0.5 mlp adapter": _arm(readout_adapter="mlp"),
+    "zerolock a=0.5 affine adapter": _arm(readout_adapter="affine"),
+    "zerolock a=1 affine adapter": _arm(alpha=1.0, readout_adapter="affine"),
+    "zerolock a=0.5->1": _arm(alpha_schedule="linear:0.5->1"),
 }
 DEFAULT_ARMS = ("bp", "1f1b", "zerolock a=0.5 reverse", "zerolock a=0.5 forward", "zerolock a=1")
 
 
-def arm_config(
-    settings: BenchSettings,
-    arm: str,
-    *,
-    seed: int,
-    stages: int,
-    batch: int,
-    microbatches: int,
-    eval_every: int,
-    eval_size: int,
-    out: Path,
-    lora_targets: tuple[str, ...] = ("q_proj", "v_proj"),
-    reference_threads: int = 0,
-    boundaries: tuple[int, ...] | None = None,
-) -> RunConfig:
+def arm_config(settings: BenchSettings, arm: str, *, seed: int, stages: int, batch: int, microbatches: int,
+               eval_every: int, eval_size: int, out: Path, lora_targets: tuple[str, ...] = ("q_proj", "v_proj"),
+               reference_threads: int = 0, boundaries: tuple[int, ...] | None = None) -> RunConfig:
     a = ARMS[arm]
-    if a["runtime"] == "pipeline":
-        threads = settings.threads
-    else:  # one process: all the cores, unless told (two benchmarks side by side must not oversubscribe)
-        threads = reference_threads or max(settings.threads, cores())
+    reference = a["runtime"] == "reference"
+    # one process: all the cores, unless told (two benchmarks side by side must not oversubscribe)
+    threads = threads_for(reference_threads) if reference else settings.threads
     return RunConfig(
         model=ModelConfig(model=resolve_bench_model(settings.model), readout_adapter=a.get("readout_adapter", "none"),
                           lora_targets=lora_targets, boundaries=boundaries),
         data=DataConfig(dataset=settings.dataset, seq_len=settings.seq_len, eval_size=eval_size),
         objective=ObjectiveConfig(alpha=(a["alpha"],), consistency=a["consistency"],
                                   alpha_schedule=a.get("alpha_schedule", "")),
-        train=TrainConfig(
-            runtime=a["runtime"],
-            method=a["method"],
-            stages=stages,
-            batch=batch,
-            microbatches=microbatches,
-            steps=settings.steps,
-            lr=settings.lr,
-            seed=seed,
-            eval_every=eval_every if a["runtime"] == "reference" else 0,
-            threads=threads,
-            device=settings.device,
-            inflight_depth=settings.inflight_depth,
-        ),
+        train=TrainConfig(runtime=a["runtime"], method=a["method"], stages=stages, batch=batch,
+                          microbatches=microbatches, steps=settings.steps, lr=settings.lr, seed=seed,
+                          eval_every=eval_every if reference else 0, threads=threads, device=settings.device,
+                          inflight_depth=settings.inflight_depth),
         out=str(out),
     )
 
@@ -101,10 +81,7 @@ def _curve(metrics: dict[str, Any]) -> dict[str, list[float]]:
     hist = metrics.get("eval_history") or [{"step": metrics["config"]["train"]["steps"], **metrics["eval"]}]
     train = metrics["train"]["curves"][-1]
     return {
-        "step": [h["step"] for h in hist],
-        "accuracy": [h["accuracy"] for h in hist],
-        "label_accuracy": [h["label_accuracy"] for h in hist],
-        "nll": [h["nll"] for h in hist],
+        **{key: [h[key] for h in hist] for key in ("step", "accuracy", "label_accuracy", "nll")},
         "train_step": train["step"],
         "train_loss": train["task"],
         "final_per_chunk": metrics["eval"]["per_chunk"],
@@ -117,22 +94,10 @@ def _mean_sd(values: list[float]) -> dict[str, float]:
     return {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0}
 
 
-def run_quality(
-    settings: BenchSettings,
-    *,
-    runs: PipelineRuns,
-    out: Path,
-    seeds: tuple[int, ...],
-    stages: tuple[int, ...] | int,
-    batch: int,
-    microbatches: int,
-    eval_every: int,
-    eval_size: int,
-    arms: tuple[str, ...] = DEFAULT_ARMS,
-    lora_targets: tuple[str, ...] = ("q_proj", "v_proj"),
-    reference_threads: int = 0,
-    boundaries: tuple[int, ...] | None = None,
-) -> dict[str, Any]:
+def run_quality(settings: BenchSettings, *, runs: PipelineRuns, out: Path, seeds: tuple[int, ...],
+                stages: tuple[int, ...] | int, batch: int, microbatches: int, eval_every: int, eval_size: int,
+                arms: tuple[str, ...] = DEFAULT_ARMS, lora_targets: tuple[str, ...] = ("q_proj", "v_proj"),
+                reference_threads: int = 0, boundaries: tuple[int, ...] | None = None) -> dict[str, Any]:
     unknown = [a for a in arms if a not in ARMS]
     if unknown:
         raise ValueError(f"unknown quality arm(s) {unknown}; choose from {list(ARMS)}")
@@ -141,45 +106,25 @@ def run_quality(
     started = time.perf_counter()
     for k in stage_list:
         for arm in arms:
-            per_seed = []
+            per_seed, slug = [], arm.replace(" ", "_").replace("=", "").replace(">", "")
             for seed in seeds:
-                cfg = arm_config(
-                    settings,
-                    arm,
-                    seed=seed,
-                    stages=k,
-                    batch=batch,
-                    microbatches=microbatches,
-                    eval_every=eval_every,
-                    eval_size=eval_size,
-                    out=out / "arms" / f"K{k}-{arm.replace(' ', '_').replace('=', '').replace('>', '')}-seed{seed}",
-                    lora_targets=lora_targets,
-                    reference_threads=reference_threads,
-                    boundaries=boundaries,
-                )
+                cfg = arm_config(settings, arm, seed=seed, stages=k, batch=batch, microbatches=microbatches,
+                                 eval_every=eval_every, eval_size=eval_size, lora_targets=lora_targets,
+                                 reference_threads=reference_threads, boundaries=boundaries,
+                                 out=out / "arms" / f"K{k}-{slug}-seed{seed}")
                 print(f"  K={k} {arm}, seed {seed} ({time.perf_counter() - started:.0f} s so far) ...", flush=True)
-                metrics = (
-                    train_reference(cfg, progress=False) if ARMS[arm]["runtime"] == "reference"
-                    else runs.run(cfg).metrics
-                )
-                per_seed.append(_curve(metrics))
+                reference = ARMS[arm]["runtime"] == "reference"
+                per_seed.append(_curve(train_reference(cfg, progress=False) if reference else runs.run(cfg).metrics))
             final = {m: _mean_sd([c[m][-1] for c in per_seed]) for m in ("accuracy", "label_accuracy", "nll")}
             name = arm if len(stage_list) == 1 else f"{arm} · K={k}"
             res[name] = {"arm": arm, "stages": k, "seeds": list(seeds), "curves": per_seed, "final": final,
                          "source": ARMS[arm]["runtime"]}
     return {
         **report_header("quality", settings),
-        "config": {
-            "stages": list(stage_list) if len(stage_list) > 1 else stage_list[0],
-            "batch": batch,
-            "microbatches": microbatches,
-            "steps": settings.steps,
-            "eval_every": eval_every,
-            "eval_size": eval_size,
-            "seeds": list(seeds),
-            "lora_targets": list(lora_targets),
-            "boundaries": list(boundaries) if boundaries else "even split",
-        },
+        "config": {"stages": list(stage_list) if len(stage_list) > 1 else stage_list[0], "batch": batch,
+                   "microbatches": microbatches, "steps": settings.steps, "eval_every": eval_every,
+                   "eval_size": eval_size, "seeds": list(seeds), "lora_targets": list(lora_targets),
+                   "boundaries": list(boundaries) if boundaries else "even split"},
         "wall_s": round(time.perf_counter() - started, 1),
         "paper": paper.DIRECTIONS["quality"],
         "results": res,
@@ -187,93 +132,44 @@ def run_quality(
 
 
 def format_report(report: dict[str, Any]) -> str:
-    c = report["config"]
-    s = report["settings"]
-    lines = [
-        f"machine: {report['machine']}",
+    c, s = report["config"], report["settings"]
+    lines = preamble(
+        report,
         f"dataset {s['dataset']}, model {s['model']}, K={c['stages']}, b={c['batch']}, m={c['microbatches']}, "
         f"{c['steps']} steps, lr {s['lr']}, seeds {c['seeds']}, eval on {c['eval_size'] or 'all'} examples, "
-        f"LoRA on {','.join(c.get('lora_targets', []))}, chunk boundaries {c.get('boundaries', 'even split')}",
-    ]
+        f"LoRA on {','.join(c.get('lora_targets', []))}, chunk boundaries {c.get('boundaries', 'even split')}")
     one_seed = len(c["seeds"]) == 1  # no spread to show
+    spread = lambda x: f"{x['mean']:.3f}" if one_seed else f"{x['mean']:.3f} ± {x['sd']:.3f}"  # noqa: E731
+    rows = [[arm, *(spread(r["final"][m]) for m in ("accuracy", "label_accuracy", "nll")),
+             joined([x["label_accuracy"] for x in r["curves"][0]["final_per_chunk"]], sep=" / ")]
+            for arm, r in report["results"].items()]
+    heads = ["arm", "accuracy", "label accuracy", "NLL", "label acc. per chunk (first seed)"]
+    return "\n".join([*lines, markdown_table(heads, rows), f"paper: {report['paper']}"])
 
-    def spread(x: dict[str, float]) -> str:
-        return f"{x['mean']:.3f}" if one_seed else f"{x['mean']:.3f} ± {x['sd']:.3f}"
 
-    rows = []
-    for arm, r in report["results"].items():
-        f = r["final"]
-        chunks = r["curves"][0]["final_per_chunk"]
-        rows.append([arm, spread(f["accuracy"]), spread(f["label_accuracy"]), spread(f["nll"]),
-                     " / ".join(f"{x['label_accuracy']:.2f}" for x in chunks)])
-    lines.append(
-        markdown_table(["arm", "accuracy", "label accuracy", "NLL", "label acc. per chunk (first seed)"], rows)
-    )
-    lines.append(f"paper: {report['paper']}")
-    return "\n".join(lines)
+# one colour per arm, not per method: most arms are ZeroLock
+PALETTE = ("#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3", "#ff6692", "#b6e880", "#8c564b")
+# (x, y, panel) of every arm's curves: eval accuracy, eval NLL, then the training loss (thin, no markers)
+PANELS = (("step", "accuracy", 1), ("step", "nll", 2), ("train_step", "train_loss", 3))
 
 
 def figures(report: dict[str, Any]):
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
-    fig = make_subplots(
-        rows=1, cols=3, subplot_titles=("accuracy (eval)", "NLL per answer token (eval)", "training task loss")
-    )
-    palette = ("#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3", "#ff6692", "#b6e880", "#8c564b")
+    fig = plots.panels(("accuracy (eval)", "NLL per answer token (eval)", "training task loss"))
     for i, (arm, r) in enumerate(report["results"].items()):
-        color = palette[i % len(palette)]
+        color = PALETTE[i % len(PALETTE)]
         for j, c in enumerate(r["curves"]):
-            show = j == 0
-            fig.add_trace(
-                go.Scatter(
-                    x=c["step"],
-                    y=c["accuracy"],
-                    name=arm,
-                    legendgroup=arm,
-                    showlegend=show,
-                    line={"color": color},
-                    mode="lines+markers",
-                ),
-                row=1,
-                col=1,
-            )
-            fig.add_trace(
-                go.Scatter(
-                    x=c["step"],
-                    y=c["nll"],
-                    name=arm,
-                    legendgroup=arm,
-                    showlegend=False,
-                    line={"color": color},
-                    mode="lines+markers",
-                ),
-                row=1,
-                col=2,
-            )
-            fig.add_trace(
-                go.Scatter(
-                    x=c["train_step"],
-                    y=c["train_loss"],
-                    name=arm,
-                    legendgroup=arm,
-                    showlegend=False,
-                    line={"color": color, "width": 1},
-                ),
-                row=1,
-                col=3,
-            )
+            for x, y, col in PANELS:
+                thin = {"markers": False, "line": {"width": 1}} if col == 3 else {}
+                fig.add_trace(plots.curve(arm, c[x], c[y], color=color, legendgroup=arm,
+                                          showlegend=j == 0 and col == 1, **thin), row=1, col=col)
     fig.update_xaxes(title_text="step")
-    s = report["settings"]
-    fig.update_layout(
-        title=f"Quality over training, {s['dataset']} ({len(report['config']['seeds'])} seeds; cf. paper Fig. 3)"
-    )
+    fig.update_layout(title=f"Quality over training, {report['settings']['dataset']} "
+                            f"({len(report['config']['seeds'])} seeds; cf. paper Fig. 3)")
     return {"quality_curves": fig, "quality_per_chunk": _per_chunk_figure(report)}
 
 
 def _per_chunk_figure(report: dict[str, Any]):
     """Label accuracy of every chunk's own readout over training (first seed), one panel per arm."""
-    import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
     arms = [(name, r) for name, r in report["results"].items() if r["curves"][0].get("per_chunk_label_accuracy")]
@@ -286,19 +182,30 @@ def _per_chunk_figure(report: dict[str, Any]):
         c = r["curves"][0]
         per_step = c["per_chunk_label_accuracy"]
         for k in range(len(per_step[0])):
-            fig.add_trace(go.Scatter(x=c["step"], y=[row[k] for row in per_step], mode="lines+markers",
-                                     name=f"chunk {k}", legendgroup=f"chunk {k}", showlegend=i == 0,
-                                     line={"color": shades[max(0, len(shades) - len(per_step[0]) + k)]}),
+            fig.add_trace(plots.curve(f"chunk {k}", c["step"], [row[k] for row in per_step], legendgroup=f"chunk {k}",
+                                      showlegend=i == 0, color=shades[max(0, len(shades) - len(per_step[0]) + k)]),
                           row=i // cols + 1, col=i % cols + 1)
     fig.update_layout(title="Label accuracy of each chunk's own readout over training (first seed)",
                       height=320 * rows)
     return fig
 
 
+def _arguments(a: argparse.Namespace, out: Path) -> dict[str, Any]:
+    return dict(seeds=a.seeds, eval_every=a.eval_every or max(1, a.steps // 4), eval_size=a.eval_size,
+                arms=tuple(x.strip() for x in a.arms.split(",") if x.strip()),
+                lora_targets=tuple(x for x in a.lora_targets.split(",") if x), reference_threads=a.reference_threads,
+                boundaries=a.boundaries)
+
+
+# lr 5e-3: the README's reference fine-tune, which learns the embedded task in 200 steps;
+# one run of each pipeline config: accuracy is deterministic
+EXPERIMENT = Experiment(name="quality", run=run_quality, figures=figures, format_report=format_report,
+                        arguments=_arguments, steps=200, seq_len=64, defaults={"lr": 5e-3},
+                        shape={"stages": (3,), "methods": False}, repeats=False, out=True)
+
+
 def register(p: argparse.ArgumentParser) -> None:
-    add_common_flags(p, steps=200, seq_len=64)
-    p.set_defaults(lr=5e-3)  # the README's reference fine-tune: learns the embedded task in 200 steps
-    add_shape_flags(p, stages=(3,), methods=False)
+    EXPERIMENT.register(p)
     p.add_argument("--seeds", type=ints_arg, default=(0, 1))
     p.add_argument("--eval-every", type=int, default=0, help="0 = steps // 4")
     p.add_argument("--eval-size", type=int, default=128, help="eval examples (0 = the whole eval split)")
@@ -308,11 +215,3 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="first layer of chunks 2..K in every arm (default: an even split), e.g. 20,25")
     p.add_argument("--reference-threads", type=int, default=0,
                    help="torch threads of the single-process arms (0 = every core)")
-    register_experiment(p, Experiment(
-        name="quality", run=run_quality, figures=figures, format_report=format_report,
-        arguments=lambda a, out: dict(
-            shape(a), runs=pipeline_runs(a, out, repeats=False), out=out, seeds=a.seeds,  # accuracy: deterministic
-            eval_every=a.eval_every or max(1, a.steps // 4), eval_size=a.eval_size,
-            arms=tuple(x.strip() for x in a.arms.split(",") if x.strip()),
-            lora_targets=tuple(x for x in a.lora_targets.split(",") if x), reference_threads=a.reference_threads,
-            boundaries=a.boundaries)))

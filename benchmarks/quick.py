@@ -5,23 +5,23 @@ Measured side by side in one invocation on the same machine; ratios are relative
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
 from .machine import oversubscribed
-from .runner import Experiment, add_shape_flags, pipeline_runs, register_experiment, shape
+from .runner import Experiment
 from .runs import PipelineRuns
-from .settings import METHODS, BenchSettings, add_common_flags, report_header
+from .settings import METHODS, BenchSettings, report_header
+from .table import joined, mib, pct, preamble
 
 
 def run_quick(settings: BenchSettings, *, runs: PipelineRuns, stages: int, batch: int, microbatches: int,
               methods: tuple[str, ...] = METHODS) -> dict[str, Any]:
-    cfgs = {m: settings.pipeline(method=m, stages=stages, batch=batch, microbatches=microbatches, out=runs.root)
-            for m in methods}
-    runs.prefetch(list(cfgs.values()))  # round-robin over the methods when --repeats > 1
+    # round-robin over the methods when --repeats > 1
+    outcomes = runs.outcomes([settings.pipeline(method=m, stages=stages, batch=batch, microbatches=microbatches,
+                                                out=runs.root) for m in methods])
     results = {}
-    for method, cfg in cfgs.items():
-        m = runs.run(cfg).metrics
+    for method, o in zip(methods, outcomes):
+        m = o.metrics
         peaks = [s["peak_activation_bytes"] for s in m["per_stage"]]
         results[method] = {
             "throughput_samples_per_s": m["throughput_samples_per_s"],
@@ -41,29 +41,20 @@ def run_quick(settings: BenchSettings, *, runs: PipelineRuns, stages: int, batch
 def format_table(report: dict[str, Any]) -> str:
     r = report["results"]
     base = r.get("gpipe")
-    lines = [
-        f"machine: {report['machine']}",
-        "config: "
-        + ", ".join(f"{k}={v}" for k, v in report["config"].items())
+    vs_gpipe = lambda x, key: pct(x[key] / base[key] - 1) if base else ""  # noqa: E731
+    lines = preamble(
+        report,
+        "config: " + ", ".join(f"{k}={v}" for k, v in report["config"].items())
         + ("  (more stage threads than cores: oversubscribed)" if report["oversubscribed"] else ""),
         f"{'method':<10} {'samples/s':>10} {'vs gpipe':>9} {'mean act MiB':>13} {'vs gpipe':>9} "
-        f"{'max act MiB':>12} {'in-flight':>10} {'active fraction':>18}",
-    ]
+        f"{'max act MiB':>12} {'in-flight':>10} {'active fraction':>18}")
     for method, x in r.items():
-        rel_t = f"{x['throughput_samples_per_s'] / base['throughput_samples_per_s'] - 1:+.1%}" if base else ""
-        rel_m = f"{x['mean_peak_activation_bytes'] / base['mean_peak_activation_bytes'] - 1:+.1%}" if base else ""
-        lines.append(
-            f"{method:<10} {x['throughput_samples_per_s']:>10.1f} {rel_t:>9} "
-            f"{x['mean_peak_activation_bytes'] / 2**20:>13.2f} {rel_m:>9} "
-            f"{x['max_peak_activation_bytes'] / 2**20:>12.2f} {str(x['peak_inflight']):>10} "
-            f"{' '.join(f'{a:.2f}' for a in x['active_fraction']):>18}"
-        )
+        lines.append(f"{method:<10} {x['throughput_samples_per_s']:>10.1f} "
+                     f"{vs_gpipe(x, 'throughput_samples_per_s'):>9} {mib(x['mean_peak_activation_bytes']):>13} "
+                     f"{vs_gpipe(x, 'mean_peak_activation_bytes'):>9} {mib(x['max_peak_activation_bytes']):>12} "
+                     f"{str(x['peak_inflight']):>10} {joined(x['active_fraction']):>18}")
     return "\n".join(lines)
 
 
-def register(p: argparse.ArgumentParser) -> None:
-    add_common_flags(p, steps=20)
-    add_shape_flags(p, stages=3)
-    register_experiment(p, Experiment(name="quick", run=run_quick, figures=lambda report: {},
-                                      format_report=format_table,
-                                      arguments=lambda a, out: dict(shape(a), runs=pipeline_runs(a, out))))
+EXPERIMENT = Experiment(name="quick", run=run_quick, format_report=format_table, steps=20, shape={"stages": 3})
+register = EXPERIMENT.register

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import asdict
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -22,15 +22,17 @@ from zerolock_core.chunks import chunk_bounds
 from zerolock_core.config import DataConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig
 from zerolock_core.readability import TranslatorFit, fit_translators, lens_scores, majority_rate, suggest_boundaries
 from zerolock_core.reference_trainer import train_reference
-from zerolock_core.run_setup import build_run_setup, set_threads
-from .machine import cores
+from zerolock_core.run_setup import build_run_setup
+from zerolock_core.threads import pin_threads, threads_for
+from . import plots
 from .presets import resolve_bench_model
-from .runner import Experiment, register_experiment
-from .settings import BenchSettings, add_common_flags, report_header
+from .runner import Experiment
+from .settings import BenchSettings, report_header
 from .table import markdown_table
 
 FINETUNES = ("bp", "zerolock")
 COND_COLORS = {"pretrained": "#7f7f7f", "bp": "#636efa", "zerolock": "#ab63fa"}
+DASHES = {"lens": "solid", "tuned": "dot"}
 
 
 def lens_config(settings: BenchSettings, *, method: str, stages: int, steps: int, eval_size: int,
@@ -41,7 +43,7 @@ def lens_config(settings: BenchSettings, *, method: str, stages: int, steps: int
         objective=ObjectiveConfig(alpha=(settings.alpha,), consistency=settings.consistency),
         train=TrainConfig(runtime="reference", method=method, stages=stages, batch=8, microbatches=4,
                           steps=max(1, steps), lr=settings.lr, seed=settings.seed,
-                          threads=threads or max(settings.threads, cores())),
+                          threads=threads_for(threads)),
         out=None if out is None else str(out),
     )
 
@@ -84,8 +86,7 @@ def measure_condition(cfg: RunConfig, *, run_dir: Path | None, fit: TranslatorFi
 def run_readability(settings: BenchSettings, *, out: Path, stages: int, finetune: tuple[str, ...],
                     finetune_steps: int, eval_size: int, fit: TranslatorFit | None,
                     boundaries: tuple[int, ...] | None, threads: int = 0) -> dict[str, Any]:
-    threads = threads or max(settings.threads, cores())
-    set_threads(threads)
+    threads = pin_threads(threads)
     base = lens_config(settings, method="bp", stages=stages, steps=1, eval_size=eval_size, out=None,
                        boundaries=boundaries, threads=threads)
     conditions: dict[str, Any] = {}
@@ -120,23 +121,17 @@ def assemble_report(settings: BenchSettings, conditions: dict[str, Any], *, stag
     )
 
 
+def _curves(report: dict[str, Any]) -> list[tuple[str, str, list[dict[str, Any]]]]:
+    """(condition, "lens" or "tuned", its score per layer) of every curve measured."""
+    return [(name, curve, c[curve]) for name, c in report["conditions"].items() for curve in ("lens", "tuned")
+            if curve in c]
+
+
 def format_report(report: dict[str, Any]) -> str:
-    conds = report["conditions"]
-    heads = ["layer"]
-    for name, c in conds.items():
-        heads.append(f"{name} lens")
-        if "tuned" in c:
-            heads.append(f"{name} tuned")
-    rows = []
-    cuts = set(report["chunk_boundaries"])
-    for i in range(report["layers"]):
-        layer = i + 1
-        row = [f"{layer}{' ▶' if layer - 1 in cuts else ''}"]
-        for c in conds.values():
-            row.append(f"{c['lens'][i]['label_accuracy']:.3f}")
-            if "tuned" in c:
-                row.append(f"{c['tuned'][i]['label_accuracy']:.3f}")
-        rows.append(row)
+    curves, cuts = _curves(report), set(report["chunk_boundaries"])
+    heads = ["layer", *(f"{name} {curve}" for name, curve, _ in curves)]
+    rows = [[f"{i + 1}{' ▶' if i in cuts else ''}", *(f"{x[i]['label_accuracy']:.3f}" for _, _, x in curves)]
+            for i in range(report["layers"])]
     lines = [f"label accuracy of the readout after every layer (majority class {report['chance']:.3f}; "
              f"▶ = the first layer of a chunk at K={report['stages']})", markdown_table(heads, rows), ""]
     for name, by_curve in report["suggestions"].items():
@@ -148,27 +143,21 @@ def format_report(report: dict[str, Any]) -> str:
 
 
 def figures(report: dict[str, Any]):
-    import plotly.graph_objects as go
-
     figs = {}
     for metric, title in (("label_accuracy", "label accuracy"), ("nll", "answer NLL (nats / token)")):
-        fig = go.Figure()
-        for name, c in report["conditions"].items():
-            for curve, dash in (("lens", "solid"), ("tuned", "dot")):
-                if curve not in c:
-                    continue
-                fig.add_trace(go.Scatter(
-                    x=[r["layer"] for r in c[curve]], y=[r[metric] for r in c[curve]], mode="lines+markers",
-                    name=f"{name} · {'frozen head' if curve == 'lens' else 'fitted translator'}",
-                    line=dict(color=COND_COLORS.get(name, "#333"), dash=dash)))
+        fig = plots.figure(
+            (plots.curve(f"{name} · {'frozen head' if curve == 'lens' else 'fitted translator'}",
+                         [r["layer"] for r in scores], [r[metric] for r in scores],
+                         color=COND_COLORS.get(name, "#333"), line={"dash": DASHES[curve]})
+             for name, curve, scores in _curves(report)),
+            title=f"Readability of {report['settings']['model']} on {report['settings']['dataset']}: {title} after "
+                  f"each layer (dashed: chunk boundaries at K={report['stages']})",
+            xaxis_title="layer", yaxis_title=title, template="plotly_white")
         for cut in report["chunk_boundaries"]:
             fig.add_vline(x=cut + 0.5, line=dict(color="#bbb", dash="dash"))
         if metric == "label_accuracy":
             fig.add_hline(y=report["chance"], line=dict(color="#d62728", dash="dot"),
                           annotation_text="majority class", annotation_position="bottom right")
-        fig.update_layout(title=f"Readability of {report['settings']['model']} on {report['settings']['dataset']}: "
-                                f"{title} after each layer (dashed: chunk boundaries at K={report['stages']})",
-                          xaxis_title="layer", yaxis_title=title, template="plotly_white")
         figs[f"readability_{metric}"] = fig
     return figs
 
@@ -180,14 +169,19 @@ def _readability_arguments(a: argparse.Namespace, out: Path) -> dict[str, Any]:
         raise ValueError(f"--finetune {','.join(bad)}: choose from {', '.join(FINETUNES)} or none")
     fit = None if a.translator == "none" else TranslatorFit(
         kind=a.translator, examples=a.translator_examples, steps=a.translator_steps, seed=a.seed)
-    return dict(out=out, stages=a.stages, finetune=finetune, finetune_steps=a.steps, eval_size=a.eval_size, fit=fit,
+    return dict(stages=a.stages, finetune=finetune, finetune_steps=a.steps, eval_size=a.eval_size, fit=fit,
                 boundaries=None if a.boundaries is None else tuple(int(x) for x in a.boundaries.split(",")),
                 threads=a.reference_threads)
 
 
+# --steps: of each fine-tune; no pipeline runs and no geometry flags (--stages only marks chunk boundaries)
+EXPERIMENT = Experiment(name="readability", run=run_readability, arguments=_readability_arguments, figures=figures,
+                        format_report=format_report, steps=50, seq_len=64, defaults={"lr": 3e-3}, shape=None,
+                        runs=False, out=True)
+
+
 def register(p: argparse.ArgumentParser) -> None:
-    add_common_flags(p, steps=50, seq_len=64)  # --steps: of each fine-tune
-    p.set_defaults(lr=3e-3)
+    EXPERIMENT.register(p)
     p.add_argument("--stages", type=int, default=3, help="K: whose chunk boundaries to mark and suggest")
     p.add_argument("--boundaries", default=None, help="first layer of chunks 2..K (default: even split)")
     p.add_argument("--finetune", default=",".join(FINETUNES),
@@ -198,5 +192,3 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--translator-steps", type=int, default=150)
     p.add_argument("--translator-examples", type=int, default=256)
     p.add_argument("--reference-threads", type=int, default=0, help="torch threads (0 = every core)")
-    register_experiment(p, Experiment(name="readability", run=run_readability, arguments=_readability_arguments,
-                                      figures=figures, format_report=format_report))

@@ -39,6 +39,15 @@ FORMATTERS: dict[str, tuple[str, str, bool]] = {
 }
 
 
+# summary blocks: one table over several result files, by a formatter of a list of reports
+SUMMARIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "quality-smollm2-summary": ("quality_summary", "format_summary", (
+        "quality-smollm2", "quality-smollm2-1f1b", "quality-smollm2-affine", "quality-smollm2-forward",
+        "quality-smollm2-late", "quality-smollm2-qkvo", "quality-smollm2-seed1", "quality-smollm2-k2")),
+    "quality-tiny-1000-summary": ("quality_summary", "format_summary", ("quality-tiny-1000-k3", "quality-tiny-1000-k2")),
+}
+
+
 def formatted(report: dict[str, Any]) -> str:
     """What the report's benchmark prints for it (fenced if that is plain text)."""
     bench = report.get("bench", "")
@@ -47,9 +56,12 @@ def formatted(report: dict[str, Any]) -> str:
     module, name, plain = FORMATTERS[bench]
     fmt: Callable[[dict[str, Any]], str] = getattr(importlib.import_module(f"benchmarks.{module}"), name)
     text = fmt(report).rstrip()
-    if plain:
-        return f"```\n{text}\n```"
-    out: list[str] = []  # markdown: every line of text its own paragraph, a table after a blank line
+    return f"```\n{text}\n```" if plain else paragraphs(text)
+
+
+def paragraphs(text: str) -> str:
+    """Markdown of printed text: every line of text its own paragraph, a table after a blank line."""
+    out: list[str] = []
     for line in text.splitlines():
         if out and out[-1] and line and not (line.startswith("|") and out[-1].startswith("|")):
             out.append("")
@@ -57,12 +69,22 @@ def formatted(report: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def render(name: str, results: Path = RESULTS) -> str:
-    """A block's text: the result file's command, then what its benchmark prints."""
+def _load(name: str, results: Path) -> dict[str, Any]:
     path = results / f"{name}.json"
     if not path.exists():
         raise ValueError(f"README block {name!r}: no result file {path}")
-    report = json.loads(path.read_text())
+    return json.loads(path.read_text())
+
+
+def render(name: str, results: Path = RESULTS) -> str:
+    """A block's text: the result file's command, then what its benchmark prints (a summary block:
+    the files it summarises, then its table)."""
+    if name in SUMMARIES:
+        module, fn, names = SUMMARIES[name]
+        summarise = getattr(importlib.import_module(f"benchmarks.{module}"), fn)
+        files = ", ".join(f"`docs/results/{n}.json`" for n in names)
+        return f"From {files}:\n\n{paragraphs(summarise([_load(n, results) for n in names]).rstrip())}\n"
+    report = _load(name, results)
     lines = [f"`{report['command']}` → `docs/results/{name}.json`" if report.get("command") else
              f"`docs/results/{name}.json`", "", formatted(report)]
     return "\n".join(lines) + "\n"

@@ -16,19 +16,18 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from typing import Any
 
 import torch
 from torch import nn
 
-from zerolock_core.config import replace
 from zerolock_core.objectives import local_loss
 from zerolock_core.telemetry import ActivationMeter
-from .probe import probe_costs
-from .runner import Experiment, add_shape_flags, shape, register_experiment
-from .settings import BenchSettings, add_common_flags, ints_arg, report_header
-from .table import markdown_table, mib
+from . import plots
+from .probe import in_process_config, pinned_threads, probe_costs, timed
+from .runner import Experiment
+from .settings import BenchSettings, ints_arg, report_header
+from .table import markdown_table, mib, preamble
 
 VARIANTS = ("omega", "full")
 
@@ -53,27 +52,15 @@ def _peak_bytes(fn, device: torch.device) -> int:
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         fn()
     run = peak = 0
-    for _, delta in sorted(
-        (e.time_range.start, e.self_cpu_memory_usage) for e in prof.events() if e.self_cpu_memory_usage
-    ):
+    for _, delta in sorted((e.time_range.start, e.self_cpu_memory_usage) for e in prof.events()
+                           if e.self_cpu_memory_usage):
         run += delta
         peak = max(peak, run)
     return peak
 
 
-def measure_readout(
-    *,
-    vocab: int,
-    hidden: int,
-    seq_len: int,
-    microbatch: int,
-    answer_tokens: int,
-    variant: str,
-    alpha: float,
-    consistency: str,
-    device: torch.device,
-    repeats: int,
-) -> dict[str, Any]:
+def measure_readout(*, vocab: int, hidden: int, seq_len: int, microbatch: int, answer_tokens: int, variant: str,
+                    alpha: float, consistency: str, device: torch.device, repeats: int) -> dict[str, Any]:
     if variant not in VARIANTS:
         raise ValueError(f"variant {variant!r} is not one of {VARIANTS}")
     if not 1 <= answer_tokens < seq_len:
@@ -105,23 +92,14 @@ def measure_readout(
         h_out.grad = None
 
     step()  # warm-up
-    times = []
-    for _ in range(repeats):
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        t0 = time.perf_counter()
-        step()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        times.append(time.perf_counter() - t0)
+    times = [timed(step, device) for _ in range(repeats)]
     meter.reset_peak()  # nothing is alive between steps: the peak of the next one is its own
     step()
-    saved = meter.peak_bytes
     return {
         "vocab": vocab,
         "variant": variant,
         "time_s": statistics.median(times),
-        "saved_bytes": saved,
+        "saved_bytes": meter.peak_bytes,
         "transient_peak_bytes": _peak_bytes(step, device),
         "logit_rows": int(omega.sum()) if variant == "omega" else microbatch * seq_len,
         "would_ship_bytes": microbatch * seq_len * vocab * 4 if variant == "full" else 0,
@@ -130,16 +108,12 @@ def measure_readout(
 
 def engine_readout_rows(settings: BenchSettings, *, batch: int, microbatches: int) -> dict[str, Any]:
     """Run the engine's own Chunk.readout on a real micro-batch: how many rows of logits it makes."""
-    from pathlib import Path
 
     from zerolock_core.stage_worker import answer_positions
     from zerolock_core.run_setup import build_run_setup
 
-    cfg = replace(
-        settings.pipeline(method="zerolock", stages=2, batch=batch, microbatches=microbatches, out=Path("unused")),
-        out=None,
-    )
-    bench = build_run_setup(cfg)
+    bench = build_run_setup(in_process_config(settings, method="zerolock", stages=2, batch=batch,
+                                              microbatches=microbatches))
     mb = bench.microbatches(0)[0]
     omega, _ = answer_positions(mb)
     with torch.no_grad():
@@ -155,56 +129,25 @@ def engine_readout_rows(settings: BenchSettings, *, batch: int, microbatches: in
     }
 
 
-def run_readout(
-    settings: BenchSettings,
-    *,
-    vocabs: tuple[int, ...],
-    batch: int,
-    microbatches: int,
-    answer_tokens: int | None,
-    hidden: int | None,
-    repeats: int,
-) -> dict[str, Any]:
+def run_readout(settings: BenchSettings, *, vocabs: tuple[int, ...], batch: int, microbatches: int,
+                answer_tokens: int | None, hidden: int | None, repeats: int) -> dict[str, Any]:
     device = torch.device(settings.device)
     engine = engine_readout_rows(settings, batch=batch, microbatches=microbatches)
     d = hidden or engine["hidden"]
     a = answer_tokens or max(1, round(engine["answer_tokens_per_row"]))
-    threads = torch.get_num_threads()
-    torch.set_num_threads(settings.threads)
-    try:
-        rows = [
-            measure_readout(
-                vocab=v,
-                hidden=d,
-                seq_len=settings.seq_len,
-                microbatch=batch // microbatches,
-                answer_tokens=a,
-                variant=var,
-                alpha=settings.alpha,
-                consistency=settings.consistency,
-                device=device,
-                repeats=repeats,
-            )
-            for v in vocabs
-            for var in VARIANTS
-        ]
-    finally:
-        torch.set_num_threads(threads)
+    cell = dict(hidden=d, seq_len=settings.seq_len, microbatch=batch // microbatches, answer_tokens=a,
+                alpha=settings.alpha, consistency=settings.consistency, device=device, repeats=repeats)
+    with pinned_threads(settings.threads):
+        rows = [measure_readout(vocab=v, variant=var, **cell) for v in vocabs for var in VARIANTS]
     probe = probe_costs(settings, stages=2, batch=batch, microbatches=microbatches).per_stage[1]
     return {
         **report_header("readout", settings),
-        "config": {
-            "vocabs": list(vocabs),
-            "hidden": d,
-            "seq_len": settings.seq_len,
-            "microbatch": batch // microbatches,
-            "answer_tokens_per_row": a,
-            "repeats": repeats,
-        },
+        "config": {"vocabs": list(vocabs), "hidden": d, "seq_len": settings.seq_len,
+                   "microbatch": batch // microbatches, "answer_tokens_per_row": a, "repeats": repeats},
         "engine": engine,
         "chunk_context": {
-            "what": f"the {settings.model} model's last chunk of K=2 (V={engine['logits_shape'][1]}),"
-            " probed in this process",
+            "what": f"the {settings.model} model's last chunk of K=2 (V={engine['logits_shape'][1]}), probed in this "
+                    "process",
             "forward_s": probe["F_local"],
             "local_step_s": probe["L"],
             "bp_backward_s": probe["B"],
@@ -214,97 +157,50 @@ def run_readout(
 
 
 def format_report(report: dict[str, Any]) -> str:
-    c, e = report["config"], report["engine"]
-    lines = [
-        f"machine: {report['machine']}",
-        f"d={c['hidden']}, S={c['seq_len']}, micro-batch {c['microbatch']}, |Ω|={c['answer_tokens_per_row']} per row; "
-        f"forward+backward of readout + local loss (median of {c['repeats']})",
-    ]
-    rows = []
+    c, e, ctx = report["config"], report["engine"], report["chunk_context"]
+    lines = preamble(report, f"d={c['hidden']}, S={c['seq_len']}, micro-batch {c['microbatch']}, "
+                             f"|Ω|={c['answer_tokens_per_row']} per row; forward+backward of readout + local loss "
+                             f"(median of {c['repeats']})")
     by_v: dict[int, dict[str, Any]] = {}
     for r in report["results"]:
         by_v.setdefault(r["vocab"], {})[r["variant"]] = r
-    for v, x in by_v.items():
-        o, f = x["omega"], x["full"]
-        rows.append(
-            [
-                v,
-                f"{o['time_s'] * 1e3:.2f}",
-                f"{f['time_s'] * 1e3:.2f}",
-                f"{f['time_s'] / o['time_s']:.1f}x",
-                mib(o["saved_bytes"]),
-                mib(f["saved_bytes"]),
-                mib(o["transient_peak_bytes"]),
-                mib(f["transient_peak_bytes"]),
-                mib(f["would_ship_bytes"]),
-            ]
-        )
-    lines.append(
-        markdown_table(
-            [
-                "V",
-                "Ω ms",
-                "full S×V ms",
-                "full/Ω",
-                "Ω saved MiB",
-                "full saved MiB",
-                "Ω peak MiB",
-                "full peak MiB",
-                "full: log-probs shipped MiB/mb",
-            ],
-            rows,
-        )
-    )
-    ctx = report["chunk_context"]
-    lines.append(
-        f"context: {ctx['what']}: forward {ctx['forward_s'] * 1e3:.1f} ms, local step (readout + loss + "
-        f"backward) {ctx['local_step_s'] * 1e3:.1f} ms, BP backward {ctx['bp_backward_s'] * 1e3:.1f} ms"
-    )
-    lines.append(
-        f"the engine reads out at {e['reads_out_at']}: Chunk.readout gave logits {e['logits_shape']} for a "
-        f"{e['batch_shape']} micro-batch with {e['answer_positions']} answer positions"
-    )
+    rows = [[v, f"{o['time_s'] * 1e3:.2f}", f"{f['time_s'] * 1e3:.2f}", f"{f['time_s'] / o['time_s']:.1f}x",
+             mib(o["saved_bytes"]), mib(f["saved_bytes"]), mib(o["transient_peak_bytes"]),
+             mib(f["transient_peak_bytes"]), mib(f["would_ship_bytes"])]
+            for v, o, f in ((v, x["omega"], x["full"]) for v, x in by_v.items())]
+    lines.append(markdown_table(["V", "Ω ms", "full S×V ms", "full/Ω", "Ω saved MiB", "full saved MiB", "Ω peak MiB",
+                                 "full peak MiB", "full: log-probs shipped MiB/mb"], rows))
+    lines.append(f"context: {ctx['what']}: forward {ctx['forward_s'] * 1e3:.1f} ms, local step (readout + loss + "
+                 f"backward) {ctx['local_step_s'] * 1e3:.1f} ms, BP backward {ctx['bp_backward_s'] * 1e3:.1f} ms")
+    lines.append(f"the engine reads out at {e['reads_out_at']}: Chunk.readout gave logits {e['logits_shape']} for a "
+                 f"{e['batch_shape']} micro-batch with {e['answer_positions']} answer positions")
     return "\n".join(lines)
 
 
 def figures(report: dict[str, Any]):
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("time (fwd + bwd)", "transient peak memory"))
+    fig = plots.panels(("time (fwd + bwd)", "transient peak memory"))
+    panels = ((lambda r: r["time_s"] * 1e3, "ms"), (lambda r: r["transient_peak_bytes"] / 2**20, "MiB"))
     for var, color in zip(VARIANTS, ("#636efa", "#ef553b")):
         rs = [r for r in report["results"] if r["variant"] == var]
         name = "Ω only (engine)" if var == "omega" else "full S×V (authors' code)"
-        style = {"mode": "lines+markers", "legendgroup": var, "line": {"color": color}}
-        fig.add_trace(
-            go.Scatter(x=[r["vocab"] for r in rs], y=[r["time_s"] * 1e3 for r in rs], name=name, **style), row=1, col=1
-        )
-        fig.add_trace(
-            go.Scatter(
-                x=[r["vocab"] for r in rs],
-                y=[r["transient_peak_bytes"] / 2**20 for r in rs],
-                name=name,
-                showlegend=False,
-                **style,
-            ),
-            row=1,
-            col=2,
-        )
+        for col, (value, _) in enumerate(panels, 1):  # one legend entry per variant
+            fig.add_trace(plots.curve(name, [r["vocab"] for r in rs], map(value, rs), color=color, legendgroup=var,
+                                      showlegend=None if col == 1 else False), row=1, col=col)
+    for col, (_, unit) in enumerate(panels, 1):
+        fig.update_yaxes(title_text=unit, row=1, col=col)
     fig.update_xaxes(title_text="vocabulary size V", type="log")
-    fig.update_yaxes(title_text="ms", row=1, col=1)
-    fig.update_yaxes(title_text="MiB", row=1, col=2)
-    fig.update_layout(title="Readout + local loss of one chunk vs vocabulary size")
-    return {"readout_vs_vocab": fig}
+    return {"readout_vs_vocab": fig.update_layout(title="Readout + local loss of one chunk vs vocabulary size")}
+
+
+EXPERIMENT = Experiment(
+    name="readout", run=run_readout, figures=figures, format_report=format_report, steps=1, runs=False,
+    shape={"stages": None, "methods": False},
+    arguments=lambda a, out: dict(vocabs=a.vocabs, answer_tokens=a.answer_tokens, hidden=a.hidden, repeats=a.timings))
 
 
 def register(p: argparse.ArgumentParser) -> None:
-    add_common_flags(p, steps=1)
-    add_shape_flags(p, stages=None, methods=False)
+    EXPERIMENT.register(p)
     p.add_argument("--vocabs", type=ints_arg, default=(2048, 8192, 32000))
     p.add_argument("--answer-tokens", type=int, default=None, help="|Ω| per row (default: the dataset's)")
     p.add_argument("--hidden", type=int, default=None, help="hidden size d (default: the model's)")
     p.add_argument("--timings", type=int, default=7, help="timed forward+backward passes per cell (median)")
-    register_experiment(p, Experiment(
-        name="readout", run=run_readout, figures=figures, format_report=format_report,
-        arguments=lambda a, out: dict(shape(a), vocabs=a.vocabs, answer_tokens=a.answer_tokens, hidden=a.hidden,
-                                      repeats=a.timings)))

@@ -14,12 +14,11 @@ from typing import Any
 
 from zerolock_core.config import RunConfig, replace
 from zerolock_core.runtime.run import Run
-from .runner import Experiment, add_shape_flags, register_experiment, shape
-from .settings import BenchSettings, add_common_flags, report_header
+from .runner import Experiment
+from .settings import BenchSettings, report_header
+from .table import preamble
 
 PAPER = {"zerolock": {"total_ms": 2013.1, "MiB": 96}, "1f1b": {"total_ms": 2381.2, "MiB": 192}}
-
-
 VARIANTS = (("zerolock", False), ("zerolock", True), ("1f1b", False), ("1f1b", True))
 
 
@@ -47,20 +46,13 @@ def fail_one_run(cfg: RunConfig, *, stage: int, step: int, mode: str) -> dict[st
     return metrics
 
 
-def run_recovery(
-    settings: BenchSettings,
-    *,
-    out: Path,
-    stages: int,
-    batch: int,
-    microbatches: int,
-    fail_stage: int,
-    fail_step: int,
-    ckpt_every: int,
-    mode: str,
-    repeats: int,
-    variants: tuple[tuple[str, bool], ...] = VARIANTS,
-) -> dict[str, Any]:
+def _mean_std(xs: list[float]) -> dict[str, float]:
+    return {"mean": statistics.fmean(xs), "std": statistics.pstdev(xs) if len(xs) > 1 else 0.0}
+
+
+def run_recovery(settings: BenchSettings, *, out: Path, stages: int, batch: int, microbatches: int, fail_stage: int,
+                 fail_step: int, ckpt_every: int, mode: str, repeats: int,
+                 variants: tuple[tuple[str, bool], ...] = VARIANTS) -> dict[str, Any]:
     """Every (method, warm standby?) variant `repeats` times, round-robin; every recovery is kept
     (mean ± std over them), not the best."""
     if not 0 <= fail_stage < stages:
@@ -70,22 +62,14 @@ def run_recovery(
     rows: dict[str, list[dict[str, Any]]] = {variant_name(m, w): [] for m, w in variants}
     for r in range(repeats):
         for method, warm in variants:
+            name = variant_name(method, warm)
             cfg = settings.pipeline(method=method, stages=stages, batch=batch, microbatches=microbatches,
-                                    out=out / f"{variant_name(method, warm).replace(' +', '-')}-{r}")
+                                    out=out / f"{name.replace(' +', '-')}-{r}")
             cfg = replace(cfg, train={"ckpt_every": ckpt_every, "warm_standby": "on" if warm else "off"})
-            m = fail_one_run(cfg, stage=fail_stage, step=fail_step, mode=mode)
-            rows[variant_name(method, warm)].extend(m["recovery"])
-    summary = {}
-    for method, recs in rows.items():
-
-        def stat(key: str) -> dict[str, float]:
-            xs = [x[key] for x in recs]
-            return {"mean": statistics.fmean(xs), "std": statistics.pstdev(xs) if len(xs) > 1 else 0.0}
-
-        summary[method] = {
-            k: stat(k)
-            for k in ("detect_s", "restore_s", "replay_s", "total_s", "replayed_microbatches", "bytes_transferred")
-        }
+            rows[name].extend(fail_one_run(cfg, stage=fail_stage, step=fail_step, mode=mode)["recovery"])
+    summary = {method: {k: _mean_std([x[k] for x in recs]) for k in ("detect_s", "restore_s", "replay_s", "total_s",
+                                                                      "replayed_microbatches", "bytes_transferred")}
+               for method, recs in rows.items()}
     return report_header("recovery", settings, config={
         "stages": stages, "batch": batch, "microbatches": microbatches, "steps": settings.steps,
         "fail": f"{fail_stage}@{fail_step}:{mode}", "ckpt_every": ckpt_every, "repeats": repeats,
@@ -93,33 +77,31 @@ def run_recovery(
 
 
 def format_table(report: dict[str, Any]) -> str:
-    lines = [
-        f"machine: {report['machine']}",
-        "config: " + ", ".join(f"{k}={v}" for k, v in report["config"].items()),
-        f"{'method':<18} {'detect ms':>10} {'restore ms':>11} {'replay ms':>10} {'total ms':>14} "
-        f"{'replayed mb':>12} {'MiB moved':>10} {'paper total ms':>15} {'paper MiB':>10}",
-    ]
+    lines = preamble(report, "config: " + ", ".join(f"{k}={v}" for k, v in report["config"].items()),
+                     f"{'method':<18} {'detect ms':>10} {'restore ms':>11} {'replay ms':>10} {'total ms':>14} "
+                     f"{'replayed mb':>12} {'MiB moved':>10} {'paper total ms':>15} {'paper MiB':>10}")
     for method, s in report["summary"].items():
         p = report["paper"][method.split()[0]]
-        lines.append(
-            f"{method:<18} {s['detect_s']['mean'] * 1e3:>10.0f} {s['restore_s']['mean'] * 1e3:>11.0f} "
-            f"{s['replay_s']['mean'] * 1e3:>10.0f} "
-            f"{s['total_s']['mean'] * 1e3:>8.0f} ± {s['total_s']['std'] * 1e3:<4.0f}"
-            f"{s['replayed_microbatches']['mean']:>12.1f} {s['bytes_transferred']['mean'] / 2**20:>10.3f} "
-            f"{p['total_ms']:>15.1f} {p['MiB']:>10}"
-        )
+        ms = {k: s[f"{k}_s"]["mean"] * 1e3 for k in ("detect", "restore", "replay", "total")}
+        lines.append(f"{method:<18} {ms['detect']:>10.0f} {ms['restore']:>11.0f} {ms['replay']:>10.0f} "
+                     f"{ms['total']:>8.0f} ± {s['total_s']['std'] * 1e3:<4.0f}"
+                     f"{s['replayed_microbatches']['mean']:>12.1f} {s['bytes_transferred']['mean'] / 2**20:>10.3f} "
+                     f"{p['total_ms']:>15.1f} {p['MiB']:>10}")
     return "\n".join(lines)
 
 
+# 60 steps: enough for the standby to be ready mid-run; --repeats here: every variant this many times, all kept
+# (mean ± std); b=8 × m=8: the paper's b=1 per micro-batch
+EXPERIMENT = Experiment(
+    name="recovery", run=run_recovery, format_report=format_table, steps=60, defaults={"repeats": 3},
+    shape={"stages": 3, "batch": 8, "microbatches": 8, "methods": False}, runs=False, out=True,
+    arguments=lambda a, out: dict(fail_stage=a.fail_stage, fail_step=a.fail_step, ckpt_every=a.ckpt_every,
+                                  mode=a.mode, repeats=a.repeats))
+
+
 def register(p: argparse.ArgumentParser) -> None:
-    add_common_flags(p, steps=60)  # enough for the standby to be ready mid-run
-    p.set_defaults(repeats=3)  # here: every variant this many times, all kept (mean ± std)
-    add_shape_flags(p, stages=3, batch=8, microbatches=8, methods=False)  # the paper's b=1 per micro-batch × m=8
+    EXPERIMENT.register(p)
     p.add_argument("--fail-stage", type=int, default=1)
     p.add_argument("--fail-step", type=int, default=5)
     p.add_argument("--ckpt-every", type=int, default=2)
     p.add_argument("--mode", default="kill", choices=("kill", "stop", "post-step", "mid-ckpt"))
-    register_experiment(p, Experiment(
-        name="recovery", run=run_recovery, figures=lambda report: {}, format_report=format_table,
-        arguments=lambda a, out: dict(shape(a), out=out, fail_stage=a.fail_stage, fail_step=a.fail_step,
-                                      ckpt_every=a.ckpt_every, mode=a.mode, repeats=a.repeats)))

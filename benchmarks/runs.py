@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from zerolock_core.config import RunConfig
-from zerolock_core.runtime.launch import PipelineFailed, train_pipeline
 from zerolock_core.telemetry import read_events
 
 OOM_MARKERS = ("MemoryBudgetExceeded", "OutOfMemoryError", "CUDA out of memory")
@@ -95,6 +94,11 @@ class PipelineRuns:
         self.prefetch([cfg])
         return self._done[config_key(cfg)]
 
+    def outcomes(self, cfgs: list[RunConfig]) -> list[RunOutcome]:
+        """The best run of every config, all of them run round-robin first (see `prefetch`)."""
+        self.prefetch(cfgs)
+        return [self.run(c) for c in cfgs]
+
     def run(self, cfg: RunConfig) -> RunOutcome:
         """The best of the config's repeats (`cfg.out` is ignored: runs go under `root/runs/`)."""
         outcomes = self.all(cfg)
@@ -103,6 +107,7 @@ class PipelineRuns:
 
     def _run_once(self, cfg: RunConfig, repeat: int) -> RunOutcome:
         from zerolock_core.config import replace
+        from zerolock_core.runtime.launch import PipelineFailed, train_pipeline  # torch: only when a run starts
 
         out = self.dir_for(cfg, repeat)
         cfg = replace(cfg, out=str(out))

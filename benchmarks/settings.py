@@ -9,7 +9,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from app.palette import method_colour
 from zerolock_core.config import DataConfig, LinkConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig
@@ -131,12 +131,20 @@ def results_dir(name: str, out: str | None) -> Path:
     return Path(out or f"results/{name}-{time.strftime('%Y%m%d-%H%M%S')}")
 
 
-def methods_arg(text: str) -> tuple[str, ...]:
-    names = tuple(t.strip() for t in text.split(",") if t.strip())
-    bad = [n for n in names if n not in METHODS]
-    if bad or not names:
-        raise argparse.ArgumentTypeError(f"--methods: {', '.join(bad) or '(none)'} not in {', '.join(METHODS)}")
-    return names
+def choices_arg(flag: str, allowed: tuple[str, ...]) -> Callable[[str], tuple[str, ...]]:
+    """The argparse type of a comma-separated list of names from `allowed`."""
+
+    def parse(text: str) -> tuple[str, ...]:
+        names = tuple(t.strip() for t in text.split(",") if t.strip())
+        bad = [n for n in names if n not in allowed]
+        if bad or not names:
+            raise argparse.ArgumentTypeError(f"{flag}: {', '.join(bad) or '(none)'} not in {', '.join(allowed)}")
+        return names
+
+    return parse
+
+
+methods_arg = choices_arg("--methods", METHODS)
 
 
 def ints_arg(text: str) -> tuple[int, ...]:

@@ -24,47 +24,36 @@ validation above shows that, but it must not leak into a comparison of methods.)
 from __future__ import annotations
 
 import argparse
+from functools import partial
 from typing import Any
 
-from zerolock_core.schedule import LINK_PROFILES, Costs, build_schedule, simulate
+from zerolock_core.schedule import LINK_PROFILES, Costs, build_schedule, schedulable, simulate
+from . import plots
+from .comparison import BASELINES
 from .machine import oversubscribed
-from .measure import skip_windows
+from .measure import depth_cases, skip_windows
 from .prediction import link_for, predict
 from .probe import probe_costs
-from .runner import Experiment, add_shape_flags, pipeline_runs, shape, register_experiment
+from .runner import Experiment
 from .runs import PipelineRuns
-from .settings import (
-    METHODS,
-    BenchSettings,
-    add_common_flags,
-    ints_arg,
-    report_header,
-)
-from .table import markdown_table, pct
-from .spans import (
-    activation_per_microbatch,
-    costs_from_spans,
-    held_activation_peak,
-    mean_costs,
-    spans_from_events,
-    throughput,
-    window_start,
-)
+from .settings import METHODS, BenchSettings, ints_arg, report_header
+from .table import markdown_table, mib, pct, preamble
+from .spans import (activation_per_microbatch, costs_from_spans, held_activation_peak, mean_costs, spans_from_events,
+                    throughput, window_start)
 
 TOLERANCE = 0.10
 EXTRAPOLATE_LINKS = ("ideal", "local", "wifi", "mobile", "constrained")
 
 
-def validate_one(
-    settings: BenchSettings,
-    runs: PipelineRuns,
-    *,
-    method: str,
-    stages: int,
-    batch: int,
-    microbatches: int,
-    probe: dict[int, dict[str, float]] | None,
-) -> tuple[dict[str, Any], dict[int, dict[str, float]], int]:
+def stage_costs(method: str, hidden_bytes: int, per_stage: Any) -> Costs:
+    """Costs from `per_stage` alone (no defaults); BP methods send a gradient as large as each hidden state."""
+    return Costs(forward=0.0, local=0.0, backward=0.0, step=0.0, hidden_bytes=hidden_bytes,
+                 grad_bytes=0 if method == "zerolock" else hidden_bytes, per_stage=per_stage)
+
+
+def validate_one(settings: BenchSettings, runs: PipelineRuns, *, method: str, stages: int, batch: int,
+                 microbatches: int, probe: dict[int, dict[str, float]] | None,
+                 ) -> tuple[dict[str, Any], dict[int, dict[str, float]], int]:
     """(the comparison row, the run's mean per-action costs, its hidden-state bytes)"""
     o = runs.run(settings.pipeline(method=method, stages=stages, batch=batch, microbatches=microbatches, out=runs.root))
     steps, skip = settings.steps, skip_windows(settings.steps)
@@ -73,18 +62,9 @@ def validate_one(
     hidden = max((e["sent"] for e in o.events if e["kind"] == "SF"), default=0)
     grad = 0 if method == "zerolock" else hidden
     costs = costs_from_spans(spans, stages=stages, hidden_bytes=hidden, grad_bytes=grad, skip_before=start)
-    link = link_for(o.cfg.link)
-    pred = predict(
-        method=method,
-        stages=stages,
-        batch=batch,
-        microbatches=microbatches,
-        windows=steps,
-        costs=costs,
-        link=link,
-        inflight_limit=settings.inflight_depth,
-        skip_windows=skip,
-    )
+    forecast = partial(predict, method=method, stages=stages, batch=batch, microbatches=microbatches, windows=steps,
+                       link=link_for(o.cfg.link), inflight_limit=settings.inflight_depth, skip_windows=skip)
+    pred = forecast(costs=costs)
     measured = throughput(spans, batch=batch, microbatches=microbatches, windows=steps, skip_windows=skip)
     per_mb = activation_per_microbatch(o.events, stages)
     row = {
@@ -105,20 +85,7 @@ def validate_one(
     row["inflight_exact"] = row["measured_inflight"] == row["predicted_inflight"]
     row["within_tolerance"] = row["error"] is not None and abs(row["error"]) <= TOLERANCE
     if probe is not None:
-        pc = _probe_costs_for(method, probe)
-        pp = predict(
-            method=method,
-            stages=stages,
-            batch=batch,
-            microbatches=microbatches,
-            windows=steps,
-            costs=Costs(
-                forward=0.0, local=0.0, backward=0.0, step=0.0, hidden_bytes=hidden, grad_bytes=grad, per_stage=pc
-            ),
-            link=link,
-            inflight_limit=settings.inflight_depth,
-            skip_windows=skip,
-        )
+        pp = forecast(costs=stage_costs(method, hidden, _probe_costs_for(method, probe)))
         row["probe_predicted_samples_per_s"] = pp.samples_per_s
         row["probe_error"] = pp.samples_per_s / measured - 1.0 if measured else None
     return row, mean_costs(spans, stages=stages, skip_before=start), hidden
@@ -129,45 +96,21 @@ def _probe_costs_for(method: str, probe: dict[int, dict[str, float]]) -> dict[in
     return {s: {"F": c[forward], "L": c["L"], "B": c["B"], "STEP": c["STEP"]} for s, c in probe.items()}
 
 
-def extrapolate(
-    base: dict[str, dict[int, dict[str, float]]],
-    *,
-    hidden_bytes: int,
-    microbatch_size: int,
-    stages: tuple[int, ...],
-    windows: int,
-    inflight_limit: int,
-) -> list[dict[str, Any]]:
+def extrapolate(base: dict[str, dict[int, dict[str, float]]], *, hidden_bytes: int, microbatch_size: int,
+                stages: tuple[int, ...], windows: int, inflight_limit: int) -> list[dict[str, Any]]:
     """Predictions for deeper pipelines from one measured run per method (see module docstring)."""
     rows = []
     for k in stages:
         m = 2 * k
         for link_name in EXTRAPOLATE_LINKS:
-            link = LINK_PROFILES[link_name]
-            row: dict[str, Any] = {
-                "stages": k,
-                "microbatches": m,
-                "batch": m * microbatch_size,
-                "link": link_name,
-                "samples_per_s": {},
-            }
+            row: dict[str, Any] = {"stages": k, "microbatches": m, "batch": m * microbatch_size, "link": link_name,
+                                   "samples_per_s": {}}
             for method, per_stage in base.items():
                 last = max(per_stage)
-                costs = Costs(
-                    forward=0.0,
-                    local=0.0,
-                    backward=0.0,
-                    step=0.0,
-                    hidden_bytes=hidden_bytes,
-                    grad_bytes=0 if method == "zerolock" else hidden_bytes,
-                    per_stage=lambda s, kind, ps=per_stage, last=last: ps[0 if s == 0 else last].get(kind, 0.0),
-                )
-                result = simulate(
-                    build_schedule(method, stages=k, microbatches=m, windows=windows),
-                    costs=costs,
-                    link=link,
-                    inflight_limit=inflight_limit,
-                )
+                costs = stage_costs(method, hidden_bytes,
+                                    lambda s, kind, ps=per_stage, last=last: ps[0 if s == 0 else last].get(kind, 0.0))
+                result = simulate(build_schedule(method, stages=k, microbatches=m, windows=windows), costs=costs,
+                                  link=LINK_PROFILES[link_name], inflight_limit=inflight_limit)
                 row["samples_per_s"][method] = result.throughput_microbatches_per_s * microbatch_size
             z = row["samples_per_s"].get("zerolock")
             row["zerolock_vs"] = {b: z / v - 1.0 for b, v in row["samples_per_s"].items() if b != "zerolock" and z}
@@ -175,54 +118,26 @@ def extrapolate(
     return rows
 
 
-def run_simulator(
-    settings: BenchSettings,
-    *,
-    runs: PipelineRuns,
-    stages: tuple[int, ...],
-    batch: int,
-    microbatches: int,
-    methods: tuple[str, ...] = METHODS,
-    extrapolate_to: tuple[int, ...] = (8, 16),
-    with_probe: bool = True,
-) -> dict[str, Any]:
+def run_simulator(settings: BenchSettings, *, runs: PipelineRuns, stages: tuple[int, ...], batch: int,
+                  microbatches: int, methods: tuple[str, ...] = METHODS, extrapolate_to: tuple[int, ...] = (8, 16),
+                  with_probe: bool = True) -> dict[str, Any]:
     if settings.steps < 2:
         raise ValueError("--steps must be at least 2: the first window is warm-up and is not compared")
     rows, base, hidden = [], {}, 0
-    runs.prefetch(
-        [
-            settings.pipeline(method=m, stages=k, batch=batch, microbatches=microbatches, out=runs.root)
-            for k in stages
-            for m in methods
-            if not (m == "1f1b" and microbatches < k)
-        ]
-    )
+    geometry = dict(batch=batch, microbatches=microbatches)
+    runs.prefetch([settings.pipeline(**case, out=runs.root) for case in depth_cases(stages, methods, **geometry)])
     for k in stages:
-        probe = (
-            probe_costs(settings, stages=k, batch=batch, microbatches=microbatches).per_stage if with_probe else None
-        )
+        probe = probe_costs(settings, stages=k, **geometry).per_stage if with_probe else None
         for m in methods:
-            if m == "1f1b" and microbatches < k:
+            if not schedulable(m, stages=k, microbatches=microbatches):
                 continue
-            row, costs, hidden_k = validate_one(
-                settings, runs, method=m, stages=k, batch=batch, microbatches=microbatches, probe=probe
-            )
+            row, costs, hidden_k = validate_one(settings, runs, method=m, stages=k, **geometry, probe=probe)
             rows.append(row)
             if k == min(stages):  # the base of the extrapolation: probed costs if any (see module docstring)
                 base[m] = costs if probe is None else _probe_costs_for(m, probe)
                 hidden = hidden_k
-    extra = (
-        extrapolate(
-            base,
-            hidden_bytes=hidden,
-            microbatch_size=batch // microbatches,
-            stages=extrapolate_to,
-            windows=settings.steps,
-            inflight_limit=settings.inflight_depth,
-        )
-        if extrapolate_to
-        else []
-    )
+    extra = extrapolate(base, hidden_bytes=hidden, microbatch_size=batch // microbatches, stages=extrapolate_to,
+                        windows=settings.steps, inflight_limit=settings.inflight_depth) if extrapolate_to else []
     return {
         **report_header("simulator", settings),
         "config": {
@@ -241,109 +156,57 @@ def run_simulator(
 
 def format_report(report: dict[str, Any]) -> str:
     c = report["config"]
-    lines = [
-        f"machine: {report['machine']}",
-        f"b={c['batch']}, m={c['microbatches']}; samples/s after the first window; * = oversubscribed",
-    ]
+    lines = preamble(report, f"b={c['batch']}, m={c['microbatches']}; samples/s after the first window; "
+                             "* = oversubscribed")
     rows = []
     for r in report["validation"]:
-        rows.append(
-            [
-                r["stages"],
-                r["method"],
-                f"{r['measured_samples_per_s']:.1f}" + ("*" if r["oversubscribed"] else ""),
-                f"{r['predicted_samples_per_s']:.1f}",
-                pct(r["error"]),
-                pct(r.get("probe_error")) if "probe_error" in r else "—",
-                f"{r['measured_inflight']} / {r['predicted_inflight']}" + ("" if r["inflight_exact"] else " ≠"),
-                " / ".join(
-                    f"{a / 2**20:.2f}/{b / 2**20:.2f}"
-                    for a, b in zip(r["measured_held_activation_bytes"], r["predicted_held_activation_bytes"])
-                ),
-            ]
-        )
-    lines.append(
-        markdown_table(
-            [
-                "K",
-                "method",
-                "measured",
-                "simulated (events)",
-                "error",
-                "error (probe costs)",
-                "in-flight meas / sim",
-                "held act MiB meas/sim per stage",
-            ],
-            rows,
-        )
-    )
+        held = zip(r["measured_held_activation_bytes"], r["predicted_held_activation_bytes"])
+        star = "*" if r["oversubscribed"] else ""
+        rows.append([r["stages"], r["method"], f"{r['measured_samples_per_s']:.1f}{star}",
+                     f"{r['predicted_samples_per_s']:.1f}", pct(r["error"]), pct(r.get("probe_error")),
+                     f"{r['measured_inflight']} / {r['predicted_inflight']}" + ("" if r["inflight_exact"] else " ≠"),
+                     " / ".join(f"{mib(a)}/{mib(b)}" for a, b in held)])
+    lines.append(markdown_table(["K", "method", "measured", "simulated (events)", "error", "error (probe costs)",
+                                 "in-flight meas / sim", "held act MiB meas/sim per stage"], rows))
     if report["predictions"]:
-        lines.append(
-            f"PREDICTIONS (simulator only, nothing run): m = 2K, every stage costed like a stage of the "
-            f"K={c['extrapolation_base_stages']} split (costs from the "
-            f"{c.get('extrapolation_costs_from', 'events of each run')}); samples/s"
-        )
+        lines.append(f"PREDICTIONS (simulator only, nothing run): m = 2K, every stage costed like a stage of the "
+                     f"K={c['extrapolation_base_stages']} split (costs from the "
+                     f"{c.get('extrapolation_costs_from', 'events of each run')}); samples/s")
         methods = list(report["predictions"][0]["samples_per_s"])
-        prow = [
-            [
-                p["stages"],
-                p["link"],
-                *[f"{p['samples_per_s'][m]:.1f}" for m in methods],
-                *[pct(p["zerolock_vs"].get(b)) for b in ("gpipe", "1f1b", "pipedream") if b in methods],
-            ]
-            for p in report["predictions"]
-        ]
-        lines.append(
-            markdown_table(
-                ["K", "link", *methods, *[f"zerolock vs {b}" for b in ("gpipe", "1f1b", "pipedream") if b in methods]],
-                prow,
-            )
-        )
+        baselines = [b for b in BASELINES if b in methods]
+        prow = [[p["stages"], p["link"], *[f"{p['samples_per_s'][m]:.1f}" for m in methods],
+                 *[pct(p["zerolock_vs"].get(b)) for b in baselines]] for p in report["predictions"]]
+        lines.append(markdown_table(["K", "link", *methods, *[f"zerolock vs {b}" for b in baselines]], prow))
     return "\n".join(lines)
 
 
 def figures(report: dict[str, Any]):
-    import plotly.graph_objects as go
-
     v = report["validation"]
     labels = [f"K={r['stages']} {r['method']}" for r in v]
-    val = go.Figure(
-        [
-            go.Bar(name="measured", x=labels, y=[r["measured_samples_per_s"] for r in v]),
-            go.Bar(name="simulated (event costs)", x=labels, y=[r["predicted_samples_per_s"] for r in v]),
-        ]
-    )
+    series = [("measured", "measured_samples_per_s"), ("simulated (event costs)", "predicted_samples_per_s")]
     if all("probe_predicted_samples_per_s" in r for r in v):
-        val.add_trace(
-            go.Bar(name="simulated (probe costs)", x=labels, y=[r["probe_predicted_samples_per_s"] for r in v])
-        )
-    val.update_layout(barmode="group", yaxis_title="samples/s", title="Simulator vs measured")
-    figs = {"simulator_validation": val}
-    if report["predictions"]:
-        pred = go.Figure()
-        methods = list(report["predictions"][0]["samples_per_s"])
-        for k in sorted({p["stages"] for p in report["predictions"]}):
-            ps = [p for p in report["predictions"] if p["stages"] == k]
-            for m in methods:
-                pred.add_trace(
-                    go.Scatter(
-                        name=f"K={k} {m}",
-                        x=[p["link"] for p in ps],
-                        y=[p["samples_per_s"][m] for p in ps],
-                        mode="lines+markers",
-                    )
-                )
-        pred.update_layout(yaxis_title="samples/s (PREDICTED)", title="PREDICTION: deeper pipelines and slower links")
-        figs["simulator_predictions"] = pred
+        series.append(("simulated (probe costs)", "probe_predicted_samples_per_s"))
+    figs = {"simulator_validation": plots.figure([plots.bar(name, labels, [r[key] for r in v]) for name, key in series],
+                                                 barmode="group", yaxis_title="samples/s",
+                                                 title="Simulator vs measured")}
+    if preds := report["predictions"]:
+        methods = list(preds[0]["samples_per_s"])
+        traces = []
+        for k in sorted({p["stages"] for p in preds}):
+            ps = [p for p in preds if p["stages"] == k]
+            traces += [plots.curve(f"K={k} {m}", [p["link"] for p in ps], [p["samples_per_s"][m] for p in ps])
+                       for m in methods]
+        figs["simulator_predictions"] = plots.figure(traces, yaxis_title="samples/s (PREDICTED)",
+                                                     title="PREDICTION: deeper pipelines and slower links")
     return figs
 
 
+EXPERIMENT = Experiment(name="simulator", run=run_simulator, figures=figures, format_report=format_report,
+                        shape={"stages": (2, 3)},
+                        arguments=lambda a, out: dict(extrapolate_to=a.extrapolate, with_probe=not a.no_probe))
+
+
 def register(p: argparse.ArgumentParser) -> None:
-    add_common_flags(p, steps=4)
-    add_shape_flags(p, stages=(2, 3))
+    EXPERIMENT.register(p)
     p.add_argument("--extrapolate", type=ints_arg, default=(8, 16), help="K values to predict (m = 2K)")
     p.add_argument("--no-probe", action="store_true", help="skip the in-process cost probe column")
-    register_experiment(p, Experiment(
-        name="simulator", run=run_simulator, figures=figures, format_report=format_report,
-        arguments=lambda a, out: dict(shape(a), runs=pipeline_runs(a, out), extrapolate_to=a.extrapolate,
-                                      with_probe=not a.no_probe)))

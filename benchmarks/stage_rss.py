@@ -17,8 +17,9 @@ from typing import Any
 
 from zerolock_core.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from .presets import resolve_bench_model
-from .runner import Experiment, register_experiment
-from .settings import BenchSettings, add_common_flags, ints_arg, report_header
+from . import plots
+from .runner import Experiment
+from .settings import BenchSettings, ints_arg, report_header
 from .table import markdown_table, mib
 
 MODES = ("partial", "full")
@@ -38,7 +39,8 @@ def run_stage_rss(settings: BenchSettings, *, stages: tuple[int, ...], modes: tu
     model = resolve_bench_model(settings.model)  # converts / builds a preset once, before the timings
     results: dict[str, Any] = {}
     for k in stages:
-        cfg = RunConfig(model=ModelConfig(model=model), data=DataConfig(dataset=settings.dataset, seq_len=settings.seq_len),
+        cfg = RunConfig(model=ModelConfig(model=model),
+                        data=DataConfig(dataset=settings.dataset, seq_len=settings.seq_len),
                         train=TrainConfig(runtime="pipeline", method="zerolock", stages=k, threads=1))
         for mode in modes:
             print(f"  K={k} {mode} ...", file=sys.stderr, flush=True)
@@ -52,11 +54,10 @@ def format_report(report: dict[str, Any]) -> str:
     rows = []
     for r in report["results"].values():
         ps = r["per_stage"]
-        rows.append([str(r["stages"]), r["mode"],
-                     " / ".join(mib(s["rss"] - s["floor_rss"]) for s in ps),
-                     " / ".join(mib(s["peak_rss"] - s["floor_rss"]) for s in ps),
-                     " / ".join(mib(s["chunk_param_bytes"]) for s in ps),
-                     mib(ps[0]["floor_rss"]), mib(r["startup_peak_rss"])])
+        beyond = lambda key: " / ".join(mib(s[key] - s["floor_rss"]) for s in ps)  # noqa: E731
+        rows.append([str(r["stages"]), r["mode"], beyond("rss"), beyond("peak_rss"),
+                     " / ".join(mib(s["chunk_param_bytes"]) for s in ps), mib(ps[0]["floor_rss"]),
+                     mib(r["startup_peak_rss"])])
     return ("MiB per stage process (stage 0 / 1 / ...), beyond the floor every process pays before any "
             "weight (Python + torch + transformers + peft + tokenizer + data); 'resident' is with every "
             "weight of the chunk touched, as after the first forward\n"
@@ -65,21 +66,14 @@ def format_report(report: dict[str, Any]) -> str:
 
 
 def figures(report: dict[str, Any]):
-    import plotly.graph_objects as go
-
-    fig = go.Figure()
+    traces = []
     for mode, color in zip(MODES, ("#636efa", "#bbbbbb")):
-        xs, ys = [], []
-        for r in report["results"].values():
-            if r["mode"] == mode:
-                for s, st in enumerate(r["per_stage"]):
-                    xs.append(f"K={r['stages']} s{s}")
-                    ys.append((st["rss"] - st["floor_rss"]) / 2**20)
-        if xs:
-            fig.add_trace(go.Bar(x=xs, y=ys, name=f"{mode} load", marker_color=color))
-    fig.update_layout(barmode="group", yaxis_title="MiB beyond the runtime floor",
-                      title=f"Per-stage resident memory after loading, {report['settings']['model']}")
-    return {"stage_rss": fig}
+        bars = [(f"K={r['stages']} s{s}", (st["rss"] - st["floor_rss"]) / 2**20) for r in report["results"].values()
+                if r["mode"] == mode for s, st in enumerate(r["per_stage"])]
+        if bars:
+            traces.append(plots.bar(f"{mode} load", *zip(*bars), marker_color=color))
+    return {"stage_rss": plots.figure(traces, barmode="group", yaxis_title="MiB beyond the runtime floor",
+                                      title=f"Per-stage resident memory after loading, {report['settings']['model']}")}
 
 
 def _stage_rss_arguments(a: argparse.Namespace, out: Path) -> dict[str, Any]:
@@ -90,9 +84,11 @@ def _stage_rss_arguments(a: argparse.Namespace, out: Path) -> dict[str, Any]:
     return dict(stages=a.stages_list, modes=modes)
 
 
+EXPERIMENT = Experiment(name="stage_rss", run=run_stage_rss, arguments=_stage_rss_arguments, figures=figures,
+                        format_report=format_report, steps=1, seq_len=64, shape=None, runs=False)
+
+
 def register(p: argparse.ArgumentParser) -> None:
-    add_common_flags(p, steps=1, seq_len=64)
+    EXPERIMENT.register(p)
     p.add_argument("--stages-list", type=ints_arg, default=(1, 2, 3, 5), help="K values to measure")
     p.add_argument("--modes", default="partial,full", help="partial (what stages do) and/or full (load all, keep one)")
-    register_experiment(p, Experiment(name="stage_rss", run=run_stage_rss, arguments=_stage_rss_arguments,
-                                      figures=figures, format_report=format_report))

@@ -21,6 +21,16 @@ def mib(nbytes: float | None) -> str:
     return "—" if nbytes is None else f"{nbytes / 2**20:.2f}"
 
 
+def joined(values: Sequence[float], spec: str = ".2f", sep: str = " ") -> str:
+    """Numbers in one cell: "0.91 0.88"."""
+    return sep.join(format(v, spec) for v in values)
+
+
+def preamble(report: dict[str, Any], *lines: str) -> list[str]:
+    """The first lines of every printed report: the machine, then what the experiment says of its setup."""
+    return [f"machine: {report['machine']}", *lines]
+
+
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     cells = [[str(h) for h in headers]] + [[fmt(c) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import time
 
 import pytest
@@ -16,6 +15,7 @@ from app.server import ServeOptions, check_binding
 from app.ui import build_app
 from zerolock_core.config import ConfigError, RunConfig, replace
 from zerolock_core.runtime.processes import server_pid
+from benchmarks.machine import free_port
 
 pytestmark = [pytest.mark.filterwarnings("ignore:.*no_silent_downcasting"),  # inside gradio's queue, harmless
               pytest.mark.filterwarnings("ignore:The copy keyword is deprecated")]
@@ -23,12 +23,6 @@ pytestmark = [pytest.mark.filterwarnings("ignore:.*no_silent_downcasting"),  # i
 # the tiny run of the issue: K=2, 3 steps, batch 4 in 2 micro-batches, sequence length 32
 TINY = dict(methods=["zerolock"], stages=2, batch=4, microbatches=2, alpha="0.5", consistency="reverse", steps=3,
             seed=0, link="none", seq_len=32, eval_size=8, lr=2e-3, fail_stage=1, fail_step=2, fail_mode="none")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import sys
 import time
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from app.ui import build_app
+from benchmarks.machine import free_port
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -54,12 +54,6 @@ def chromium_or_skip() -> Path:
     if os.environ.get("CI"):
         pytest.fail("CI is set but /usr/bin/chromium is missing: scripts/setup.sh should have installed it")
     pytest.skip("Debian's chromium is not installed (apt-get install chromium); browser tier skipped")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

@@ -113,3 +113,37 @@ def test_every_committed_result_file_is_a_readme_block():
     shown = set(blocks(README.read_text()))
     committed = {p.stem for p in RESULTS.glob("*.json")}
     assert committed - shown == set(), "committed result files no README block shows"
+
+
+def test_every_summary_block_summarises_committed_files_shown_in_full_too():
+    from benchmarks.readme import README, SUMMARIES, blocks
+
+    shown = set(blocks(README.read_text()))
+    for name, (_, _, files) in SUMMARIES.items():
+        assert name in shown, f"summary {name} is in no README block"
+        assert set(files) <= shown, f"summary {name}: every file it summarises has its own block too"
+
+
+@pytest.mark.parametrize("config,label", [
+    ({"stages": 3, "seeds": [0]}, "bp"),
+    ({"stages": 2, "seeds": [0]}, "K=2: bp"),
+    ({"stages": 3, "seeds": [1]}, "seed 1: bp"),
+    ({"stages": 3, "seeds": [0], "lora_targets": ["q_proj", "k_proj"]}, "LoRA on q, k: bp"),
+    ({"stages": 3, "seeds": [0], "boundaries": "even split"}, "bp"),  # None and "even split" are the same split
+    ({"stages": 2, "seeds": [0], "boundaries": [5]}, "K=2; boundaries 5: bp"),
+])
+def test_a_summary_row_is_labelled_by_what_its_file_changed(config, label):
+    from benchmarks.quality_summary import row_label
+
+    assert row_label(config, {"stages": 3, "seeds": [0], "boundaries": None}, "bp") == label
+
+
+def test_the_smollm2_summary_row_of_a_file_holds_that_files_curve():
+    from benchmarks.quality_summary import format_summary
+
+    reports = [load("quality-smollm2"), load("quality-smollm2-seed1")]
+    row = next(line for line in format_summary(reports).splitlines() if line.startswith("| seed 1: bp "))
+    curve = reports[1]["results"]["bp"]["curves"][0]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1:4] == [f"{x:.2f}" for x in curve["label_accuracy"]]
+    assert cells[4] == f"{curve['nll'][-1]:.2f}"

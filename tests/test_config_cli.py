@@ -89,3 +89,16 @@ def test_zerolock_help_imports_neither_torch_nor_any_benchmark():
             "heavy += [m for m in sys.modules if m.startswith('benchmarks.')]; print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+@pytest.mark.parametrize("argv", [["train", "--help"], ["bench", "efficiency", "--help"], ["bench", "memory", "--help"]])
+def test_a_help_page_imports_neither_torch_nor_plotly(argv):
+    """`zerolock train --help` and a benchmark's --help print in a second: torch, plotly and gradio
+    are imported by the command that runs, not by its help."""
+    import subprocess
+    import sys
+
+    code = (f"import sys; from zerolock_core.cli import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+            "print([m for m in ('torch', 'plotly', 'gradio', 'transformers') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout[-500:]

@@ -7,7 +7,6 @@ and it resumes from the checkpoints, bitwise equal to the unfailed run. K=4 is t
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -16,16 +15,11 @@ import pytest
 
 from zerolock_core.cli import main
 from test_fault_tolerance import assert_bitwise_equal
+from benchmarks.machine import free_port
 
 pytestmark = pytest.mark.slow
 
 DEADLINE_S = 400
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def train_flags(out: Path, *, method: str, stages: int, ckpt_every: int, extra=()) -> list[str]:

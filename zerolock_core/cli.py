@@ -331,6 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     try:
         return args.func(args)
+    except (SystemExit, KeyboardInterrupt):  # first: the next clause imports torch to name its exception
+        raise
     except _pipeline_failed() as err:
         if os.environ.get("ZEROLOCK_DEBUG"):
             raise

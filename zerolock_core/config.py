@@ -182,6 +182,7 @@ def validate(cfg: RunConfig) -> None:
     """Checks everything that can be checked without loading the model (preflight.py adds what needs
     a look at the model's config and the dataset's files)."""
     from . import preflight  # imported here: preflight builds on this module
+    from .schedule import schedulable
     rule = preflight.require  # a rule about a form field: its message is given the audience's words
     t, o, m, d = cfg.train, cfg.objective, cfg.model, cfg.data
     _require(t.runtime in METHODS_BY_RUNTIME,
@@ -200,9 +201,8 @@ def validate(cfg: RunConfig) -> None:
     _require(t.threads >= 0, f"--threads must be >= 0 (got {t.threads})")
     _require(t.device == "cpu" or t.device.startswith("cuda"),
              f"--device {t.device!r} is not 'cpu' or 'cuda[:N]'")
-    if t.method == "1f1b":
-        rule(t.microbatches >= t.stages, "microbatches", lambda w: preflight.microbatches_below_stages(
-            w, batch=t.batch, microbatches=t.microbatches, stages=t.stages))
+    rule(schedulable(t.method, stages=t.stages, microbatches=t.microbatches), "microbatches",
+         lambda w: preflight.microbatches_below_stages(w, batch=t.batch, microbatches=t.microbatches, stages=t.stages))
     _require(t.ckpt_every >= 0, f"--ckpt-every must be >= 0 (got {t.ckpt_every})")
     _require(t.keep_checkpoints >= 2, f"--keep-checkpoints must be at least 2 (got {t.keep_checkpoints})")
     _require(t.warm_standby in WARM_STANDBY, f"--warm-standby must be one of {', '.join(WARM_STANDBY)} "

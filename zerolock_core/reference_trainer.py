@@ -15,7 +15,8 @@ from .config import RunConfig
 from .evaluation import evaluate_chunks
 from .run_report import LossCurves, eval_block
 from .stage_worker import StageWorker, StepLoss
-from .run_setup import RunSetup, build_run_setup, set_threads
+from .run_setup import RunSetup, build_run_setup
+from .threads import pin_threads
 
 
 def make_workers(bench: RunSetup) -> list[StageWorker]:
@@ -48,7 +49,7 @@ def bp_microbatch(workers: list[StageWorker], mb: dict[str, torch.Tensor]) -> St
 
 def train_reference(cfg: RunConfig, *, progress: bool = True,
                     on_step: Callable[[int, dict[str, Any]], None] | None = None) -> dict[str, Any]:
-    set_threads(cfg.train.threads)
+    threads = pin_threads(cfg.train.threads)  # computes alone: all the cores unless --threads says otherwise
     t0 = time.perf_counter()
     bench = build_run_setup(cfg)
     workers = make_workers(bench)
@@ -91,6 +92,7 @@ def train_reference(cfg: RunConfig, *, progress: bool = True,
         "setup_s": setup_s,
         "wall_s": train_s,
         "samples_per_s": steps * cfg.train.batch / train_s,
+        "threads": threads,
         "layers": [list(c.layer_range) for c in bench.chunks],
     }
     if cfg.out:

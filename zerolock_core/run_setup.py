@@ -30,11 +30,6 @@ class RunSetup:
         return microbatches(self.train, seed=t.seed, step=step, batch=t.batch, microbatches=t.microbatches)
 
 
-def set_threads(threads: int) -> None:
-    if threads > 0:
-        torch.set_num_threads(threads)
-
-
 def build_run_setup(cfg: RunConfig, *, stage: int | None = None) -> RunSetup:
     """With `stage`, `chunks` holds only that chunk and only its weights were read from disk:
     its layers, the norm + head, and the embedding on stage 0."""

@@ -4,22 +4,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import torch
 
 from ..artifacts import load_trained_weights, write_json_atomic
 from ..config import RunConfig
 from ..evaluation import evaluate_chunks
 from ..run_report import eval_block
 from ..run_setup import build_run_setup
+from ..threads import pin_threads
 from .run_dir import EVAL_PROGRESS
 
 
-def evaluate_run(cfg_dict: dict[str, Any], run_dir: str, threads: int = 0) -> None:
-    if threads > 0:
-        torch.set_num_threads(threads)
+def evaluate_run(cfg_dict: dict[str, Any], run_dir: str) -> None:
+    cfg = RunConfig.from_dict(cfg_dict)
+    pin_threads(cfg.train.threads)  # after the stages have exited: it computes alone
     progress_path = Path(run_dir) / EVAL_PROGRESS
     write_json_atomic(progress_path, {"phase": "loading", "scored": 0, "total": None})
-    cfg = RunConfig.from_dict(cfg_dict)
     bench = build_run_setup(cfg)
     load_trained_weights(bench.chunks, run_dir)
 

@@ -25,6 +25,7 @@ import torch.distributed as dist
 
 from ..artifacts import save_final_weights, write_json_atomic
 from ..config import FailureSpec, RunConfig
+from ..threads import threads_for
 from ..schedule import Action, build_schedule
 from ..alpha_schedule import alpha_by_step
 from ..stage_worker import StageWorker
@@ -62,9 +63,7 @@ class StageLaunch:
 
 
 def stage_threads(cfg: RunConfig) -> int:
-    if cfg.train.threads > 0:
-        return cfg.train.threads
-    return max(1, (os.cpu_count() or 1) // cfg.train.stages)
+    return threads_for(cfg.train.threads, sharing=cfg.train.stages)  # K stage processes share the cores
 
 
 def stage_device(cfg: RunConfig, stage: int) -> torch.device:

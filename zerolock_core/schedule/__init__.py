@@ -11,7 +11,7 @@ from .analysis import (
     weight_version_of_backward,
     weight_version_of_forward,
 )
-from .builders import METHODS, build_schedule
+from .builders import METHODS, build_schedule, schedulable
 from .costs import LINK_PROFILES, Costs, LinkProfile
 from .schedule import Deadlock, Schedule
 from .simulate import ActionRecord, SimResult, simulate, textbook_bubble
@@ -33,6 +33,7 @@ __all__ = [
     "build_schedule",
     "inflight_peak",
     "max_stashed_versions",
+    "schedulable",
     "simulate",
     "stale_backwards",
     "textbook_bubble",

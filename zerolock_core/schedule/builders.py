@@ -99,6 +99,11 @@ class _Builder:
         return self.one_f_one_b(s, range(self.m * self.windows), lambda i: self.window_end(s, i))
 
 
+def schedulable(method: str, *, stages: int, microbatches: int) -> bool:
+    """Whether `method` has a schedule for K stages and m micro-batches: 1F1B needs m >= K."""
+    return not (method == "1f1b" and microbatches < stages)
+
+
 def build_schedule(
     method: str, *, stages: int, microbatches: int, windows: int = 1, checkpoint_every: int = 0
 ) -> Schedule:
@@ -110,7 +115,7 @@ def build_schedule(
                              ("checkpoint_every", checkpoint_every, 0)):
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
             raise ValueError(f"{name} must be an int >= {low} (got {value!r})")
-    if method == "1f1b" and microbatches < stages:
+    if not schedulable(method, stages=stages, microbatches=microbatches):
         raise ValueError(f"1f1b needs microbatches >= stages (got m={microbatches}, K={stages})")
     builder = _Builder(stages, microbatches, windows, checkpoint_every)
     per_stage = {
