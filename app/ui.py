@@ -11,7 +11,6 @@ from .controller import EngineController
 from .poll_interval import DEFAULT_POLL_S, check_poll
 
 
-
 def build_app(controller: EngineController | None = None, *, runs_root: str | Path = "runs",
               poll_s: float = DEFAULT_POLL_S) -> gr.Blocks:
     """The dashboard. One controller per app process: every browser session shares it."""

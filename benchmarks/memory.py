@@ -20,6 +20,7 @@ from .runs import PipelineRuns
 from .settings import METHODS, BenchSettings, report_header
 from .table import markdown_table, mib, pct, preamble
 
+
 def stage_breakdown(stage: dict[str, Any]) -> dict[str, int]:
     """Model + state (all parameters, their gradients' worth for the trainable ones, optimizer
     state), the weight cache, and the activation peak of one stage's report."""

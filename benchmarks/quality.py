@@ -26,7 +26,7 @@ from typing import Any
 
 from zerolock_core.config import DataConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig
 from zerolock_core.reference_trainer import train_reference
-from zerolock_core.threads import threads_for
+from zerolock_core.threads import DEFAULT_THREADS, threads_for
 from . import paper, plots
 from .presets import resolve_bench_model
 from .runner import Experiment
@@ -57,7 +57,7 @@ DEFAULT_ARMS = ("bp", "1f1b", "zerolock a=0.5 reverse", "zerolock a=0.5 forward"
 
 def arm_config(settings: BenchSettings, arm: str, *, seed: int, stages: int, batch: int, microbatches: int,
                eval_every: int, eval_size: int, out: Path, lora_targets: tuple[str, ...] = ("q_proj", "v_proj"),
-               reference_threads: int = 0, boundaries: tuple[int, ...] | None = None) -> RunConfig:
+               reference_threads: int = DEFAULT_THREADS, boundaries: tuple[int, ...] | None = None) -> RunConfig:
     a = ARMS[arm]
     reference = a["runtime"] == "reference"
     # one process: all the cores, unless told (two benchmarks side by side must not oversubscribe)
@@ -97,7 +97,7 @@ def _mean_sd(values: list[float]) -> dict[str, float]:
 def run_quality(settings: BenchSettings, *, runs: PipelineRuns, out: Path, seeds: tuple[int, ...],
                 stages: tuple[int, ...] | int, batch: int, microbatches: int, eval_every: int, eval_size: int,
                 arms: tuple[str, ...] = DEFAULT_ARMS, lora_targets: tuple[str, ...] = ("q_proj", "v_proj"),
-                reference_threads: int = 0, boundaries: tuple[int, ...] | None = None) -> dict[str, Any]:
+                reference_threads: int = DEFAULT_THREADS, boundaries: tuple[int, ...] | None = None) -> dict[str, Any]:
     unknown = [a for a in arms if a not in ARMS]
     if unknown:
         raise ValueError(f"unknown quality arm(s) {unknown}; choose from {list(ARMS)}")
@@ -213,5 +213,5 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lora-targets", default="q_proj,v_proj", help="LoRA on these modules in every arm")
     p.add_argument("--boundaries", type=ints_arg, default=None,
                    help="first layer of chunks 2..K in every arm (default: an even split), e.g. 20,25")
-    p.add_argument("--reference-threads", type=int, default=0,
-                   help="torch threads of the single-process arms (0 = every core)")
+    p.add_argument("--reference-threads", type=int, default=DEFAULT_THREADS,
+                   help="torch threads of the single-process arms (the engine's default; 0 = every core)")

@@ -23,7 +23,7 @@ from zerolock_core.config import DataConfig, ModelConfig, ObjectiveConfig, RunCo
 from zerolock_core.readability import TranslatorFit, fit_translators, lens_scores, majority_rate, suggest_boundaries
 from zerolock_core.reference_trainer import train_reference
 from zerolock_core.run_setup import build_run_setup
-from zerolock_core.threads import pin_threads, threads_for
+from zerolock_core.threads import DEFAULT_THREADS, pin_threads, threads_for
 from . import plots
 from .presets import resolve_bench_model
 from .runner import Experiment
@@ -36,7 +36,7 @@ DASHES = {"lens": "solid", "tuned": "dot"}
 
 
 def lens_config(settings: BenchSettings, *, method: str, stages: int, steps: int, eval_size: int,
-                out: Path | None, boundaries: tuple[int, ...] | None, threads: int = 0) -> RunConfig:
+                out: Path | None, boundaries: tuple[int, ...] | None, threads: int = DEFAULT_THREADS) -> RunConfig:
     return RunConfig(
         model=ModelConfig(model=resolve_bench_model(settings.model), boundaries=boundaries),
         data=DataConfig(dataset=settings.dataset, seq_len=settings.seq_len, eval_size=eval_size),
@@ -85,7 +85,7 @@ def measure_condition(cfg: RunConfig, *, run_dir: Path | None, fit: TranslatorFi
 
 def run_readability(settings: BenchSettings, *, out: Path, stages: int, finetune: tuple[str, ...],
                     finetune_steps: int, eval_size: int, fit: TranslatorFit | None,
-                    boundaries: tuple[int, ...] | None, threads: int = 0) -> dict[str, Any]:
+                    boundaries: tuple[int, ...] | None, threads: int = DEFAULT_THREADS) -> dict[str, Any]:
     threads = pin_threads(threads)
     base = lens_config(settings, method="bp", stages=stages, steps=1, eval_size=eval_size, out=None,
                        boundaries=boundaries, threads=threads)
@@ -191,4 +191,5 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="fit this translator per layer (none: the frozen-head lens only)")
     p.add_argument("--translator-steps", type=int, default=150)
     p.add_argument("--translator-examples", type=int, default=256)
-    p.add_argument("--reference-threads", type=int, default=0, help="torch threads (0 = every core)")
+    p.add_argument("--reference-threads", type=int, default=DEFAULT_THREADS,
+                   help="torch threads (the engine's default; 0 = every core)")

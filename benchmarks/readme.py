@@ -36,6 +36,7 @@ FORMATTERS: dict[str, tuple[str, str, bool]] = {
     "quality": ("quality", "format_report", False),
     "recovery": ("recovery", "format_table", True),
     "dashboard": ("dashboard", "format_report", True),
+    "threads": ("threads", "format_report", False),
 }
 
 

@@ -21,6 +21,7 @@ from .runs import PipelineRuns
 from .settings import METHODS, BenchSettings, report_header
 from .table import joined, markdown_table, preamble
 
+
 def run_throughput(settings: BenchSettings, *, runs: PipelineRuns, stages: tuple[int, ...], batch: int,
                    microbatches: int, methods: tuple[str, ...] = METHODS, simulate: bool = True) -> dict[str, Any]:
     cases = depth_cases(stages, methods, batch=batch, microbatches=microbatches)

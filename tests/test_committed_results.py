@@ -88,7 +88,16 @@ def measured_rows_are_finite_with_one_zerolock_microbatch_per_stage(r: dict) -> 
                 assert row["measured"]["peak_inflight"] == [1] * row["stages"]
 
 
+def every_thread_count_was_measured_alone_and_beside_a_pipeline(r: dict) -> None:
+    counts = [str(n) for n in range(1, r["config"]["cores"] + 1)]
+    for where in ("alone", "beside_a_pipeline"):
+        assert list(r["results"][where]) == counts
+        assert all(math.isfinite(v) and v > 0 for v in r["results"][where].values())
+    assert r["settings"]["threads"] == 1, "the pipeline beside the trainers runs one thread a stage"
+
+
 CASES: list[tuple[str, Callable[[dict], None]]] = [
+    ("threads", every_thread_count_was_measured_alone_and_beside_a_pipeline),
     ("memory", memory_holds_what_each_schedule_keeps),
     ("geometry", geometry_rows_hold_what_each_schedule_keeps),
     ("geometry-fixed-m", geometry_rows_hold_what_each_schedule_keeps),

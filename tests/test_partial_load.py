@@ -9,6 +9,7 @@ from zerolock_core.config import ModelConfig
 from zerolock_core.loading import Keep, load_causal_lm
 from zerolock_core.models.partial_load import materialised_keys
 
+
 def _spec(request, name: str) -> str:
     return name if name == "tiny" else request.getfixturevalue(name)
 

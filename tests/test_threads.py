@@ -1,4 +1,5 @@
-"""The one thread policy (zerolock_core/threads.py): --threads as given, else a fair share of the cores."""
+"""The one thread policy (zerolock_core/threads.py): one thread a process by default, --threads as given,
+0 for a fair share of the cores."""
 from __future__ import annotations
 
 import pytest
@@ -35,22 +36,24 @@ def test_a_negative_thread_count_is_a_value_error():
         threads.threads_for(-1)
 
 
-@pytest.mark.parametrize("requested,expected", [(0, 2), (1, 1)])
-def test_the_reference_trainer_computes_with_the_policys_threads(monkeypatch, tmp_path, requested, expected):
+@pytest.mark.parametrize("requested,expected", [(None, 1), (0, 2), (2, 2)])
+def test_the_reference_trainer_computes_with_the_policys_threads(monkeypatch, requested, expected):
     from zerolock_core.config import DataConfig, RunConfig, TrainConfig
     from zerolock_core.reference_trainer import train_reference
 
     monkeypatch.setattr(threads, "available_cores", lambda: 2)
+    given = {} if requested is None else {"threads": requested}  # None: the default
     cfg = RunConfig(data=DataConfig(eval_size=2),
                     train=TrainConfig(runtime="reference", method="bp", stages=2, batch=2, microbatches=1, steps=1,
-                                      threads=requested))
+                                      **given))
     assert train_reference(cfg, progress=False)["threads"] == expected
 
 
-def test_a_stage_shares_the_cores_with_the_other_stages(monkeypatch):
+def test_a_stage_takes_one_thread_or_its_share_of_the_cores(monkeypatch):
     from zerolock_core.config import RunConfig, TrainConfig
     from zerolock_core.runtime.stage_process import stage_threads
 
     monkeypatch.setattr(threads, "available_cores", lambda: 8)
-    assert stage_threads(RunConfig(train=TrainConfig(stages=4))) == 2
-    assert stage_threads(RunConfig(train=TrainConfig(stages=4, threads=1))) == 1
+    assert stage_threads(RunConfig(train=TrainConfig(stages=4))) == 1  # the default
+    assert stage_threads(RunConfig(train=TrainConfig(stages=4, threads=0))) == 2  # a fair share
+    assert stage_threads(RunConfig(train=TrainConfig(stages=4, threads=3))) == 3

@@ -11,6 +11,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from .threads import DEFAULT_THREADS
+
 FAILURE_MODES = ("kill", "stop", "post-step", "mid-ckpt")
 
 METHODS_BY_RUNTIME = {
@@ -108,7 +110,7 @@ class TrainConfig:
     seed: int = 0
     eval_every: int = 0  # 0 = evaluate at the end only
     final_eval: bool = True  # pipeline: evaluate the final weights (off: metrics without eval, seconds sooner)
-    threads: int = 0  # torch intra-op threads per process; 0 = leave torch's default
+    threads: int = DEFAULT_THREADS  # torch threads per computing process; 0 = a fair share of the cores (threads.py)
     device: str = "cpu"
     inflight_depth: int = 2  # bounded inbound buffer: hidden states sent but not yet consumed
     memory_budget_bytes: int = 0  # > 0: a stage whose measured activations exceed it fails (OOM-like)

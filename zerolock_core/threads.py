@@ -1,14 +1,22 @@
 """The one thread policy: how many torch threads a process that computes takes.
 
-`--threads N` (N > 0) is taken as given, by every process of the run. `--threads 0`, the default,
-is a fair share of the cores this process may run on (its affinity mask, not the host's count)
-among the processes that compute at the same time: K stage processes share them; the reference
-trainer and the final evaluation, which compute alone, take them all. `zerolock bench threads`
-measures what a count costs and gains (docs/results/threads.json; the README's Fairness section).
+Every process of a run (each stage, the reference trainer, the final evaluation, a benchmark's, the
+dashboard's) takes `--threads N` torch threads, one by default. `--threads 0` is a fair share of the
+cores this process may run on (its affinity mask, not the host's count) among the processes that
+compute at the same time: K stage processes share them; the reference trainer and the evaluation,
+which compute alone, take them all.
+
+Why one: `zerolock bench threads` (docs/results/threads.json, 2 cores) measured the reference trainer
+3 % faster with 2 threads than with 1 when alone, and 2.4x slower beside a 2-stage pipeline run (the
+threads wait for each other while the other run holds the cores). A CPU laptop running the dashboard,
+a run and a browser is that loaded machine. On a larger machine, measure before raising it: the same
+command gives the numbers for yours.
 """
 from __future__ import annotations
 
 import os
+
+DEFAULT_THREADS = 1
 
 
 def available_cores() -> int:
