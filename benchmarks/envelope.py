@@ -14,6 +14,7 @@ import argparse
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
+from zerolock_core.arg_types import bytes_arg
 from . import paper, plots
 from .runner import Experiment
 from .runs import PipelineRuns
@@ -103,16 +104,6 @@ def figures(report: dict[str, Any]):
         title=f"Batch envelope under {c['budget_bytes'] / 2**20:.0f} MiB of activations per stage, "
               f"K={c['stages']}, m={c['microbatches']}")
     return {"envelope": fig}
-
-
-def bytes_arg(text: str) -> int:
-    units = {"": 1, "b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "kb": 10**3, "mb": 10**6, "gb": 10**9}
-    t = text.strip().lower()
-    num = t.rstrip("abegikmi")
-    try:
-        return int(float(num) * units[t[len(num) :]])
-    except (ValueError, KeyError):
-        raise argparse.ArgumentTypeError(f"expected a size like 32MiB or 2e7, got {text!r}") from None
 
 
 EXPERIMENT = Experiment(

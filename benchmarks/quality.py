@@ -27,11 +27,12 @@ from typing import Any
 from zerolock_core.config import DataConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig
 from zerolock_core.reference_trainer import train_reference
 from zerolock_core.threads import DEFAULT_THREADS, threads_for
+from zerolock_core.arg_types import ints_arg
 from . import paper, plots
 from .presets import resolve_bench_model
 from .runner import Experiment
 from .runs import PipelineRuns
-from .settings import BenchSettings, ints_arg, report_header
+from .settings import BenchSettings, report_header
 from .table import joined, markdown_table, preamble
 
 

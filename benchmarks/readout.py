@@ -23,10 +23,11 @@ from torch import nn
 
 from zerolock_core.objectives import local_loss
 from zerolock_core.telemetry import ActivationMeter
+from zerolock_core.arg_types import ints_arg
 from . import plots
 from .probe import in_process_config, pinned_threads, probe_costs, timed
 from .runner import Experiment
-from .settings import BenchSettings, ints_arg, report_header
+from .settings import BenchSettings, report_header
 from .table import markdown_table, mib, preamble
 
 VARIANTS = ("omega", "full")

@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from zerolock_core.arg_types import ints_arg
 from .publish import publish
 from .runs import PipelineRuns
-from .settings import METHODS, BenchSettings, add_common_flags, ints_arg, methods_arg, results_dir, settings_from_args
+from .settings import METHODS, BenchSettings, add_common_flags, methods_arg, results_dir, settings_from_args
 
 Report = dict[str, Any]
 

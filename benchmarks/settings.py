@@ -147,16 +147,6 @@ def choices_arg(flag: str, allowed: tuple[str, ...]) -> Callable[[str], tuple[st
 methods_arg = choices_arg("--methods", METHODS)
 
 
-def ints_arg(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if not values:
-        raise argparse.ArgumentTypeError("expected at least one integer")
-    return values
-
-
 def report_header(name: str, settings: BenchSettings | None, **extra: Any) -> dict[str, Any]:
     """What every report starts with: the command, the machine and its load, the settings (None for a
     benchmark of something else than one pipeline config, e.g. the dashboard)."""

@@ -28,6 +28,7 @@ from functools import partial
 from typing import Any
 
 from zerolock_core.schedule import LINK_PROFILES, Costs, build_schedule, schedulable, simulate
+from zerolock_core.arg_types import ints_arg
 from . import plots
 from .comparison import BASELINES
 from .machine import oversubscribed
@@ -36,7 +37,7 @@ from .prediction import link_for, predict
 from .probe import probe_costs
 from .runner import Experiment
 from .runs import PipelineRuns
-from .settings import METHODS, BenchSettings, ints_arg, report_header
+from .settings import METHODS, BenchSettings, report_header
 from .table import markdown_table, mib, pct, preamble
 from .spans import (activation_per_microbatch, costs_from_spans, held_activation_peak, mean_costs, spans_from_events,
                     throughput, window_start)

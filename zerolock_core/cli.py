@@ -10,31 +10,8 @@ from pathlib import Path
 
 from .config import (CONSISTENCY_DIRECTIONS, READOUT_ADAPTERS, WARM_STANDBY, LINK_PROFILE_NAMES, METHODS_BY_RUNTIME, ConfigError, DataConfig,
                      LinkConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig)
+from .arg_types import bytes_arg, floats_arg, ints_arg
 from .preflight import preflight
-
-
-def _floats(text: str) -> tuple[float, ...]:
-    try:
-        return tuple(float(x) for x in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number or comma-separated numbers, got {text!r}") from None
-
-
-def _ints(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(x) for x in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-
-
-def _bytes(text: str) -> int:
-    units = {"": 1, "b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "kb": 10**3, "mb": 10**6, "gb": 10**9}
-    t = text.strip().lower()
-    num = t.rstrip("abegikmi")
-    try:
-        return int(float(num) * units[t[len(num):]])
-    except (ValueError, KeyError):
-        raise argparse.ArgumentTypeError(f"expected a size like 512MiB or 2e8, got {text!r}") from None
 
 
 class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -67,14 +44,14 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
                    "mlp (the paper's option (b), the default when the flag has no value) or affine (tuned-lens style)")
     g.add_argument("--readout-adapter-hidden", type=int, default=d_m.readout_adapter_hidden,
                    help="inner width of the mlp readout adapter")
-    g.add_argument("--boundaries", type=_ints, default=None,
+    g.add_argument("--boundaries", type=ints_arg, default=None,
                    help="first layer of chunks 2..K, e.g. 3,6 (default: an even split, extra layers first)")
     g = p.add_argument_group("data")
     g.add_argument("--dataset", default=d_d.dataset, help="topics | needle | ag_news | csv:PATH")
     g.add_argument("--seq-len", type=int, default=d_d.seq_len, help="tokens per example (truncated / padded)")
     g.add_argument("--eval-size", type=int, default=d_d.eval_size, help="eval examples scored (0 = all)")
     g = p.add_argument_group("objective")
-    g.add_argument("--alpha", type=_floats, default=d_o.alpha, help="α in (0,1], one value or one per stage")
+    g.add_argument("--alpha", type=floats_arg, default=d_o.alpha, help="α in (0,1], one value or one per stage")
     g.add_argument("--consistency", default=d_o.consistency, choices=CONSISTENCY_DIRECTIONS,
                    help="reverse: KL(p_k || p_k-1), the paper's Eq. 5; forward: KL(p_k-1 || p_k), the authors' code")
     g.add_argument("--alpha-schedule", default=d_o.alpha_schedule,
@@ -97,7 +74,7 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--device", default=d_t.device, help="cpu or cuda")
     g.add_argument("--inflight-depth", type=int, default=d_t.inflight_depth,
                    help="pipeline: hidden states a stage may have sent but its neighbour not yet consumed")
-    g.add_argument("--memory-budget", type=_bytes, default=d_t.memory_budget_bytes,
+    g.add_argument("--memory-budget", type=bytes_arg, default=d_t.memory_budget_bytes,
                    help="pipeline: fail a stage whose measured activations exceed this (e.g. 64MiB; 0 = no budget)")
     g = p.add_argument_group("fault tolerance (pipeline)")
     g.add_argument("--ckpt-every", type=int, default=d_t.ckpt_every,
