@@ -1,10 +1,12 @@
 """`zerolock bench dashboard` (not a test): how fast the first timeline bars appear, and what watching costs.
 
-    zerolock bench dashboard [--steps 300] [--repeats 1] [--poll S] [--out DIR]
+    zerolock bench dashboard [--steps 300] [--repeats 1] [--poll S[,S...]] [--out DIR]
 
-Starts the dashboard as its own process, then on the tiny default config:
+Starts the dashboard as its own process (one per --poll value), then, in each round, on the tiny
+default config:
   1. an unwatched run, started through the API (no browser, nothing polls the app);
-  2. a watched run: headless Chromium presses Run and stays on Watch live until the run ends.
+  2. per --poll value, a watched run: headless Chromium presses Run and stays on Watch live until
+     the run ends.
 Prints the time from pressing Run to the first drawn timeline bar (and how much of it is the engine
 starting its stage processes), the app process's CPU use (psutil, children excluded) during training
 in both cases, the browser's, and the training throughput of both runs; writes DIR/dashboard.json.
@@ -27,6 +29,7 @@ from typing import Any
 import psutil
 
 from app.poll_interval import DEFAULT_POLL_S
+from zerolock_core.arg_types import floats_arg
 from .machine import free_port
 from .publish import publish
 from .settings import report_header, results_dir
@@ -163,63 +166,101 @@ def watched_run(url: str, root: Path, app: CpuSampler, steps: int) -> dict:
             "first_event_s": (first_event_written_ns(run_dir) - t_click) / 1e9, "run": run_dir.name}
 
 
-def run_dashboard_bench(*, steps: int, repeats: int, poll: float | None, keep: bool = False) -> dict[str, Any]:
+@dataclass(kw_only=True)
+class Server:
+    """One dashboard process at one --poll, its own runs directory, its CPU sampled."""
+    poll: float
+    root: Path
+    url: str = ""
+    proc: subprocess.Popen | None = None
+    cpu: CpuSampler | None = None
+
+    def start(self) -> "Server":
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}/"
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen([sys.executable, "-m", "app", "--no-browser", "--port", str(port), "--runs-dir",
+                                      str(self.root), "--poll", str(self.poll)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_http(self.url)
+        self.cpu = CpuSampler(procs=[psutil.Process(self.proc.pid)]).start()
+        return self
+
+    def stop(self) -> None:
+        if self.cpu is not None:
+            self.cpu.stop()
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+def run_dashboard_bench(*, steps: int, repeats: int, polls: tuple[float, ...] = (DEFAULT_POLL_S,),
+                        keep: bool = False) -> dict[str, Any]:
+    """Rounds of: one unwatched run, then one watched run per --poll value (each on its own dashboard
+    process, started together at the outset), so a burst of other work on the machine hits every
+    poll value alike."""
     if not Path(CHROMIUM).exists():
         raise ValueError(f"the dashboard benchmark needs {CHROMIUM} (apt-get install chromium)")
+    if not polls or any(p <= 0 for p in polls):
+        raise ValueError(f"--poll takes positive seconds, e.g. 1 or 1,2 (got {polls})")
     root = Path(tempfile.mkdtemp(prefix="zerolock-bench-dashboard-"))
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/"
-    flags = ["--poll", str(poll)] if poll is not None else []
-    server = subprocess.Popen([sys.executable, "-m", "app", "--no-browser", "--port", str(port), "--runs-dir",
-                               str(root), *flags], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    pairs = []
+    servers = [Server(poll=poll, root=root / f"poll-{poll:g}") for poll in dict.fromkeys(polls)]
+    rounds = []
     try:
-        wait_http(url)
-        app = CpuSampler(procs=[psutil.Process(server.pid)]).start()
+        for server in servers:
+            server.start()
+        first = servers[0]
         for _ in range(repeats):
-            pairs.append({"unwatched": unwatched_run(url, root, app, steps),
-                          "watched": watched_run(url, root, app, steps)})
-        app.stop()
+            rounds.append({"unwatched": unwatched_run(first.url, first.root, first.cpu, steps),
+                           "watched": {f"{s.poll:g}": watched_run(s.url, s.root, s.cpu, steps) for s in servers}})
     finally:
-        server.terminate()
-        server.wait(60)
+        for server in servers:
+            server.stop()
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
-    unwatched = statistics.fmean(p["unwatched"]["throughput"] for p in pairs)
-    watched = statistics.fmean(p["watched"]["throughput"] for p in pairs)
+    unwatched = statistics.fmean(r["unwatched"]["throughput"] for r in rounds)
+    cost = {f"{s.poll:g}": 1 - statistics.fmean(r["watched"][f"{s.poll:g}"]["throughput"] for r in rounds) / unwatched
+            for s in servers}
     return report_header("dashboard", None, config={
         "runs": "the Run form's defaults (tiny, K=2, b=8, m=4, seq 64)", "steps": steps,
-        "poll_s": poll if poll is not None else DEFAULT_POLL_S, "repeats": repeats},
-        pairs=pairs, watching_cost=1 - watched / unwatched)
+        "polls_s": [s.poll for s in servers], "default_poll_s": DEFAULT_POLL_S, "repeats": repeats},
+        rounds=rounds, watching_cost=cost)
 
 
 def format_report(report: dict[str, Any]) -> str:
     c = report["config"]
-    lines = [f"dashboard benchmark: {c['runs']}, {c['steps']} steps, --poll {c['poll_s']:g}; {report['machine']}"]
-    for pair in report["pairs"]:
-        for kind in ("unwatched", "watched"):
-            r = pair[kind]
-            line = f"  {kind:9s} {r['throughput']:6.1f} samples/s   app CPU {r['app_cpu_pct']:5.1f}% of a core"
-            if kind == "watched":
-                line += (f"   browser CPU {r['browser_cpu_pct']:5.1f}%   first bar {r['first_bar_s']:.1f} s after "
-                         f"Run (first event written at {r['first_event_s']:.1f} s)")
-            lines.append(line)
-    lines.append(f"  watching costs {100 * report['watching_cost']:.1f}% of the training throughput "
-                 f"(mean over {len(report['pairs'])} pair(s))")
+    polls = " and ".join(f"{p:g}" for p in c["polls_s"])
+    lines = [f"dashboard benchmark: {c['runs']}, {c['steps']} steps, --poll {polls} (default {c['default_poll_s']:g}); "
+             f"{report['machine']}"]
+    for i, r in enumerate(report["rounds"], start=1):
+        u = r["unwatched"]
+        lines.append(f"  round {i}  unwatched          {u['throughput']:6.1f} samples/s   app CPU "
+                     f"{u['app_cpu_pct']:5.1f}% of a core")
+        for poll, w in r["watched"].items():
+            lines.append(f"           watched, --poll {poll:<3s} {w['throughput']:6.1f} samples/s   app CPU "
+                         f"{w['app_cpu_pct']:5.1f}% of a core   browser CPU {w['browser_cpu_pct']:5.1f}%   first bar "
+                         f"{w['first_bar_s']:.1f} s after Run (first event written at {w['first_event_s']:.1f} s)")
+    costs = ", ".join(f"{100 * v:.1f}% at --poll {p}" for p, v in report["watching_cost"].items())
+    lines.append(f"  watching costs {costs} of the training throughput (mean over {len(report['rounds'])} round(s))")
     return "\n".join(lines)
 
 
 def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=int, default=300,
                    help="steps per run: long enough (~25 s of training) for a steady-state CPU reading")
-    p.add_argument("--repeats", type=int, default=1, help="unwatched/watched pairs to run")
-    p.add_argument("--keep", action="store_true", help="keep the runs directory")
-    p.add_argument("--poll", type=float, default=None, help="the dashboard's --poll (default: its own)")
+    p.add_argument("--repeats", type=int, default=1, help="rounds to run (one unwatched run, one watched per --poll)")
+    p.add_argument("--keep", action="store_true", help="keep the runs directories")
+    p.add_argument("--poll", type=floats_arg, default=(DEFAULT_POLL_S,),
+                   help="the dashboard's --poll; several (e.g. 1,2) are measured side by side, one dashboard each")
     p.add_argument("--out", default=None, help="results directory (default results/dashboard-TIMESTAMP)")
 
     def run(a: argparse.Namespace) -> int:
         out = results_dir("dashboard", a.out)
-        report = run_dashboard_bench(steps=a.steps, repeats=a.repeats, poll=a.poll, keep=a.keep)
+        report = run_dashboard_bench(steps=a.steps, repeats=a.repeats, polls=a.poll, keep=a.keep)
         print(publish(report, out=out, name="dashboard", figures=lambda r: {}, format_report=format_report))
         return 0
 
