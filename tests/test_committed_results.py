@@ -96,7 +96,18 @@ def every_thread_count_was_measured_alone_and_beside_a_pipeline(r: dict) -> None
     assert r["settings"]["threads"] == 1, "the pipeline beside the trainers runs one thread a stage"
 
 
+def watching_cost_is_what_the_rounds_measured(r: dict) -> None:
+    polls = [f"{p:g}" for p in r["config"]["polls_s"]]
+    unwatched = [x["unwatched"]["throughput"] for x in r["rounds"]]
+    for poll in polls:
+        watched = [x["watched"][poll] for x in r["rounds"]]
+        expected = 1 - (sum(w["throughput"] for w in watched) / len(watched)) / (sum(unwatched) / len(unwatched))
+        assert math.isclose(r["watching_cost"][poll], expected)
+        assert all(w["first_event_s"] <= w["first_bar_s"] for w in watched), "a bar is drawn after its event"
+
+
 CASES: list[tuple[str, Callable[[dict], None]]] = [
+    ("dashboard", watching_cost_is_what_the_rounds_measured),
     ("threads", every_thread_count_was_measured_alone_and_beside_a_pipeline),
     ("memory", memory_holds_what_each_schedule_keeps),
     ("geometry", geometry_rows_hold_what_each_schedule_keeps),
