@@ -1,0 +1,121 @@
+"""The import rules, read from the source (no module is imported): the engine never imports the dashboard
+or the benchmarks (the CLI's lazy hand-off to them is the one allowed place), and no module imports
+itself back through a chain of module-level imports."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("zerolock_core", "app", "benchmarks", "theory")
+# the one place the engine reaches the dashboard and the benchmarks: inside the functions that register them
+ALLOWED = {("zerolock_core.cli", "app"), ("zerolock_core.cli", "benchmarks")}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))}
+
+
+def imported(module: str, node: ast.Import | ast.ImportFrom) -> list[str]:
+    """The modules (and `from m import name` candidates m.name) an import statement names, absolute."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    if node.level:
+        package = module.split(".") if MODULES[module].name == "__init__.py" else module.split(".")[:-1]
+        base = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else []))
+    else:
+        base = node.module or ""
+    return [base, *(f"{base}.{a.name}" for a in node.names)]
+
+
+def module_level_imports(module: str) -> set[str]:
+    """What `module` imports when it is imported: its top-level statements (under if / try too), not
+    the imports inside functions, nor those under `if TYPE_CHECKING:`."""
+    found: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                continue
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                found.update(imported(module, node))
+            for block in ("body", "orelse", "finalbody"):
+                if isinstance(node, (ast.If, ast.Try)):
+                    visit(getattr(node, block, []))
+            for handler in getattr(node, "handlers", []):
+                visit(handler.body)
+
+    visit(ast.parse(MODULES[module].read_text()).body)
+    return {m for m in found if m in MODULES and m != module}
+
+
+def every_import(module: str) -> list[tuple[str, int]]:
+    tree = ast.parse(MODULES[module].read_text())
+    return [(name, node.lineno) for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
+            for name in imported(module, node)]
+
+
+def import_cycles() -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), module-level imports only."""
+    graph = {m: sorted(module_level_imports(m)) for m in MODULES}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while (w := stack.pop()) != v:
+                component.append(w)
+            if component:
+                cycles.append(sorted([v, *component]))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return cycles
+
+
+def test_the_import_graph_sees_every_package_and_relative_imports():
+    assert {m.split(".")[0] for m in MODULES} == set(PACKAGES)
+    assert "zerolock_core.config" in module_level_imports("zerolock_core.cli")  # `from .config import ...`
+    assert "zerolock_core.threads" in module_level_imports("zerolock_core.runtime.stage_process")  # `from ..threads`
+
+
+@pytest.mark.parametrize("outside", ["app", "benchmarks"])
+def test_the_engine_never_imports_the_dashboard_or_the_benchmarks(outside):
+    offending = [f"{m}:{line} imports {name}" for m in MODULES if m.startswith("zerolock_core")
+                 for name, line in every_import(m) if name.split(".")[0] == outside and (m, outside) not in ALLOWED]
+    assert offending == []
+
+
+def test_the_clis_hand_off_to_the_dashboard_and_benchmarks_is_lazy():
+    """`zerolock --help` must not import them: the CLI names them only inside functions."""
+    assert not {m for m in module_level_imports("zerolock_core.cli") if m.split(".")[0] in ("app", "benchmarks")}
+
+
+def test_no_module_imports_itself_back():
+    assert import_cycles() == []
+
+
+def test_a_cycle_is_found_when_there_is_one(monkeypatch):
+    """The cycle finder itself: two modules importing each other at module level are reported."""
+    fake = {"zerolock_core.a": {"zerolock_core.b"}, "zerolock_core.b": {"zerolock_core.a"}, "zerolock_core.c": set()}
+    monkeypatch.setitem(globals(), "MODULES", dict.fromkeys(fake, Path("unused")))
+    monkeypatch.setitem(globals(), "module_level_imports", lambda m: fake[m])
+    assert import_cycles() == [["zerolock_core.a", "zerolock_core.b"]]
