@@ -26,7 +26,7 @@ BENCHMARKS = {
     "efficiency": ("benchmarks.efficiency", "throughput vs the slowest-stage bound; bubbles vs textbook"),
     "simulator": ("benchmarks.simulator", "simulator predictions vs measured runs, then extrapolations"),
     "dashboard": ("benchmarks.dashboard", "the dashboard: first bars after Run, and what watching costs the training"),
-    "threads": ("benchmarks.threads", "the reference trainer's samples/s per torch thread count, alone and beside a pipeline"),
+    "threads": ("benchmarks.threads", "the reference trainer's samples/s per thread count, alone and beside a run"),
     "readme": ("benchmarks.readme", "rewrite the README's results blocks from docs/results/*.json"),
 }
 

@@ -73,8 +73,8 @@ def figures(report: dict[str, Any]):
         simulated = [r["predicted"]["samples_per_s"] for r in rows] if all("predicted" in r for r in rows) else None
         groups.append((m, list(res), (m, [best_estimate(r)[0] for r in rows]),
                        None if simulated is None else (f"{m} simulated", simulated)))
-    fig = plots.bars_and_crosses(groups, f"Throughput per link profile, K={c['stages']} (cf. paper Fig. 6b); bars measured, "
-                                   "x simulated")
+    fig = plots.bars_and_crosses(groups, f"Throughput per link profile, K={c['stages']} (cf. paper Fig. 6b); "
+                                         "bars measured, x simulated")
     adv = plots.figure([plots.curve(f"vs {b}", res, [100 * r["zerolock_vs"].get(b, float("nan")) for r in res.values()],
                                     color=METHOD_COLOURS[b]) for b in BASELINES],
                        yaxis_title="ZeroLock throughput gain (%)", title="ZeroLock's advantage as the link slows")

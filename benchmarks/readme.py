@@ -45,7 +45,8 @@ SUMMARIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "quality-smollm2-summary": ("quality_summary", "format_summary", (
         "quality-smollm2", "quality-smollm2-1f1b", "quality-smollm2-affine", "quality-smollm2-forward",
         "quality-smollm2-late", "quality-smollm2-qkvo", "quality-smollm2-seed1", "quality-smollm2-k2")),
-    "quality-tiny-1000-summary": ("quality_summary", "format_summary", ("quality-tiny-1000-k3", "quality-tiny-1000-k2")),
+    "quality-tiny-1000-summary": ("quality_summary", "format_summary",
+                                  ("quality-tiny-1000-k3", "quality-tiny-1000-k2")),
 }
 
 

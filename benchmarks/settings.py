@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from app.palette import method_colour
+from zerolock_core.threads import DEFAULT_THREADS
 from zerolock_core.config import DataConfig, LinkConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig
 
 from .machine import machine_line
@@ -28,7 +29,7 @@ class BenchSettings:
     dataset: str = "topics"
     seq_len: int = 128
     steps: int = 4
-    threads: int = 1  # torch threads per stage process: pinned (the README's Fairness rule)
+    threads: int = DEFAULT_THREADS  # torch threads per stage process: pinned (the README's Fairness rule)
     device: str = "cpu"
     seed: int = 0
     lr: float = 2e-3

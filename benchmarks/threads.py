@@ -91,9 +91,9 @@ def run_threads(settings: BenchSettings, *, out: Path, method: str, stages: int,
 
 def format_report(report: dict[str, Any]) -> str:
     c, res = report["config"], report["results"]
-    lines = preamble(report, f"reference trainer {c['method']}, K={c['stages']}, b={c['batch']}, m={c['microbatches']}, "
-                             f"{report['settings']['steps']} steps; samples/s (and against 1 thread) alone and beside "
-                             f"{c['beside']}")
+    lines = preamble(report, f"reference trainer {c['method']}, K={c['stages']}, b={c['batch']}, "
+                             f"m={c['microbatches']}, {report['settings']['steps']} steps; samples/s (and against "
+                             f"1 thread) alone and beside {c['beside']}")
     rows = [[n, *(f"{res[k][n]:.1f} ({res[k][n] / res[k]['1']:.2f}x)" for k in ("alone", "beside_a_pipeline"))]
             for n in res["alone"]]
     lines.append(markdown_table(["threads", "alone", "beside a pipeline"], rows))

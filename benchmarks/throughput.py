@@ -63,8 +63,8 @@ def figures(report: dict[str, Any]):
         x = [f"K={k}" + (" (measured: oversubscribed)" if r["oversubscribed"] else "") for k, r in rows]
         sim, meas = ([r.get(source, {}).get("samples_per_s") for _, r in rows] for source in ("predicted", "measured"))
         groups.append((m, x, (f"{m} simulated", sim), (f"{m} measured", meas)))
-    fig = plots.bars_and_crosses(groups, "Throughput vs stages (cf. paper Fig. 6a): bars simulated (probed costs, a core "
-                                   "per stage), x measured")
+    fig = plots.bars_and_crosses(groups, "Throughput vs stages (cf. paper Fig. 6a): bars simulated (probed costs, "
+                                         "a core per stage), x measured")
     act = plots.panels([f"K={k}" for k in res], shared_yaxes=True)
     for i, b in enumerate(res.values(), start=1):
         for r in b["rows"]:

@@ -69,7 +69,8 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
                    help="evaluate every N steps (0 = only at the end)")
     g.add_argument("--no-final-eval", dest="final_eval", action="store_false", default=d_t.final_eval,
                    help="pipeline: skip evaluating the final weights (fault and throughput checks)")
-    g.add_argument("--threads", type=int, default=d_t.threads, help="torch threads of every computing process (default 1: measured best on 2 cores, see "
+    g.add_argument("--threads", type=int, default=d_t.threads,
+                   help="torch threads of every computing process (1: measured best on 2 cores, see "
                    "`zerolock bench threads`; 0 = a fair share of the cores)")
     g.add_argument("--device", default=d_t.device, help="cpu or cuda")
     g.add_argument("--inflight-depth", type=int, default=d_t.inflight_depth,

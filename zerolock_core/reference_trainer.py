@@ -49,7 +49,7 @@ def bp_microbatch(workers: list[StageWorker], mb: dict[str, torch.Tensor]) -> St
 
 def train_reference(cfg: RunConfig, *, progress: bool = True,
                     on_step: Callable[[int, dict[str, Any]], None] | None = None) -> dict[str, Any]:
-    threads = pin_threads(cfg.train.threads)  # computes alone: all the cores unless --threads says otherwise
+    threads = pin_threads(cfg.train.threads)  # the one policy: threads.py
     t0 = time.perf_counter()
     bench = build_run_setup(cfg)
     workers = make_workers(bench)

@@ -4,7 +4,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-
 from ..artifacts import load_trained_weights, write_json_atomic
 from ..config import RunConfig
 from ..evaluation import evaluate_chunks
