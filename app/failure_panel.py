@@ -9,6 +9,7 @@ from zerolock_core.config import FAILURE_MODES
 from zerolock_core.runtime.run import Run
 
 from .controller import EngineController
+from .page_script import line_box
 
 MODE_LABELS = {"kill": "kill (SIGKILL)", "stop": "hang (SIGSTOP)", "post-step": "die after its optimizer step",
                "mid-ckpt": "die while writing its checkpoint"}
@@ -48,8 +49,8 @@ def stage_control(controller: EngineController) -> gr.Number:
     return gr.Number(maximum=stages - 1, info=f"the watched run has K = {stages}: {_stage_range(stages)}")
 
 
-def build_failure_panel(controller: EngineController) -> gr.Markdown:
-    """The panel; returns its recovery line, which the Watch tab's poll keeps current."""
+def build_failure_panel(controller: EngineController) -> gr.HTML:
+    """The panel; returns its recovery line, which the page's script keeps current (tab_watch.watch_line)."""
     with gr.Accordion("Inject failure", open=False, elem_id="failure-panel") as panel:
         with gr.Row(equal_height=True):
             # precision=None: 1.5 is refused by inject(), not rounded; the maximum follows the watched run
@@ -62,4 +63,4 @@ def build_failure_panel(controller: EngineController) -> gr.Markdown:
         for event in (panel.expand, stage.focus):
             event(lambda: stage_control(controller), None, stage, show_progress="hidden", queue=False)
     # outside the (collapsed) panel: a scheduled failure's story shows without opening it
-    return gr.Markdown(elem_id="recovery-line")
+    return gr.HTML(line_box(), elem_id="recovery-line")

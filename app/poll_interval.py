@@ -1,6 +1,7 @@
-"""How often the Watch tab redraws: one definition for the flag, the server options and the app.
+"""How often the Watch tab's status line is fetched (the figures: every 5 s, or this if longer): one
+definition for the flag, the server options and the app.
 
-Every redraw costs the browser CPU, and on a small machine the browser shares the cores with the
+Every update costs the browser CPU, and on a small machine the browser shares the cores with the
 training it shows (`zerolock bench dashboard` measures what watching costs)."""
 from __future__ import annotations
 

@@ -1,13 +1,14 @@
 """Watch live tab: status line, per-stage timeline and memory, live loss curves and eval accuracy,
 per-stage table, and the Inject failure panel's recovery line.
 
-Two timers, because every Gradio event costs the browser something for each output it lists, even
-one it skips: the status timer (`--poll`, default 1 s) sends only the status line and the recovery
-line; the figures timer (FIGURES_EVERY_S, or `--poll` if longer) redraws the figures, the table and
-the status JSON when the run's events changed. A change of the run's state (a failure, a recovery,
-the end) makes the status tick call the figures in at once, and so does the user changing the view.
-Nothing is sent while this session's Watch tab is hidden, and the live window holds at most
-LIVE_ACTIONS actions. What watching costs is mostly the browser's work, and on a small machine the
+The status line and the recovery line are fetched by the page's own script every `--poll` (default
+1 s) from the `watch_line` endpoint, not sent by a Gradio event: every Gradio event costs the page a
+snapshot of each component that ever showed a loading status (page_script.js). The figures timer
+(FIGURES_EVERY_S, or `--poll` if longer) redraws the figures, the table and the status JSON when the
+run's events changed. A change of the run's state key (a failure, a recovery, the end) makes the
+script press the hidden "draw-figures" button, so the figures come at once, and so does the user
+changing the view. Nothing is sent while this session's Watch tab is hidden, and the live window
+holds at most LIVE_ACTIONS actions. What watching costs is mostly the browser's work, and on a small machine the
 browser shares the cores with the training it shows (README, "The dashboard"; `zerolock bench
 dashboard` measures it)."""
 from __future__ import annotations
@@ -19,6 +20,7 @@ import gradio as gr
 
 from .controller import EngineController, failures
 from .failure_panel import build_failure_panel
+from .page_script import line_box, line_html
 from .recovery_text import recovery_text
 from .timebase import recent_window_s
 from .watch_view import TABLE_COLUMNS, status_markdown, watch_view
@@ -27,13 +29,12 @@ RECENT, WHOLE, FAILURE = "recent actions", "whole run", "around the last failure
 UNITS = {"MiB": "act_bytes", "micro-batches held": "inflight"}  # memory chart: label -> event field
 LIVE_SECONDS, LIVE_ACTIONS = 20.0, 300  # the live window: at most 20 s and about 300 actions (~10 steps at K=2)
 FIGURES_EVERY_S = 5.0  # measured: 2 s cost the browser ~55 % of a core, 5-6 s ~33 %, never ~29 %
-SOON_S = 0.5  # the figures timer's interval for one tick after the status tick saw the state change
 IDLE_MD = "Nothing to watch yet: start a run on the **Run** tab, or open a saved one on the **Runs** tab."
 
 
 @dataclass(kw_only=True)
 class WatchTab:
-    status_md: gr.Markdown
+    status_md: gr.HTML  # written by the page's script (watch_line)
     window: gr.Radio  # also an output: a new failure pins the view to it
     unit: gr.Radio
     jump: gr.Button
@@ -43,11 +44,8 @@ class WatchTab:
     activity: gr.Plot
     table: gr.Dataframe
     status_json: gr.JSON
-    recovery: gr.Markdown  # the Inject failure panel's detect / restore / replay line
-
-    @property
-    def status_outputs(self) -> list[gr.components.Component]:
-        return [self.status_md, self.recovery]
+    recovery: gr.HTML  # the Inject failure panel's detect / restore / replay line, written by the script
+    draw: gr.Button  # hidden: the script presses it when the run's state key changes
 
     @property
     def figure_outputs(self) -> list[gr.components.Component]:
@@ -60,11 +58,12 @@ class WatchTab:
 
 def build_watch_tab(controller: EngineController) -> WatchTab:
     with gr.Row(equal_height=False):  # True stretched the jump button to the radio's height
-        status_md = gr.Markdown(IDLE_MD, elem_id="watch-status")
+        status_md = gr.HTML(line_box(IDLE_MD), elem_id="watch-status")
         window = gr.Radio([RECENT, WHOLE, FAILURE], value=RECENT, label="timeline and memory show", scale=0,
                           min_width=300, elem_id="watch-window")
         jump = gr.Button("jump to the last failure", scale=0, min_width=120, size="sm", elem_id="jump-to-failure")
     recovery = build_failure_panel(controller)
+    draw = gr.Button("draw the figures now", elem_id="draw-figures", elem_classes=["zerolock-hidden"])
     timeline = gr.Plot(show_label=False, elem_id="timeline")
     unit = gr.Radio(list(UNITS), value="MiB", label="memory in", elem_id="memory-unit")
     memory = gr.Plot(show_label=False, elem_id="memory")
@@ -77,7 +76,8 @@ def build_watch_tab(controller: EngineController) -> WatchTab:
         status_json = gr.JSON(elem_id="status-json")
     return WatchTab(status_md=status_md, window=window, unit=unit, jump=jump, timeline=timeline, memory=memory,
                     training=training,
-                    activity=activity, table=table, status_json=status_json, recovery=recovery)
+                    activity=activity, table=table, status_json=status_json, recovery=recovery,
+                    draw=draw)
 
 
 def watched_status(controller: EngineController) -> dict[str, Any]:
@@ -138,25 +138,17 @@ def state_key(t, status: dict[str, Any]) -> StateKey:
                     recovering=bool(status.get("open_recoveries")), failures=len(failures(status)))
 
 
-def poll_status(controller: EngineController, said: dict | None, *, visible: bool = True) -> tuple:
-    """One status tick: (status line, recovery line, figures timer, status timer, `said`). The
-    recovery line only when it changed (every update costs the browser a redraw); the figures timer
-    set to fire SOON_S from now when the run's state changed since the last tick (`said`, a gr.State)."""
+def watch_line(controller: EngineController) -> dict[str, Any]:
+    """What the page's script fetches every --poll: the status line and the recovery line as HTML, and
+    the run's state key (StateKey as a string: when it changes the script calls the figures in)."""
     t = controller.watched()
     if t is None:
-        return gr.skip(), gr.skip(), gr.skip(), gr.Timer(active=controller.busy), said
+        return {"status": line_html(IDLE_MD), "recovery": "", "key": "idle"}
     t.refresh()
-    keep_polling = controller.busy or not t.engine_done
-    if not visible:
-        return gr.skip(), gr.skip(), gr.skip(), gr.Timer(active=keep_polling), said
     status = _status(controller, t)
-    line, key = recovery_text(status), state_key(t, status)
-    last = said or {}
-    recovery = gr.skip() if line == last.get("recovery") else line
-    soon = gr.Timer(SOON_S, active=True) if last.get("key") not in (None, key) else gr.skip()
     position = comparison_position(controller.batch(), t, status)
-    return (status_markdown(t, status, position=position), recovery, soon, gr.Timer(active=keep_polling),
-            {"key": key, "recovery": line})
+    return {"status": line_html(status_markdown(t, status, position=position)),
+            "recovery": line_html(recovery_text(status)), "key": "|".join(map(str, state_key(t, status)))}
 
 
 def poll_figures(controller: EngineController, drawn: dict | None, window_choice: str, unit: str = "MiB", *,

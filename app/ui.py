@@ -8,6 +8,7 @@ import gradio as gr
 
 from . import tab_compare, tab_explain, tab_readability, tab_run, tab_runs, tab_watch
 from .controller import EngineController
+from .page_script import HIDDEN_CSS, page_head
 from .poll_interval import DEFAULT_POLL_S, check_poll
 
 
@@ -18,11 +19,11 @@ def build_app(controller: EngineController | None = None, *, runs_root: str | Pa
     controller = controller or EngineController(runs_root)
     with gr.Blocks(title="ZeroLock dashboard", analytics_enabled=False) as demo:
         demo.controller = controller  # the CLI closes it when the app ends (which stops its runs)
+        # Gradio 6 takes the page's script and CSS at launch: every launcher passes these
+        demo.page_options = {"head": page_head(poll_s), "css": HIDDEN_CSS}
         gr.Markdown("## ZeroLock: pipeline fine-tuning without update locking")
-        timer = gr.Timer(poll_s, active=False)  # the status line
         figures_every_s = max(tab_watch.FIGURES_EVERY_S, poll_s)
         figures_timer = gr.Timer(figures_every_s, active=False)
-        said = gr.State(None)  # what the status ticks said last (tab_watch.poll_status)
         drawn = gr.State(None)  # what the figures ticks drew last (tab_watch.poll_figures)
         # Is this session's Watch tab showing? Figures drawn into a hidden tab cost the browser as much as
         # shown ones (plotly lays them out all the same), so they wait until it is. An API caller has no tabs.
@@ -48,10 +49,10 @@ def build_app(controller: EngineController | None = None, *, runs_root: str | Pa
         def on_run(*values: Any) -> tuple:
             message, started = tab_run.start_runs(controller, *values)
             if not started:
-                return message, gr.skip(), gr.skip(), gr.skip(), gr.skip()
-            return message, gr.Timer(active=True), gr.Timer(figures_every_s, active=True), gr.Tabs(selected="watch"), True
+                return message, gr.skip(), gr.skip(), gr.skip()
+            return message, gr.Timer(figures_every_s, active=True), gr.Tabs(selected="watch"), True
 
-        run_tab.run.click(on_run, run_tab.inputs, [run_tab.message, timer, figures_timer, tabs, on_watch],
+        run_tab.run.click(on_run, run_tab.inputs, [run_tab.message, figures_timer, tabs, on_watch],
                           api_name="start_run",
                           show_progress="hidden")
 
@@ -61,25 +62,26 @@ def build_app(controller: EngineController | None = None, *, runs_root: str | Pa
         run_tab.stop.click(on_stop, None, run_tab.message, api_name="stop_run", show_progress="hidden")
 
         # ---- Watch live --------------------------------------------------------------------
-        def on_status_tick(last: dict | None, shown: bool) -> tuple:
-            return tab_watch.poll_status(controller, last, visible=shown)
+        # the status line: the page's script fetches it (page_script.js), no Gradio event per tick
+        def watch_line() -> dict:
+            return tab_watch.watch_line(controller)
+
+        gr.api(watch_line, api_name="watch_line", queue=False)
 
         def on_figures_tick(last: dict | None, shown: bool, window: str, unit: str) -> tuple:
             return tab_watch.poll_figures(controller, last, window, unit, visible=shown, every_s=figures_every_s)
 
-        status_inputs, status_outputs = [said, on_watch], [*watch.status_outputs, figures_timer, timer, said]
         figures_inputs = [drawn, on_watch, *watch.inputs]
         figures_outputs = [*watch.figure_outputs, figures_timer, drawn]
-        timer.tick(on_status_tick, status_inputs, status_outputs, api_name="poll", show_progress="hidden")
         figures_timer.tick(on_figures_tick, figures_inputs, figures_outputs, api_name="poll_figures",
                            show_progress="hidden")
         for control in watch.inputs:  # .input: the user's own choice (a pin by poll_figures() must not loop back)
             control.input(on_figures_tick, figures_inputs, figures_outputs, show_progress="hidden")
+        watch.draw.click(on_figures_tick, figures_inputs, figures_outputs, show_progress="hidden")
         watch.jump.click(lambda: tab_watch.FAILURE, None, watch.window, show_progress="hidden").then(
             on_figures_tick, figures_inputs, figures_outputs, show_progress="hidden")
         # coming back to Watch draws at once what changed while it was hidden
         watch_item.select(lambda: True, None, on_watch, show_progress="hidden", queue=False).then(
-            on_status_tick, status_inputs, status_outputs, show_progress="hidden").then(
             on_figures_tick, figures_inputs, figures_outputs, show_progress="hidden")
         for item in (run_item, compare_item, explain_item, readability_item, runs_item):
             item.select(lambda: False, None, on_watch, show_progress="hidden", queue=False)
@@ -114,17 +116,17 @@ def build_app(controller: EngineController | None = None, *, runs_root: str | Pa
             """A Runs-tab button that acts on the chosen run, then switches to Watch (or says why not)."""
             def handler(name: str | None) -> tuple:
                 if not name:
-                    return "Choose a run first.", *[gr.skip()] * 7
+                    return "Choose a run first.", *[gr.skip()] * 5
                 try:
                     act(Path(controller.runs_root) / name)
                 except (RuntimeError, ValueError, FileNotFoundError) as err:
-                    return f"⚠️ {err}", *[gr.skip()] * 7
-                return (done.format(name=name), gr.Timer(active=True), gr.Timer(figures_every_s, active=True),
-                        gr.Tabs(selected="watch"), None, None, window, True)
+                    return f"⚠️ {err}", *[gr.skip()] * 5
+                return (done.format(name=name), gr.Timer(figures_every_s, active=True), gr.Tabs(selected="watch"),
+                        None, window, True)
             return handler
 
         # a reopened run opens on the whole run (its story, failures included), a resumed one live
-        opened = [runs.message, timer, figures_timer, tabs, said, drawn, watch.window, on_watch]
+        opened = [runs.message, figures_timer, tabs, drawn, watch.window, on_watch]
         runs.open.click(then_watch(controller.open, "Opened `{name}`.", tab_watch.WHOLE), runs.run,
                         opened, api_name="open_run")
         runs.resume.click(then_watch(controller.resume, "Resuming `{name}` from its checkpoints.", tab_watch.RECENT),
@@ -141,6 +143,5 @@ def build_app(controller: EngineController | None = None, *, runs_root: str | Pa
                           [runs.message, runs.table, runs.run, runs.confirm], api_name="delete_run")
 
         # a new page (or a reload during a run) picks up whatever is being watched; it opens on the Run tab
-        demo.load(lambda: (gr.Timer(active=True), gr.Timer(figures_every_s, active=True), False), None,
-                  [timer, figures_timer, on_watch])
+        demo.load(lambda: (gr.Timer(figures_every_s, active=True), False), None, [figures_timer, on_watch])
     return demo

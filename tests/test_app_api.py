@@ -5,6 +5,7 @@ import argparse
 import json
 import time
 
+import httpx
 import pytest
 from gradio_client import Client
 
@@ -30,7 +31,7 @@ def app(tmp_path_factory):
     root = tmp_path_factory.mktemp("runs")
     demo = build_app(runs_root=root)
     port = free_port()
-    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True)
+    demo.launch(**demo.page_options, prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True)
     client = Client(f"http://127.0.0.1:{port}/", verbose=False)
     yield client, demo, root
     demo.controller.close()
@@ -74,8 +75,11 @@ def test_start_poll_stop_a_tiny_run(app):
         time.sleep(0.5)
         status = client.predict(api_name="/status")
     assert status["events"] > 0, f"no events arrived: {status}"
-    md, recovery, *_ = client.predict(api_name="/poll")
-    assert "ZeroLock" in md and recovery == ""  # nothing injected: no recovery line
+    # the status line as the page's script fetches it: one plain POST, no queue
+    reply = httpx.post(f"{client.src.rstrip('/')}/gradio_api/run/watch_line", json={"data": []}, timeout=30)
+    line = reply.raise_for_status().json()["data"][0]
+    assert "ZeroLock" in line["status"] and line["recovery"] == ""  # nothing injected: no recovery line
+    assert line["key"].startswith(status["name"])
     timeline, memory, training, activity, table, polled, *_ = client.predict(api_name="/poll_figures")
     assert polled["name"] == status["name"] and timeline is not None and memory is not None
     assert "stopping" in client.predict(api_name="/stop_run") or not demo.controller.busy

@@ -1,6 +1,6 @@
-"""What one Watch tick sends: nothing while the tab is hidden; the status line every status tick, which
-calls the figures in at once when the run's state changes; the figures only when something changed;
-and a failure missed while hidden pins the view when the tab shows again."""
+"""What the Watch tab is sent: the figures nothing while the tab is hidden, and only when something
+changed; the status line (fetched by the page's script) with a state key that changes with the run's
+state, not with its progress; and a failure missed while hidden pins the view when the tab shows again."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -16,7 +16,6 @@ SKIP = gr.skip()
 FAILURE = {"stage": 1, "mode": "kill", "kind": "local", "detect_s": 0.1, "restore_s": 2.0, "replay_s": 0.1,
            "replayed_microbatches": 1, "bytes_transferred": 0, "t_fail_ns": 3_000_000, "t_detect_ns": 3_100_000,
            "t_restored_ns": 4_000_000, "t_end_ns": 4_100_000, "open": False}
-STATUS = {name: i for i, name in enumerate(["status_md", "recovery", "figures_timer", "timer", "said"])}
 FIGURES = {name: i for i, name in enumerate(["timeline", "memory", "training", "activity", "table", "status_json",
                                              "window", "figures_timer", "drawn"])}
 
@@ -29,7 +28,7 @@ def events(n: int) -> list[dict]:
 @dataclass(kw_only=True)
 class OneRun:
     """The three things poll() asks of the EngineController, for a run whose data the test sets."""
-    run: Tracked
+    run: Tracked | None
     busy: bool = True
     batch_runs: list = field(default_factory=list)
 
@@ -46,18 +45,15 @@ def reopened(tmp_path, **kw) -> OneRun:
                               events=events(16), **kw))
 
 
-def sent(out: tuple, name: str, names: dict[str, int] = FIGURES) -> bool:
-    return out[names[name]] != SKIP
+def sent(out: tuple, name: str) -> bool:
+    return out[FIGURES[name]] != SKIP
 
 
 def test_a_hidden_watch_tab_is_sent_nothing_and_keeps_what_it_drew(tmp_path):
     ctl = reopened(tmp_path)
-    drawn, said = {"key": None, "failures": 0, "run": None}, {"key": None, "recovery": None}
+    drawn = {"key": None, "failures": 0, "run": None}
     figures = tab_watch.poll_figures(ctl, drawn, tab_watch.RECENT, visible=False)
     assert not any(sent(figures, name) for name in list(FIGURES)[:7]) and figures[FIGURES["drawn"]] is drawn
-    status = tab_watch.poll_status(ctl, said, visible=False)
-    assert not any(sent(status, name, STATUS) for name in ("status_md", "recovery", "figures_timer"))
-    assert status[STATUS["said"]] is said
 
 
 def test_the_figures_are_drawn_when_the_events_grow_and_skipped_when_nothing_changed(tmp_path):
@@ -71,27 +67,28 @@ def test_the_figures_are_drawn_when_the_events_grow_and_skipped_when_nothing_cha
     assert sent(grown, "timeline") and sent(grown, "memory") and sent(grown, "table")
 
 
-def test_the_status_tick_calls_the_figures_in_at_once_when_the_state_changes(tmp_path):
+def test_the_status_line_key_changes_with_the_state_not_with_the_progress(tmp_path):
     ctl = reopened(tmp_path)
-    first = tab_watch.poll_status(ctl, None)
-    assert "ZeroLock" in first[STATUS["status_md"]] and not sent(first, "figures_timer", STATUS)
+    first = tab_watch.watch_line(ctl)
+    assert "<strong>ZeroLock" in first["status"] and first["recovery"] == ""
     ctl.run.events.extend(events(24)[16:])  # more actions, same state: the figures' own cadence
-    second = tab_watch.poll_status(ctl, first[STATUS["said"]])
-    assert sent(second, "status_md", STATUS) and not sent(second, "figures_timer", STATUS)
+    second = tab_watch.watch_line(ctl)
+    assert second["key"] == first["key"]
     ctl.run.state = "recovering"
-    third = tab_watch.poll_status(ctl, second[STATUS["said"]])
-    assert third[STATUS["figures_timer"]].value == tab_watch.SOON_S
-    assert not sent(third, "recovery", STATUS)  # the same (empty) recovery line is not sent again
+    assert tab_watch.watch_line(ctl)["key"] != first["key"]  # the script calls the figures in at once
+
+
+def test_the_status_line_without_a_watched_run_says_how_to_start_one():
+    line = tab_watch.watch_line(OneRun(run=None, busy=False))
+    assert "Run" in line["status"] and line["key"] == "idle" and line["recovery"] == ""
 
 
 def test_a_failure_missed_while_hidden_pins_the_view_when_the_tab_shows_again(tmp_path):
     ctl = reopened(tmp_path)
     drawn = tab_watch.poll_figures(ctl, None, tab_watch.RECENT)[FIGURES["drawn"]]
-    said = tab_watch.poll_status(ctl, None)[STATUS["said"]]
     ctl.run.metrics = {"recovery": [FAILURE]}  # the failure happens while the user is on another tab
     hidden = tab_watch.poll_figures(ctl, drawn, tab_watch.RECENT, visible=False)
     assert not sent(hidden, "window")
-    status = tab_watch.poll_status(ctl, said)
-    assert status[STATUS["recovery"]].startswith("stage 1 kill → local recovery")
+    assert tab_watch.watch_line(ctl)["recovery"].startswith("<p>stage 1 kill → local recovery")
     shown = tab_watch.poll_figures(ctl, hidden[FIGURES["drawn"]], tab_watch.RECENT)
     assert shown[FIGURES["window"]] == tab_watch.FAILURE and sent(shown, "timeline")

@@ -1,0 +1,29 @@
+"""The script the dashboard puts in its page's <head> (page_script.js): the Watch tab's status line
+fetched without a Gradio event, and Gradio's second identical plotly redraw skipped."""
+from __future__ import annotations
+
+import html
+from importlib import resources
+
+from markdown_it import MarkdownIt
+
+from .poll_interval import check_poll
+
+LINE_CLASS = "zerolock-line"  # the element inside a gr.HTML line that the script rewrites
+HIDDEN_CSS = ".zerolock-hidden { display: none !important; }"  # the draw-figures button
+_MARKDOWN = MarkdownIt("commonmark", {"html": False})  # raw HTML in a run's error text is escaped
+
+
+def page_head(poll_s: float) -> str:
+    script = resources.files(__package__).joinpath("page_script.js").read_text(encoding="utf-8")
+    return f"<script>\n{script.replace('__POLL_MS__', str(round(1000 * check_poll(poll_s))))}\n</script>"
+
+
+def line_html(markdown: str) -> str:
+    """A status or recovery line (Markdown) as the HTML the script writes into the page."""
+    return _MARKDOWN.render(markdown) if markdown else ""
+
+
+def line_box(markdown: str = "") -> str:
+    """A gr.HTML value: the line inside the element the script rewrites."""
+    return f'<div class="{html.escape(LINE_CLASS)}">{line_html(markdown)}</div>'

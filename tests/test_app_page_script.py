@@ -1,0 +1,36 @@
+"""The page's own script: its poll interval comes from --poll, and the lines it writes into the page
+are the status Markdown rendered with any raw HTML escaped."""
+from __future__ import annotations
+
+import pytest
+
+from app.page_script import LINE_CLASS, line_box, line_html, page_head
+
+
+@pytest.mark.parametrize("poll_s, interval", [(1.0, "const POLL_MS = 1000;"), (0.5, "const POLL_MS = 500;"),
+                                              (2.25, "const POLL_MS = 2250;")])
+def test_the_script_polls_at_the_dashboards_poll_interval(poll_s, interval):
+    head = page_head(poll_s)
+    assert head.startswith("<script>") and head.rstrip().endswith("</script>")
+    assert interval in head and "__POLL_MS__" not in head
+
+
+@pytest.mark.parametrize("poll_s", [0.1, 0.0, float("nan")])
+def test_a_poll_under_half_a_second_is_refused(poll_s):
+    with pytest.raises(ValueError, match="--poll must be at least"):
+        page_head(poll_s)
+
+
+@pytest.mark.parametrize("markdown, html", [
+    ("", ""),
+    ("**ZeroLock** · running", "<p><strong>ZeroLock</strong> · running</p>\n"),
+    ("a  \n`runs/x`", "<p>a<br />\n<code>runs/x</code></p>\n"),
+    ("**Error:** `<script>alert(1)</script>`", "<p><strong>Error:</strong> <code>&lt;script&gt;alert(1)&lt;/script&gt;</code></p>\n"),
+    ("<img src=x onerror=alert(1)>", "<p>&lt;img src=x onerror=alert(1)&gt;</p>\n"),
+])
+def test_a_line_is_its_markdown_rendered_with_raw_html_escaped(markdown, html):
+    assert line_html(markdown) == html
+
+
+def test_a_line_box_holds_the_line_in_the_element_the_script_rewrites():
+    assert line_box("x") == f'<div class="{LINE_CLASS}"><p>x</p>\n</div>'
