@@ -9,7 +9,7 @@ from zerolock_core.config import FAILURE_MODES
 from zerolock_core.runtime.run import Run
 
 from .controller import EngineController
-from .page_script import line_box
+from .page_script import RECOVERY_ID, line_box
 
 MODE_LABELS = {"kill": "kill (SIGKILL)", "stop": "hang (SIGSTOP)", "post-step": "die after its optimizer step",
                "mid-ckpt": "die while writing its checkpoint"}
@@ -63,4 +63,4 @@ def build_failure_panel(controller: EngineController) -> gr.HTML:
         for event in (panel.expand, stage.focus):
             event(lambda: stage_control(controller), None, stage, show_progress="hidden", queue=False)
     # outside the (collapsed) panel: a scheduled failure's story shows without opening it
-    return gr.HTML(line_box(), elem_id="recovery-line")
+    return gr.HTML(line_box(), elem_id=RECOVERY_ID)

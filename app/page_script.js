@@ -1,10 +1,10 @@
-// The dashboard's own script, run in the page's <head> (page_script.py fills in __POLL_MS__).
+// The dashboard's own script, run in the page's <head>: page_script.py fills in its placeholders.
 //
 // 1. The Watch tab's status line and recovery line are fetched by this script, not sent by a Gradio
 //    event: every Gradio event makes the page snapshot the props of each component that ever showed
 //    a loading status, which on this page cost the browser ~25 % of a core at one tick a second; a
 //    plain fetch of /gradio_api/run/watch_line and two innerHTML writes cost ~2 %. When the run's
-//    state key changes (a failure, a recovery, the end) it presses the hidden "draw-figures" button,
+//    state key changes (a failure, a recovery, the end) it presses the hidden draw-figures button,
 //    so the figures are redrawn at once instead of at their own cadence.
 // 2. Gradio 6 draws each gr.Plot update twice: the old plot div is redrawn with the new figure, then
 //    a new div mounted in its place draws it again. A redraw of a drawn plot waits one task and is
@@ -44,7 +44,7 @@
   const written = {};  // element id -> the HTML last written (the browser re-serialises innerHTML)
   const setLine = (id, html) => {
     const box = document.getElementById(id);
-    const target = box && (box.querySelector(".zerolock-line") || box);
+    const target = box && (box.querySelector(".__LINE_CLASS__") || box);
     if (!target || (written[id] === html && target.isConnected)) return;
     target.innerHTML = html;
     written[id] = html;
@@ -52,7 +52,7 @@
   let lastKey = null;
   let inFlight = false;
   const tick = async () => {
-    const status = document.getElementById("watch-status");
+    const status = document.getElementById("__STATUS_ID__");
     // only while this page shows the Watch tab: a hidden tab (offsetParent null) is sent nothing
     if (inFlight || document.hidden || !status || status.offsetParent === null) return;
     inFlight = true;
@@ -61,9 +61,9 @@
                                                 body: '{"data": []}', signal: AbortSignal.timeout(FETCH_TIMEOUT_MS)});
       if (!response.ok) return;
       const line = (await response.json()).data[0];
-      setLine("watch-status", line.status);
-      setLine("recovery-line", line.recovery);
-      if (lastKey !== null && line.key !== lastKey) document.getElementById("draw-figures")?.click();
+      setLine("__STATUS_ID__", line.status);
+      setLine("__RECOVERY_ID__", line.recovery);
+      if (lastKey !== null && line.key !== lastKey) document.getElementById("__DRAW_ID__")?.click();
       lastKey = line.key;
     } catch (err) {
       // the app went away or is busy: the next tick tries again

@@ -8,9 +8,9 @@ snapshot of each component that ever showed a loading status (page_script.js). T
 run's events changed. A change of the run's state key (a failure, a recovery, the end) makes the
 script press the hidden "draw-figures" button, so the figures come at once, and so does the user
 changing the view. Nothing is sent while this session's Watch tab is hidden, and the live window
-holds at most LIVE_ACTIONS actions. What watching costs is mostly the browser's work, and on a small machine the
-browser shares the cores with the training it shows (README, "The dashboard"; `zerolock bench
-dashboard` measures it)."""
+holds at most LIVE_ACTIONS actions. What watching costs is mostly the browser's work, and on a small
+machine the browser shares the cores with the training it shows (README, "The dashboard"; `zerolock
+bench dashboard` measures it)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,7 +20,7 @@ import gradio as gr
 
 from .controller import EngineController, failures
 from .failure_panel import build_failure_panel
-from .page_script import line_box, line_html
+from .page_script import DRAW_ID, HIDDEN_CLASS, STATUS_ID, line_box, line_html
 from .recovery_text import recovery_text
 from .timebase import recent_window_s
 from .watch_view import TABLE_COLUMNS, status_markdown, watch_view
@@ -58,12 +58,12 @@ class WatchTab:
 
 def build_watch_tab(controller: EngineController) -> WatchTab:
     with gr.Row(equal_height=False):  # True stretched the jump button to the radio's height
-        status_md = gr.HTML(line_box(IDLE_MD), elem_id="watch-status")
+        status_md = gr.HTML(line_box(IDLE_MD), elem_id=STATUS_ID)
         window = gr.Radio([RECENT, WHOLE, FAILURE], value=RECENT, label="timeline and memory show", scale=0,
                           min_width=300, elem_id="watch-window")
         jump = gr.Button("jump to the last failure", scale=0, min_width=120, size="sm", elem_id="jump-to-failure")
     recovery = build_failure_panel(controller)
-    draw = gr.Button("draw the figures now", elem_id="draw-figures", elem_classes=["zerolock-hidden"])
+    draw = gr.Button("draw the figures now", elem_id=DRAW_ID, elem_classes=[HIDDEN_CLASS])
     timeline = gr.Plot(show_label=False, elem_id="timeline")
     unit = gr.Radio(list(UNITS), value="MiB", label="memory in", elem_id="memory-unit")
     memory = gr.Plot(show_label=False, elem_id="memory")
