@@ -3,8 +3,11 @@ fetched without a Gradio event, and Gradio's second identical plotly redraw skip
 from __future__ import annotations
 
 from importlib import resources
+from typing import Any
 
 from markdown_it import MarkdownIt
+
+from .early_script import early_script_middleware
 
 from .poll_interval import check_poll
 
@@ -23,6 +26,11 @@ def page_head(poll_s: float) -> str:
     for placeholder, value in values.items():
         script = script.replace(placeholder, value)
     return f"<script>\n{script}\n</script>"
+
+
+def launch_options(poll_s: float) -> dict[str, Any]:
+    """What every `demo.launch` of the dashboard passes (a fresh dict: Gradio adds to app_kwargs)."""
+    return {"head": page_head(poll_s), "css": HIDDEN_CSS, "app_kwargs": {"middleware": [early_script_middleware()]}}
 
 
 def line_html(markdown: str) -> str:

@@ -63,7 +63,7 @@ def serve(opts: ServeOptions) -> int:
     previous = signal.signal(signal.SIGTERM, interrupt)
     try:
         # quiet: Gradio's own banner suggests share=True, a public tunnel this app must not open
-        demo.launch(**demo.page_options, server_name=opts.host, server_port=opts.port, auth=opts.auth,
+        demo.launch(**demo.page_options(), server_name=opts.host, server_port=opts.port, auth=opts.auth,
                     inbrowser=opts.open_browser,
                     allowed_paths=[str(runs_root)], footer_links=["api", "settings"], quiet=True,
                     prevent_thread_lock=True,

@@ -1,6 +1,7 @@
 """The Gradio Blocks app: Run | Watch live | Compare | Explain | Readability | Runs, over one EngineController."""
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -8,7 +9,7 @@ import gradio as gr
 
 from . import tab_compare, tab_explain, tab_readability, tab_run, tab_runs, tab_watch
 from .controller import EngineController
-from .page_script import HIDDEN_CSS, page_head
+from .page_script import launch_options
 from .poll_interval import DEFAULT_POLL_S, check_poll
 
 
@@ -19,8 +20,8 @@ def build_app(controller: EngineController | None = None, *, runs_root: str | Pa
     controller = controller or EngineController(runs_root)
     with gr.Blocks(title="ZeroLock dashboard", analytics_enabled=False) as demo:
         demo.controller = controller  # the CLI closes it when the app ends (which stops its runs)
-        # Gradio 6 takes the page's script and CSS at launch: every launcher passes these
-        demo.page_options = {"head": page_head(poll_s), "css": HIDDEN_CSS}
+        # Gradio 6 takes the page's scripts and CSS at launch: every launcher passes demo.page_options()
+        demo.page_options = functools.partial(launch_options, poll_s)
         gr.Markdown("## ZeroLock: pipeline fine-tuning without update locking")
         figures_every_s = max(tab_watch.FIGURES_EVERY_S, poll_s)
         figures_timer = gr.Timer(figures_every_s, active=False)

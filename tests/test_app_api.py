@@ -31,7 +31,7 @@ def app(tmp_path_factory):
     root = tmp_path_factory.mktemp("runs")
     demo = build_app(runs_root=root)
     port = free_port()
-    demo.launch(**demo.page_options, prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True)
+    demo.launch(**demo.page_options(), prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True)
     client = Client(f"http://127.0.0.1:{port}/", verbose=False)
     yield client, demo, root
     demo.controller.close()

@@ -63,7 +63,7 @@ def page(tmp_path):
 
     demo = build_app(runs_root=tmp_path / "runs")
     port = free_port()
-    demo.launch(**demo.page_options, prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True)
+    demo.launch(**demo.page_options(), prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True)
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=str(chromium), args=CHROMIUM_ARGS)
