@@ -4,9 +4,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
-from .layout import fast_figure, frame
+from .layout import fast_figure, subplot_title
 from zerolock_core.telemetry.activity import StageStats
 from .palette import NEUTRAL, stage_colour, stage_dash
 from .timeline import lane_axis
@@ -16,46 +15,55 @@ def _chunk_index(name: str) -> int | None:
     return int(name.removeprefix("chunk")) if name.startswith("chunk") and name[5:].isdigit() else None
 
 
+LOSS_DOMAIN, ACCURACY_DOMAIN = (0.0, 0.5456), (0.6656, 1.0)  # make_subplots' 0.62 / 0.38 split, 0.12 apart
+
+
 def training_figure(metrics: dict[str, Any] | None, *, title: str = "",
                     live_curves: list[dict[str, Any]] | None = None) -> go.Figure:
     """Left: every chunk's local training loss per step (BP: the one global loss), from metrics.json
     once the run ended, else from `live_curves` (app/live_loss.py) while it runs.
-    Right: eval accuracy of every chunk's own readout (the last chunk is the model's answer)."""
+    Right: eval accuracy of every chunk's own readout (the last chunk is the model's answer).
+    Built from plain dicts (fast_figure): the Watch tab redraws it every few seconds while a run goes,
+    and plotly's validated make_subplots cost ~0.18 s of the app's CPU per draw."""
     curves = ((metrics or {}).get("train") or {}).get("curves") or live_curves or []
     per_chunk = ((metrics or {}).get("eval") or {}).get("per_chunk") or []
     if not curves and not per_chunk:
         return placeholder_figure("The loss curves start with the first local loss (L) or last-stage<br>"
                                   "backward (B); the eval accuracy arrives when the run ends.", title=title,
                                   height=340)
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.62, 0.38], horizontal_spacing=0.12,
-                        subplot_titles=("training loss", "eval accuracy per chunk"))
     chunks = 1 + max([_chunk_index(c["chunk"]) or 0 for c in curves] + [p["chunk"] for p in per_chunk] + [0])
+    data: list[dict[str, Any]] = []
     for c in curves:  # chunk k is stage k's part of the model: its slate shade and dash
         k = _chunk_index(c["chunk"])
-        fig.add_trace(go.Scatter(x=c["step"], y=c["loss"], mode="lines+markers", marker=dict(size=4),
-                                 name="loss of the whole model (backprop)" if k is None else f"chunk {k} local loss",
-                                 line=dict(color=NEUTRAL["ink"] if k is None else stage_colour(k, chunks), width=2,
-                                           dash="solid" if k is None else stage_dash(k))), row=1, col=1)
+        data.append(dict(type="scatter", x=list(c["step"]), y=list(c["loss"]), mode="lines+markers",
+                         marker=dict(size=4), xaxis="x", yaxis="y",
+                         name="loss of the whole model (backprop)" if k is None else f"chunk {k} local loss",
+                         line=dict(color=NEUTRAL["ink"] if k is None else stage_colour(k, chunks), width=2,
+                                   dash="solid" if k is None else stage_dash(k))))
+    annotations = [subplot_title("training loss", x0=LOSS_DOMAIN[0], x1=LOSS_DOMAIN[1]),
+                   subplot_title("eval accuracy per chunk", x0=ACCURACY_DOMAIN[0], x1=ACCURACY_DOMAIN[1])]
     if per_chunk:
         ks = [p["chunk"] for p in per_chunk]
-        fig.add_trace(go.Bar(x=[f"chunk {k}" for k in ks], y=[p["label_accuracy"] for p in per_chunk],
-                             marker=dict(color=[stage_colour(k, chunks) for k in ks]), name="label accuracy",
-                             showlegend=False, text=[f"{p['label_accuracy']:.2f}" for p in per_chunk],
-                             textposition="auto",
-                             hovertemplate="%{x}: label accuracy %{y:.3f}<extra></extra>"), row=1, col=2)
-    if not per_chunk:
+        data.append(dict(type="bar", x=[f"chunk {k}" for k in ks], y=[p["label_accuracy"] for p in per_chunk],
+                         marker=dict(color=[stage_colour(k, chunks) for k in ks]), name="label accuracy",
+                         showlegend=False, text=[f"{p['label_accuracy']:.2f}" for p in per_chunk],
+                         textposition="auto", xaxis="x2", yaxis="y2",
+                         hovertemplate="%{x}: label accuracy %{y:.3f}<extra></extra>"))
+    else:
         waiting = metrics is None and live_curves
-        fig.add_annotation(text="eval accuracy: when the run ends" if waiting else
-                           "no eval (the run stopped early or failed)", showarrow=False,
-                           xref="paper", yref="paper", x=0.88, y=0.5)
-    fig.update_xaxes(title_text="optimizer step", row=1, col=1)
-    fig.update_yaxes(title_text="loss (nats)", row=1, col=1)
-    fig.update_yaxes(title_text="label accuracy", range=[0, 1], row=1, col=2)
+        annotations.append(dict(text="eval accuracy: when the run ends" if waiting else
+                                "no eval (the run stopped early or failed)", showarrow=False,
+                                xref="paper", yref="paper", x=0.88, y=0.5))
     last = max((c["step"][-1] for c in curves if c["step"]), default=1)
-    # whole steps, and at most 6 ticks: a half-width panel at 820 px must not run them together
-    fig.update_xaxes(dtick=_nice_step(last / 5), row=1, col=1)
-    frame(fig, title=title, height=340, subplot_titles=True, left=60)
-    return fig
+    layout = dict(
+        # whole steps, and at most 6 ticks: a half-width panel at 820 px must not run them together
+        xaxis=dict(domain=list(LOSS_DOMAIN), anchor="y", title=dict(text="optimizer step"),
+                   dtick=_nice_step(last / 5)),
+        yaxis=dict(anchor="x", title=dict(text="loss (nats)")),
+        xaxis2=dict(domain=list(ACCURACY_DOMAIN), anchor="y2"),
+        yaxis2=dict(anchor="x2", title=dict(text="label accuracy"), range=[0, 1]),
+        annotations=annotations)
+    return fast_figure(data, layout, title=title, height=340, subplot_titles=True, left=60)
 
 
 def _nice_step(raw: float) -> int:
@@ -79,7 +87,7 @@ def placeholder_figure(message: str, *, title: str = "", height: int = 300) -> g
 def activity_figure(stats: Sequence[StageStats], *, bubble: float | None = None, title: str = "") -> go.Figure:
     """Per stage lane (stage 0 on top): the share of its time spent computing vs idle/waiting."""
     stages = len(stats)
-    active = [round(100 * s.active_fraction, 2) for s in stats]
+    active = [round(100 * s.active_fraction) for s in stats]  # whole percent: what the labels say
     ys = list(range(stages))
     head = title or "active vs idle per stage"
     if bubble is not None:
@@ -87,11 +95,11 @@ def activity_figure(stats: Sequence[StageStats], *, bubble: float | None = None,
     # busy time in each stage's slate shade (lane = stage), idle in the structural grey: never a kind colour
     data = [dict(type="bar", x=active, y=ys, orientation="h", name="computing",
                  marker=dict(color=[stage_colour(s, stages) for s in ys]),
-                 text=[f"{a:.0f}%" for a in active], textposition="inside", customdata=[f"stage {s}" for s in ys],
-                 hovertemplate="%{customdata}: computing %{x:.1f}%<extra></extra>"),
-            dict(type="bar", x=[round(100 - a, 2) for a in active], y=ys, orientation="h", name="idle / waiting",
+                 text=[f"{a}%" for a in active], textposition="inside", customdata=[f"stage {s}" for s in ys],
+                 hovertemplate="%{customdata}: computing %{x}%<extra></extra>"),
+            dict(type="bar", x=[100 - a for a in active], y=ys, orientation="h", name="idle / waiting",
                  marker=dict(color=NEUTRAL["idle"]), customdata=[f"stage {s}" for s in ys],
-                 hovertemplate="%{customdata}: idle %{x:.1f}%<extra></extra>")]
+                 hovertemplate="%{customdata}: idle %{x}%<extra></extra>")]
     layout = dict(barmode="stack", yaxis=lane_axis(stages),
                   xaxis=dict(title=dict(text="% of the stage's time"), range=[0, 100]))
     return fast_figure(data, layout, title=head, height=max(240, 150 + 36 * stages))

@@ -10,7 +10,7 @@ from app.figures import KIND_COLOURS, METHOD_COLOURS, memory_figure, simulated_e
 from zerolock_core.telemetry.activity import bubble_fraction, live_throughput, stage_stats
 from app.memory import memory_grid
 from app.palette import kind_label
-from app.training_figures import activity_figure
+from app.training_figures import activity_figure, training_figure
 from app.timeline import X_TITLE, lane_bars
 from zerolock_core.schedule import Costs, Kind, LinkProfile, build_schedule
 
@@ -42,6 +42,11 @@ ZEROLOCK_2X2 = [
 ]
 
 
+CURVES = [{"chunk": f"chunk{k}", "step": [1, 2, 3], "loss": [3.0 - k, 2.5 - k, 2.0 - k]} for k in range(2)]
+FINAL_METRICS = {"train": {"curves": CURVES},
+                 "eval": {"per_chunk": [{"chunk": 0, "label_accuracy": 0.3}, {"chunk": 1, "label_accuracy": 0.5}]}}
+
+
 def bar_traces(fig) -> dict[str, object]:
     return {t.legendgroup: t for t in fig.data}
 
@@ -52,7 +57,8 @@ def test_live_figures_are_valid_plotly():
     many = [ev(i % 2, "F", i, i, i + 0.5) for i in range(60)]
     for fig in (timeline_figure(ZEROLOCK_2X2, stages=2, title="t"), timeline_figure([], stages=2),
                 timeline_figure(many, stages=2, webgl_threshold=10), memory_figure(ZEROLOCK_2X2, stages=2, title="m"),
-                memory_figure(ZEROLOCK_2X2, stages=2, measure="inflight"), activity_figure(stats, bubble=0.1)):
+                memory_figure(ZEROLOCK_2X2, stages=2, measure="inflight"), activity_figure(stats, bubble=0.1),
+                training_figure(None, live_curves=CURVES), training_figure(FINAL_METRICS, title="t")):
         go.Figure(fig.to_dict())  # raises ValueError on an unknown property or a bad value
 
 

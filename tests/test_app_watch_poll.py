@@ -67,6 +67,19 @@ def test_the_figures_are_drawn_when_the_events_grow_and_skipped_when_nothing_cha
     assert sent(grown, "timeline") and sent(grown, "memory") and sent(grown, "table")
 
 
+def test_the_activity_bars_are_sent_only_when_their_whole_percents_change(tmp_path):
+    ctl = reopened(tmp_path)
+    ctl.run.events[:] = events(200)  # each stage computes 0.5 ms of every 2 ms: 25 %
+    first = tab_watch.poll_figures(ctl, None, tab_watch.RECENT)
+    ctl.run.events.extend(events(240)[200:])  # the same rhythm: still 25 % (25.2 % before, 25.2 % now)
+    steady = tab_watch.poll_figures(ctl, first[FIGURES["drawn"]], tab_watch.RECENT)
+    assert sent(steady, "timeline") and not sent(steady, "activity")
+    busy = [{**e, "t0": e["t0"] - 10**6, "t1": e["t0"] + 10**6} for e in events(400)[240:]]  # now always busy
+    ctl.run.events.extend(busy)
+    changed = tab_watch.poll_figures(ctl, steady[FIGURES["drawn"]], tab_watch.RECENT)
+    assert sent(changed, "activity")
+
+
 def test_the_status_line_key_changes_with_the_state_not_with_the_progress(tmp_path):
     ctl = reopened(tmp_path)
     first = tab_watch.watch_line(ctl)
