@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from .poll_interval import DEFAULT_POLL_S
+from .poll_interval import DEFAULT_POLL_S, FIGURES_EVERY_S
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -17,10 +17,10 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs-dir", default="runs", help="where runs are written and listed (default runs/)")
     parser.add_argument("--no-browser", action="store_true", help="do not open a browser tab")
     parser.add_argument("--poll", type=float, default=DEFAULT_POLL_S,
-                        help=f"seconds between live updates (default {DEFAULT_POLL_S:g}; at least 0.5, i.e. at most "
-                             "2 a second). "
-                             "Watching costs the browser CPU: on a small machine, a longer interval leaves "
-                             "more to the training")
+                        help=f"seconds between the Watch tab's status-line updates (default {DEFAULT_POLL_S:g}; at "
+                             f"least 0.5, i.e. at most 2 a second); its figures are redrawn every "
+                             f"{FIGURES_EVERY_S:g} s, or this if longer. Watching costs the browser CPU: on a small "
+                             "machine, a longer interval leaves more to the training")
     parser.set_defaults(func=run_dashboard)
 
 

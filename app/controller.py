@@ -15,7 +15,7 @@ from zerolock_core.runtime.run import Run
 from zerolock_core.telemetry import read_events
 from zerolock_core.telemetry.lifecycle import LIFECYCLE_FILE, read_lifecycle
 
-from zerolock_core.telemetry.activity import StageStats, stage_stats
+from zerolock_core.telemetry.activity import ActivityFold, StageStats
 from .reference_job import ReferenceJob
 from .run_data import APP_RECORD, load_run, read_json
 
@@ -37,16 +37,34 @@ class Tracked:
     state: str = "queued"
     metrics: dict[str, Any] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _fold: ActivityFold | None = field(default=None, repr=False)
     _stats: tuple[int, list[StageStats]] = (-1, [])
     _lifecycle_size: int = -1
 
+    def activity(self) -> ActivityFold:
+        """The per-stage numbers of the events so far: only the events that arrived since the last call
+        are folded in (the list only grows; a shorter one is folded afresh)."""
+        with self._lock:  # the app's request threads ask concurrently: fold each event once
+            fold = self._fold
+            if fold is None or fold.events > len(self.events):
+                fold = ActivityFold(stages=self.stages)
+            if fold.events < len(self.events):
+                fold.add(self.events[fold.events:])
+            self._fold = fold
+            return fold
+
     def stage_stats(self) -> list[StageStats]:
-        """Per-stage numbers from the events so far (recomputed only when new events arrived)."""
+        """Per-stage numbers from the events so far (made again only when new events arrived)."""
+        fold = self.activity()
         n, stats = self._stats
-        if n != len(self.events):
-            n, stats = len(self.events), stage_stats(self.events, stages=self.stages)
+        if n != fold.events:
+            n, stats = fold.events, fold.stats()
             self._stats = (n, stats)
         return stats
+
+    def span_s(self) -> float:
+        """First start to last end of the events so far (timebase.span_s, from the fold)."""
+        return self.activity().makespan_s
 
     @property
     def stages(self) -> int:

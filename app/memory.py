@@ -249,7 +249,7 @@ def memory_figure(events: list[dict[str, Any]], *, stages: int, title: str = "",
                   window_s: float | None = None, origin_ns: int | None = None,
                   peak_bytes: Sequence[int] | None = None, uirevision: str = "memory", unit: str | None = None,
                   x_range: tuple[float, float] | None = None, detail: bool | None = None,
-                  peak_inflight: Sequence[float] | None = None,
+                  peak_inflight: Sequence[float] | None = None, sampled_peaks: Sequence[float] | None = None,
                   recoveries: Sequence[dict[str, Any]] = ()) -> go.Figure:
     """Left: one row per stage (stage 0 on top, shared time axis and value scale): the per-step
     peak envelope, and the per-micro-batch detail when few actions are in view. Right: each stage's
@@ -265,7 +265,9 @@ def memory_figure(events: list[dict[str, Any]], *, stages: int, title: str = "",
       actions are in the window / x_range).
     peak_bytes: per-stage peaks from metrics.json (`per_stage[s].peak_activation_bytes`, which
       also sees transients inside an action), used in MiB; peak_inflight: the same for
-      micro-batches (`peak_inflight_microbatches`). Default: the highest after-action sample.
+      micro-batches (`peak_inflight_microbatches`). Default: the highest after-action sample, over
+      `events` or, given `sampled_peaks` (per stage, in the measure's own unit: bytes or
+      micro-batches), over the whole run when `events` is only a window of it (a live view's).
     recoveries: recovery records (as for the timeline): the failed stage's row drops to 0 at the
       failure (its process and its activations are gone), and the outage is shaded like the
       timeline's band (every row for a global rollback)."""
@@ -294,6 +296,10 @@ def memory_figure(events: list[dict[str, Any]], *, stages: int, title: str = "",
                 peaks[e["stage"]] = max(peaks[e["stage"]], (e.get(measure) or 0) * scale)
         grid = MemoryGrid(t_ms=[], values=[[] for _ in range(stages)], peaks=peaks, unit=unit_text)
     peak_title = "peak per stage"
+    if sampled_peaks is not None:
+        if len(sampled_peaks) != stages:
+            raise ValueError(f"sampled_peaks needs one value per stage ({stages}, got {len(sampled_peaks)})")
+        grid.peaks = [v * MEASURES[measure][2] for v in sampled_peaks]
     given = peak_bytes if measure == "act_bytes" else peak_inflight
     if given is not None:
         if len(given) != stages:

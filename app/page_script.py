@@ -1,28 +1,58 @@
-"""The script the dashboard puts in its page's <head> (page_script.js): the Watch tab's status line
-fetched without a Gradio event, and Gradio's second identical plotly redraw skipped."""
+"""The script the dashboard puts in its page's <head> (page_script.js): the Watch tab's status line,
+figures, table and status JSON fetched and drawn without a Gradio event, only while the Watch tab
+shows and only what is on screen and changed; the switch to Watch after Run / Open / Resume; and
+Gradio's second identical plotly redraw (the other tabs) skipped. Also the HTML it writes."""
 from __future__ import annotations
 
+import html
+import json
 from importlib import resources
-from typing import Any
+from typing import Any, Sequence
 
 from markdown_it import MarkdownIt
 
 from .early_script import early_script_middleware
-
-from .poll_interval import check_poll
+from .plotly_asset import plotly_asset_middleware, plotly_path, plotly_version
+from .poll_interval import FIGURES_EVERY_S, check_poll
+from .watch_parts import FAILURE, HOLDER_CLASS, JUMP_ID, PARTS, PLOT_PARTS, UNIT_ID, WINDOW_ID
 
 # the page elements the script reads and writes (one definition: the Python side builds them with these)
-STATUS_ID, RECOVERY_ID, DRAW_ID = "watch-status", "recovery-line", "draw-figures"
+STATUS_ID, RECOVERY_ID = "watch-status", "recovery-line"
+WATCH_TAB_ID = "tab-watch"  # Gradio gives the tab's button the id f"{WATCH_TAB_ID}-button"
+SHOW_WATCH_EVENT = "zerolock-show-watch"  # a DOM event: the script switches to Watch and draws afresh
 LINE_CLASS = "zerolock-line"  # the element inside a gr.HTML line that the script rewrites
-HIDDEN_CLASS = "zerolock-hidden"  # the draw-figures button
-HIDDEN_CSS = f".{HIDDEN_CLASS} {{ display: none !important; }}"
+TABLE_CLASS = "zerolock-table"
+PAGE_CSS = f"""
+.{TABLE_CLASS} {{ border-collapse: collapse; width: 100%; font-size: 14px; }}
+.{TABLE_CLASS} th, .{TABLE_CLASS} td {{ border: 1px solid var(--border-color-primary, #e5e7eb);
+  padding: 6px 10px; text-align: left; }}
+.{TABLE_CLASS} th {{ font-weight: 600; background: var(--background-fill-secondary, #f9fafb); }}
+.{TABLE_CLASS} caption {{ caption-side: top; text-align: left; padding: 4px 0; font-size: 13px;
+  color: var(--body-text-color-subdued, #6b7280); }}
+#{PARTS["status"]} summary {{ cursor: pointer; padding: 8px 0; }}
+#{PARTS["status"]} pre {{ max-height: 420px; overflow: auto; font-size: 12px; }}
+"""
 _MARKDOWN = MarkdownIt("commonmark", {"html": False})  # raw HTML in a run's error text is escaped
+# the `js` of the step after Run / Open / Resume: its input is the hidden "show Watch" checkbox they set
+# when they started or opened something (a gr.Tabs output instead would make every later Gradio event
+# snapshot the whole Tabs subtree: ~150 ms of the browser's main thread per event, measured)
+SHOW_WATCH_JS = f"(show) => {{ if (show) document.dispatchEvent(new Event('{SHOW_WATCH_EVENT}')); }}"
+
+
+def figures_every_s(poll_s: float) -> float:
+    """How often the figures may be redrawn: FIGURES_EVERY_S, or the status line's poll if longer."""
+    return max(FIGURES_EVERY_S, check_poll(poll_s))
 
 
 def page_head(poll_s: float) -> str:
     script = resources.files(__package__).joinpath("page_script.js").read_text(encoding="utf-8")
-    values = {"__POLL_MS__": str(round(1000 * check_poll(poll_s))), "__STATUS_ID__": STATUS_ID,
-              "__RECOVERY_ID__": RECOVERY_ID, "__DRAW_ID__": DRAW_ID, "__LINE_CLASS__": LINE_CLASS}
+    values = {"__POLL_MS__": str(round(1000 * check_poll(poll_s))),
+              "__FIGURES_MS__": str(round(1000 * figures_every_s(poll_s))), "__PARTS__": json.dumps(PARTS),
+              "__PLOT_PARTS__": json.dumps(list(PLOT_PARTS)), "__PLOTLY_VERSION__": plotly_version(),
+              "__PLOTLY_PATH__": plotly_path(), "__STATUS_ID__": STATUS_ID, "__RECOVERY_ID__": RECOVERY_ID,
+              "__LINE_CLASS__": LINE_CLASS, "__HOLDER_CLASS__": HOLDER_CLASS, "__WINDOW_ID__": WINDOW_ID,
+              "__UNIT_ID__": UNIT_ID, "__JUMP_ID__": JUMP_ID, "__FAILURE_WINDOW__": FAILURE,
+              "__WATCH_TAB_ID__": WATCH_TAB_ID, "__SHOW_WATCH_EVENT__": SHOW_WATCH_EVENT}
     for placeholder, value in values.items():
         script = script.replace(placeholder, value)
     return f"<script>\n{script}\n</script>"
@@ -30,7 +60,8 @@ def page_head(poll_s: float) -> str:
 
 def launch_options(poll_s: float) -> dict[str, Any]:
     """What every `demo.launch` of the dashboard passes (a fresh dict: Gradio adds to app_kwargs)."""
-    return {"head": page_head(poll_s), "css": HIDDEN_CSS, "app_kwargs": {"middleware": [early_script_middleware()]}}
+    return {"head": page_head(poll_s), "css": PAGE_CSS,
+            "app_kwargs": {"middleware": [early_script_middleware(), plotly_asset_middleware()]}}
 
 
 def line_html(markdown: str) -> str:
@@ -41,3 +72,21 @@ def line_html(markdown: str) -> str:
 def line_box(markdown: str = "") -> str:
     """A gr.HTML value: the line inside the element the script rewrites."""
     return f'<div class="{LINE_CLASS}">{line_html(markdown)}</div>'
+
+
+def holder_box() -> str:
+    """A gr.HTML value: the empty element the script draws a Watch part into."""
+    return f'<div class="{HOLDER_CLASS}"></div>'
+
+
+def status_box() -> str:
+    """A gr.HTML value: the status JSON, folded; the script fills it in only while it is open."""
+    return f'<details><summary>status (JSON)</summary><pre class="{HOLDER_CLASS}"></pre></details>'
+
+
+def table_html(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, caption: str = "") -> str:
+    """A table as the HTML the script writes into the page, every cell escaped."""
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>" for row in rows)
+    title = f"<caption>{html.escape(caption)}</caption>" if caption else ""
+    return f'<table class="{TABLE_CLASS}">{title}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'

@@ -1,5 +1,5 @@
-"""How often the Watch tab's status line is fetched (the figures: every 5 s, or this if longer): one
-definition for the flag, the server options and the app.
+"""How often the Watch tab's status line is fetched, and how often its figures may be redrawn (every
+FIGURES_EVERY_S, or the poll if longer): one definition for the flag, the server options and the app.
 
 Every update costs the browser CPU, and on a small machine the browser shares the cores with the
 training it shows (`zerolock bench dashboard` measures what watching costs)."""
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 MIN_POLL_S = 0.5  # at most two redraws a second
 DEFAULT_POLL_S = 1.0
+FIGURES_EVERY_S = 5.0  # what is on screen and changed: ~7 % of a core for the browser (bench dashboard)
 
 
 def check_poll(poll_s: float) -> float:

@@ -1,16 +1,18 @@
 """Watch live tab: status line, per-stage timeline and memory, live loss curves and eval accuracy,
-per-stage table, and the Inject failure panel's recovery line.
+per-stage table, status JSON, and the Inject failure panel's recovery line.
 
-The status line and the recovery line are fetched by the page's own script every `--poll` (default
-1 s) from the `watch_line` endpoint, not sent by a Gradio event: every Gradio event costs the page a
-snapshot of each component that ever showed a loading status (page_script.js). The figures timer
-(FIGURES_EVERY_S, or `--poll` if longer) redraws the figures, the table and the status JSON when the
-run's events changed. A change of the run's state key (a failure, a recovery, the end) makes the
-script press the hidden "draw-figures" button, so the figures come at once, and so does the user
-changing the view. Nothing is sent while this session's Watch tab is hidden, and the live window
-holds at most LIVE_ACTIONS actions. What watching costs is mostly the browser's work, and on a small
-machine the browser shares the cores with the training it shows (README, "The dashboard"; `zerolock
-bench dashboard` measures it)."""
+Everything that changes while a run goes is fetched and drawn by the page's own script
+(page_script.js), not sent by Gradio events: every Gradio event costs the page a snapshot of each
+component that ever showed a loading status, and a Gradio plot is re-mounted and drawn afresh on
+every update. Every `--poll` (default 1 s) the script fetches `watch_line`: the status line, the
+recovery line, the run's state key and its figures key. When the figures key (or the view) changed
+since a part was drawn, and the part is on screen, it fetches `watch_figures` for the parts it
+needs and redraws them with Plotly.react: at once when the state key changed (the first actions, a
+failure, a recovery, the end), when a part comes into view or the user changed the view, else at
+most every FIGURES_EVERY_S (or `--poll` if longer). Nothing is fetched while the tab is hidden, and
+nothing is drawn while nothing changes. The live window holds at most LIVE_ACTIONS actions. What
+watching costs is mostly the browser's work, and on a small machine the browser shares the cores
+with the training it shows (README, "The dashboard"; `zerolock bench dashboard` measures it)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,64 +22,50 @@ import gradio as gr
 
 from .controller import EngineController, failures
 from .failure_panel import build_failure_panel
-from .page_script import DRAW_ID, HIDDEN_CLASS, STATUS_ID, line_box, line_html
+from .page_script import STATUS_ID, holder_box, line_box, line_html, status_box, table_html
 from .recovery_text import recovery_text
 from .timebase import recent_window_s
+from .watch_parts import FAILURE, JUMP_ID, PARTS, PLOT_PARTS, RECENT, UNIT_ID, UNITS, WHOLE, WINDOW_ID, check_parts
 from .watch_view import TABLE_COLUMNS, status_markdown, watch_view
 
-RECENT, WHOLE, FAILURE = "recent actions", "whole run", "around the last failure"
-UNITS = {"MiB": "act_bytes", "micro-batches held": "inflight"}  # memory chart: label -> event field
 LIVE_SECONDS, LIVE_ACTIONS = 20.0, 300  # the live window: at most 20 s and about 300 actions (~10 steps at K=2)
-FIGURES_EVERY_S = 5.0  # measured: 2 s cost the browser ~55 % of a core, 5-6 s ~33 %, never ~29 %
 IDLE_MD = "Nothing to watch yet: start a run on the **Run** tab, or open a saved one on the **Runs** tab."
 
 
 @dataclass(kw_only=True)
 class WatchTab:
     status_md: gr.HTML  # written by the page's script (watch_line)
-    window: gr.Radio  # also an output: a new failure pins the view to it
+    window: gr.Radio  # read by the page's script; also an output of Open / Resume (whole run, recent)
     unit: gr.Radio
-    jump: gr.Button
-    timeline: gr.Plot
-    memory: gr.Plot
-    training: gr.Plot
-    activity: gr.Plot
-    table: gr.Dataframe
-    status_json: gr.JSON
+    jump: gr.Button  # the page's script checks "around the last failure" in `window`
     recovery: gr.HTML  # the Inject failure panel's detect / restore / replay line, written by the script
-    draw: gr.Button  # hidden: the script presses it when the run's state key changes
+    parts: dict[str, gr.HTML]  # watch_parts.PARTS: the holders the script draws into (watch_figures)
 
-    @property
-    def figure_outputs(self) -> list[gr.components.Component]:
-        return [self.timeline, self.memory, self.training, self.activity, self.table, self.status_json, self.window]
 
-    @property
-    def inputs(self) -> list[gr.components.Component]:
-        return [self.window, self.unit]
+def _holder(part: str) -> gr.HTML:
+    # js_on_load=None: Gradio's default sends every click on the element to the server as an event
+    return gr.HTML(status_box() if part == "status" else holder_box(), elem_id=PARTS[part], js_on_load=None)
 
 
 def build_watch_tab(controller: EngineController) -> WatchTab:
     with gr.Row(equal_height=False):  # True stretched the jump button to the radio's height
         status_md = gr.HTML(line_box(IDLE_MD), elem_id=STATUS_ID)
+        # interactive: no Python event reads them (the page's script does), which Gradio takes for "static"
         window = gr.Radio([RECENT, WHOLE, FAILURE], value=RECENT, label="timeline and memory show", scale=0,
-                          min_width=300, elem_id="watch-window")
-        jump = gr.Button("jump to the last failure", scale=0, min_width=120, size="sm", elem_id="jump-to-failure")
+                          min_width=300, elem_id=WINDOW_ID, interactive=True)
+        jump = gr.Button("jump to the last failure", scale=0, min_width=120, size="sm", elem_id=JUMP_ID)
     recovery = build_failure_panel(controller)
-    draw = gr.Button("draw the figures now", elem_id=DRAW_ID, elem_classes=[HIDDEN_CLASS])
-    timeline = gr.Plot(show_label=False, elem_id="timeline")
-    unit = gr.Radio(list(UNITS), value="MiB", label="memory in", elem_id="memory-unit")
-    memory = gr.Plot(show_label=False, elem_id="memory")
+    parts = {"timeline": _holder("timeline")}
+    unit = gr.Radio(list(UNITS), value="MiB", label="memory in", elem_id=UNIT_ID, interactive=True)
+    parts["memory"] = _holder("memory")
     with gr.Row():
         # side by side when there is room; one above the other on a narrow window (820 px)
-        training = gr.Plot(show_label=False, elem_id="training", min_width=460)
-        activity = gr.Plot(show_label=False, elem_id="activity", min_width=460)
-    table = gr.Dataframe(headers=TABLE_COLUMNS, label="per stage", interactive=False, elem_id="stage-table")
-    with gr.Accordion("status (JSON)", open=False):
-        status_json = gr.JSON(elem_id="status-json")
-    return WatchTab(status_md=status_md, window=window, unit=unit, jump=jump, timeline=timeline, memory=memory,
-                    training=training,
-                    activity=activity, table=table, status_json=status_json, recovery=recovery,
-                    draw=draw)
+        for part in ("training", "activity"):
+            with gr.Column(min_width=460):
+                parts[part] = _holder(part)
+    parts["table"] = _holder("table")
+    parts["status"] = _holder("status")
+    return WatchTab(status_md=status_md, window=window, unit=unit, jump=jump, recovery=recovery, parts=parts)
 
 
 def watched_status(controller: EngineController) -> dict[str, Any]:
@@ -119,77 +107,81 @@ class StateKey(NamedTuple):
 
     run: str
     state: str
+    acting: bool  # the first actions are in: the first bars come at once, not at the next cadence
     finished: bool  # the final metrics are in
     recovering: bool
     failures: int
 
 
-class DrawnKey(NamedTuple):
-    """What a browser session's figures were drawn from: nothing is redrawn while it stays the same."""
+class FiguresKey(NamedTuple):
+    """What the figures are drawn from, whatever the view: the state, the actions and start-ups so far."""
 
-    events: int
     state: StateKey
-    window: str
-    unit: str
+    events: int
+    startups: int  # lifecycle records: each stage's start-up phases
 
 
 def state_key(t, status: dict[str, Any]) -> StateKey:
-    return StateKey(run=t.name, state=t.state, finished=t.metrics is not None,
+    return StateKey(run=t.name, state=t.state, acting=bool(t.events), finished=t.metrics is not None,
                     recovering=bool(status.get("open_recoveries")), failures=len(failures(status)))
 
 
+def figures_key(t, status: dict[str, Any]) -> FiguresKey:
+    return FiguresKey(state=state_key(t, status), events=len(t.events), startups=len(t.lifecycle))
+
+
+def _as_text(key: NamedTuple) -> str:
+    return "|".join(_as_text(v) if isinstance(v, tuple) else str(v) for v in key)
+
+
 def watch_line(controller: EngineController) -> dict[str, Any]:
-    """What the page's script fetches every --poll: the status line and the recovery line as HTML, and
-    the run's state key (StateKey as a string: when it changes the script calls the figures in)."""
+    """What the page's script fetches every --poll: the status line and the recovery line as HTML, the
+    run's state key and its figures key as strings ("" while no run is watched: nothing to draw). The
+    script calls the figures in when the figures key changed: at once when the state key did too,
+    else at the figures' cadence."""
     t = controller.watched()
     if t is None:
-        return {"status": line_html(IDLE_MD), "recovery": "", "key": "idle"}
+        return {"status": line_html(IDLE_MD), "recovery": "", "key": "idle", "figures": ""}
     t.refresh()
     status = _status(controller, t)
     position = comparison_position(controller.batch(), t, status)
     return {"status": line_html(status_markdown(t, status, position=position)),
-            "recovery": line_html(recovery_text(status)), "key": "|".join(map(str, state_key(t, status)))}
+            "recovery": line_html(recovery_text(status)), "key": _as_text(state_key(t, status)),
+            "figures": _as_text(figures_key(t, status))}
 
 
-def poll_figures(controller: EngineController, drawn: dict | None, window_choice: str, unit: str = "MiB", *,
-                 visible: bool = True, every_s: float = FIGURES_EVERY_S) -> tuple:
-    """One figures tick: (timeline, memory, training, activity, table, status JSON, window radio,
-    figures timer, `drawn`), the figures only when the run's events, its state or the view changed
-    since what this browser session drew (`drawn`, a gr.State). A failure this session has not seen
-    yet pins the view to it (the window radio switches to FAILURE) until the user picks another.
-    While the Watch tab is hidden (`visible` False) nothing is sent: what was missed, a failure
-    included, is drawn on the first tick after it shows again. The timer goes back to `every_s`."""
-    skip_all = [gr.skip()] * 7
+def watch_figures(controller: EngineController, seen: dict[str, Any] | None, window_choice: str, unit: str,
+                  parts: list[str]) -> dict[str, Any]:
+    """What the page's script fetches to draw the Watch `parts` it needs (watch_parts.PARTS):
+    {"parts": {part: a figure's JSON text | the table's HTML | the status dict}, "key": the figures
+    key drawn from, "window": the window drawn, "seen": what the page sends back next time}.
+    `seen` is the page's memory, kept by the page: the run it drew and how many of its failures. A
+    failure the page has not drawn yet pins the view to it ("window" comes back FAILURE, and the
+    script checks it in the radio) until the user picks another; so a failure missed while the tab
+    was hidden is pinned when it shows again."""
+    check_parts(parts)
+    if window_choice not in (RECENT, WHOLE, FAILURE):
+        raise ValueError(f"unknown window {window_choice!r}: choose from {[RECENT, WHOLE, FAILURE]}")
+    if unit not in UNITS:
+        raise ValueError(f"unknown memory unit {unit!r}: choose from {list(UNITS)}")
     t = controller.watched()
     if t is None:
-        return (*skip_all, gr.Timer(every_s, active=controller.busy), drawn)
+        return {"parts": {}, "key": "", "window": window_choice, "seen": seen}
     t.refresh()
-    timer = gr.Timer(every_s, active=controller.busy or not t.engine_done)
-    if not visible:
-        return (*skip_all, timer, drawn)
-    last = drawn or {"key": None, "failures": 0, "run": None}
     status = _status(controller, t)
     n_failures = len(failures(status))
-    pin = gr.skip()
-    if last.get("run") == t.name and n_failures > last.get("failures", 0):
-        window_choice, pin = FAILURE, FAILURE  # a new failure: show it, whatever the view was
-    last = {**last, "failures": n_failures, "run": t.name}
-    key = DrawnKey(events=len(t.events), state=state_key(t, status), window=window_choice, unit=unit)
-    if key == last["key"]:
-        return (*skip_all[:6], pin, timer, last)
+    seen = seen or {}
+    if seen.get("run") == t.name and n_failures > seen.get("failures", 0):
+        window_choice = FAILURE  # a new failure: show it, whatever the view was
     focus = window_choice == FAILURE and n_failures > 0
     window = None
     if window_choice == RECENT or (window_choice == FAILURE and not focus):
-        window = recent_window_s(t.events, max_s=LIVE_SECONDS, max_events=LIVE_ACTIONS)
-    before: DrawnKey | None = last["key"]
-    first_draw = before is None or before.state.run != t.name or before.state.finished != key.state.finished
-    live_losses = t.metrics is None and t.runtime == "pipeline"  # the curves grow with the events
-    v = watch_view(t, window_s=window, status=status, with_training=first_draw or live_losses, focus_failure=focus,
-                   measure=UNITS.get(unit, "act_bytes"))
-    # the activity bars are the run's cumulative shares in whole percent: mid-run most ticks leave them
-    # as drawn, and a plot update costs the browser ~2 % of a core here even when nothing in it moved
-    activity = v.activity.to_json()
-    same_activity = not first_draw and activity == last.get("activity")
-    return (v.timeline, v.memory, v.training if v.training is not None else gr.skip(),
-            gr.skip() if same_activity else v.activity, v.table, v.status, pin, timer,
-            {**last, "key": key, "activity": activity})
+        window = recent_window_s(t.events, max_s=LIVE_SECONDS, max_events=LIVE_ACTIONS, stages=t.stages)
+    v = watch_view(t, window_s=window, status=status, parts=parts, focus_failure=focus, measure=UNITS[unit])
+    drawn: dict[str, Any] = {part: getattr(v, part).to_json() for part in PLOT_PARTS if part in parts}
+    if "table" in parts:
+        drawn["table"] = table_html(TABLE_COLUMNS, v.table, caption="per stage")
+    if "status" in parts:
+        drawn["status"] = v.status
+    return {"parts": drawn, "key": _as_text(figures_key(t, status)), "window": window_choice,
+            "seen": {"run": t.name, "failures": n_failures}}

@@ -32,6 +32,22 @@ def recent(events: Events, window_s: float | None) -> list[dict[str, Any]]:
     return [e for e in events if e["t1"] >= cutoff]
 
 
+def tail_since(events: Events, cutoff_ns: int, *, stages: int) -> list[dict[str, Any]]:
+    """The end of `events` from which every event ending at or after `cutoff_ns` is included, and for
+    each stage also its last event ending before it (what it held when the window opened). Found from
+    the end of the list: every stage appends its events to events.jsonl in the order they end, so once
+    each stage has shown one event ending before the cutoff, no earlier event of it ends after it. A
+    live view's window so costs its own events, not the whole run's (a 3000-step run: ~80k)."""
+    pending = set(range(stages))
+    start = len(events)
+    while start > 0 and pending:
+        start -= 1
+        e = events[start]
+        if e["t1"] < cutoff_ns:
+            pending.discard(e["stage"])
+    return list(events[start:])
+
+
 def training_origin(events: Events) -> int:
     """The first action's start (start-ups left out; 0 if there are none): time zero when runs are
     compared from their first micro-batch."""
@@ -76,12 +92,13 @@ def first_steps_s(events: Events, steps: int, *, origin_ns: int | None = None) -
     return to_s(max(done.values()), time_origin(events) if origin_ns is None else origin_ns)
 
 
-def recent_window_s(events: Events, *, max_s: float, max_events: int) -> float | None:
+def recent_window_s(events: Events, *, max_s: float, max_events: int, stages: int | None = None) -> float | None:
     """The live view's window: the last `max_s` seconds, shortened so that it holds at most about
     `max_events` actions (every drawn bar costs the browser time at each redraw); None when
-    everything fits."""
-    if len(events) <= max_events and span_s(events) <= max_s:
-        return None
-    ends = sorted(e["t1"] for e in events)
-    by_count = (ends[-1] - ends[-max_events]) / 1e9 if len(ends) > max_events else max_s
-    return max(1e-3, min(max_s, by_count))
+    everything fits. With `stages`, only the end of the list is read (tail_since): the same window."""
+    if len(events) <= max_events:
+        return None if span_s(events) <= max_s else max_s
+    last = events[-max_events:]
+    candidates = tail_since(events, min(e["t1"] for e in last), stages=stages) if stages else events
+    ends = sorted(e["t1"] for e in candidates)  # holds the max_events latest ends, wherever they are
+    return max(1e-3, min(max_s, (ends[-1] - ends[-max_events]) / 1e9))

@@ -9,7 +9,7 @@ import gradio as gr
 
 from . import tab_compare, tab_explain, tab_readability, tab_run, tab_runs, tab_watch
 from .controller import EngineController
-from .page_script import launch_options
+from .page_script import SHOW_WATCH_JS, WATCH_TAB_ID, launch_options
 from .poll_interval import DEFAULT_POLL_S, check_poll
 
 
@@ -23,22 +23,20 @@ def build_app(controller: EngineController | None = None, *, runs_root: str | Pa
         # Gradio 6 takes the page's scripts and CSS at launch: every launcher passes demo.page_options()
         demo.page_options = functools.partial(launch_options, poll_s)
         gr.Markdown("## ZeroLock: pipeline fine-tuning without update locking")
-        figures_every_s = max(tab_watch.FIGURES_EVERY_S, poll_s)
-        figures_timer = gr.Timer(figures_every_s, active=False)
-        drawn = gr.State(None)  # what the figures ticks drew last (tab_watch.poll_figures)
-        # Is this session's Watch tab showing? Figures drawn into a hidden tab cost the browser as much as
-        # shown ones (plotly lays them out all the same), so they wait until it is. An API caller has no tabs.
-        on_watch = gr.State(True)
-        with gr.Tabs(selected="run", elem_id="tabs") as tabs:
-            with gr.Tab("Run", id="run", elem_id="tab-run") as run_item:
+        # Run / Open / Resume set it when they started or opened something; the step after them switches
+        # the page to Watch live (SHOW_WATCH_JS). A gr.Tabs output would do it from the server, but then
+        # every later Gradio event of the session snapshots the whole Tabs subtree in the browser.
+        show_watch = gr.Checkbox(False, visible=False)
+        with gr.Tabs(selected="run", elem_id="tabs"):
+            with gr.Tab("Run", id="run", elem_id="tab-run"):
                 run_tab = tab_run.build_run_tab()
-            with gr.Tab("Watch live", id="watch", elem_id="tab-watch") as watch_item:
+            with gr.Tab("Watch live", id="watch", elem_id=WATCH_TAB_ID):
                 watch = tab_watch.build_watch_tab(controller)
             with gr.Tab("Compare", id="compare", elem_id="tab-compare") as compare_item:
                 cmp = tab_compare.build_compare_tab()
-            with gr.Tab("Explain", id="explain", elem_id="tab-explain") as explain_item:
+            with gr.Tab("Explain", id="explain", elem_id="tab-explain"):
                 expl = tab_explain.build_explain_tab()
-            with gr.Tab("Readability", id="readability", elem_id="tab-readability") as readability_item:
+            with gr.Tab("Readability", id="readability", elem_id="tab-readability"):
                 readability = tab_readability.build_readability_tab()
             with gr.Tab("Runs", id="runs", elem_id="tab-runs") as runs_item:
                 runs = tab_runs.build_runs_tab(controller.runs_root)
@@ -47,15 +45,11 @@ def build_app(controller: EngineController | None = None, *, runs_root: str | Pa
                                  api_name="readability")
 
         # ---- Run / Stop --------------------------------------------------------------------
-        def on_run(*values: Any) -> tuple:
-            message, started = tab_run.start_runs(controller, *values)
-            if not started:
-                return message, gr.skip(), gr.skip(), gr.skip()
-            return message, gr.Timer(figures_every_s, active=True), gr.Tabs(selected="watch"), True
+        def on_run(*values: Any) -> tuple[str, bool]:
+            return tab_run.start_runs(controller, *values)
 
-        run_tab.run.click(on_run, run_tab.inputs, [run_tab.message, figures_timer, tabs, on_watch],
-                          api_name="start_run",
-                          show_progress="hidden")
+        run_tab.run.click(on_run, run_tab.inputs, [run_tab.message, show_watch], api_name="start_run",
+                          show_progress="hidden").then(None, show_watch, None, js=SHOW_WATCH_JS)
 
         def on_stop() -> str:
             return controller.stop()
@@ -63,29 +57,16 @@ def build_app(controller: EngineController | None = None, *, runs_root: str | Pa
         run_tab.stop.click(on_stop, None, run_tab.message, api_name="stop_run", show_progress="hidden")
 
         # ---- Watch live --------------------------------------------------------------------
-        # the status line: the page's script fetches it (page_script.js), no Gradio event per tick
+        # fetched and drawn by the page's script (page_script.js): no Gradio event per update
         def watch_line() -> dict:
             return tab_watch.watch_line(controller)
 
         gr.api(watch_line, api_name="watch_line", queue=False)
 
-        def on_figures_tick(last: dict | None, shown: bool, window: str, unit: str) -> tuple:
-            return tab_watch.poll_figures(controller, last, window, unit, visible=shown, every_s=figures_every_s)
+        def watch_figures(seen: dict | None, window: str, unit: str, parts: list[str]) -> dict:
+            return tab_watch.watch_figures(controller, seen, window, unit, parts)
 
-        figures_inputs = [drawn, on_watch, *watch.inputs]
-        figures_outputs = [*watch.figure_outputs, figures_timer, drawn]
-        figures_timer.tick(on_figures_tick, figures_inputs, figures_outputs, api_name="poll_figures",
-                           show_progress="hidden")
-        for control in watch.inputs:  # .input: the user's own choice (a pin by poll_figures() must not loop back)
-            control.input(on_figures_tick, figures_inputs, figures_outputs, show_progress="hidden")
-        watch.draw.click(on_figures_tick, figures_inputs, figures_outputs, show_progress="hidden")
-        watch.jump.click(lambda: tab_watch.FAILURE, None, watch.window, show_progress="hidden").then(
-            on_figures_tick, figures_inputs, figures_outputs, show_progress="hidden")
-        # coming back to Watch draws at once what changed while it was hidden
-        watch_item.select(lambda: True, None, on_watch, show_progress="hidden", queue=False).then(
-            on_figures_tick, figures_inputs, figures_outputs, show_progress="hidden")
-        for item in (run_item, compare_item, explain_item, readability_item, runs_item):
-            item.select(lambda: False, None, on_watch, show_progress="hidden", queue=False)
+        gr.api(watch_figures, api_name="watch_figures", queue=False)
 
         def status() -> dict:
             return tab_watch.watched_status(controller)
@@ -117,21 +98,20 @@ def build_app(controller: EngineController | None = None, *, runs_root: str | Pa
             """A Runs-tab button that acts on the chosen run, then switches to Watch (or says why not)."""
             def handler(name: str | None) -> tuple:
                 if not name:
-                    return "Choose a run first.", *[gr.skip()] * 5
+                    return "Choose a run first.", gr.skip(), False
                 try:
                     act(Path(controller.runs_root) / name)
                 except (RuntimeError, ValueError, FileNotFoundError) as err:
-                    return f"⚠️ {err}", *[gr.skip()] * 5
-                return (done.format(name=name), gr.Timer(figures_every_s, active=True), gr.Tabs(selected="watch"),
-                        None, window, True)
+                    return f"⚠️ {err}", gr.skip(), False
+                return done.format(name=name), window, True
             return handler
 
         # a reopened run opens on the whole run (its story, failures included), a resumed one live
-        opened = [runs.message, figures_timer, tabs, drawn, watch.window, on_watch]
+        opened = [runs.message, watch.window, show_watch]
         runs.open.click(then_watch(controller.open, "Opened `{name}`.", tab_watch.WHOLE), runs.run,
-                        opened, api_name="open_run")
+                        opened, api_name="open_run").then(None, show_watch, None, js=SHOW_WATCH_JS)
         runs.resume.click(then_watch(controller.resume, "Resuming `{name}` from its checkpoints.", tab_watch.RECENT),
-                          runs.run, opened, api_name="resume_run")
+                          runs.run, opened, api_name="resume_run").then(None, show_watch, None, js=SHOW_WATCH_JS)
         # the old file goes at once and the wait is said: a PNG takes 10-15 s on 2 cores
         runs.export.click(lambda kind: (None, f"Exporting {kind} …"), runs.export_kind, [runs.file, runs.message],
                           show_progress="hidden", queue=False).then(
@@ -142,7 +122,4 @@ def build_app(controller: EngineController | None = None, *, runs_root: str | Pa
                         show_progress="hidden")
         runs.delete.click(lambda name, ok: tab_runs.delete_run(controller, name, ok), [runs.run, runs.confirm],
                           [runs.message, runs.table, runs.run, runs.confirm], api_name="delete_run")
-
-        # a new page (or a reload during a run) picks up whatever is being watched; it opens on the Run tab
-        demo.load(lambda: (gr.Timer(figures_every_s, active=True), False), None, [figures_timer, on_watch])
     return demo

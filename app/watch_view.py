@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Collection
 
 import plotly.graph_objects as go
 
@@ -17,7 +17,8 @@ from zerolock_core.telemetry.activity import bubble_fraction, live_throughput
 from .memory import memory_figure
 from .palette import method_label
 from .training_figures import activity_figure, placeholder_figure, training_figure
-from .timebase import recent, span_s, time_origin
+from .watch_parts import PARTS
+from .timebase import recent, tail_since
 from .step_view import should_aggregate, step_aggregate_figure
 from .timeline import LABEL_MAX_BARS, failure_window, timeline_figure
 
@@ -40,12 +41,13 @@ STATE_WORDS = {
 
 @dataclass(kw_only=True)
 class WatchView:
-    timeline: go.Figure
-    memory: go.Figure
-    training: go.Figure | None  # None: unchanged (nothing new since it was drawn)
-    activity: go.Figure
-    table: list[list[Any]]
-    status: dict[str, Any]
+    """The parts asked for (watch_parts.PARTS); None: not asked for."""
+    timeline: go.Figure | None = None
+    memory: go.Figure | None = None
+    training: go.Figure | None = None
+    activity: go.Figure | None = None
+    table: list[list[Any]] | None = None
+    status: dict[str, Any] | None = None
 
 
 def _seconds(s: float | None) -> str:
@@ -99,7 +101,7 @@ def status_markdown(t: Tracked, st: dict[str, Any], *, position: str = "") -> st
         parts.append(f"elapsed {_seconds(st['elapsed_s'])}")
     tput = m.get("throughput_samples_per_s", m.get("samples_per_s"))
     if tput is None and t.events:
-        tput = live_throughput(t.stage_stats(), elapsed_s=span_s(t.events), batch=t.cfg["train"]["batch"])
+        tput = live_throughput(t.stage_stats(), elapsed_s=t.span_s(), batch=t.cfg["train"]["batch"])
     if tput:
         parts.append(f"{tput:.1f} samples/s")
     ev = m.get("eval")
@@ -172,21 +174,49 @@ def around_failure(events: list[dict[str, Any]], failure: dict[str, Any]) -> lis
     return [e for e in events if e["t1"] >= a and e["t0"] <= b]
 
 
-def watch_view(t: Tracked, *, window_s: float | None,
-               status: dict[str, Any] | None = None, with_training: bool = True, focus_failure: bool = False,
+def watch_view(t: Tracked, *, window_s: float | None, status: dict[str, Any] | None = None,
+               parts: Collection[str] = tuple(PARTS), focus_failure: bool = False,
                measure: str = "act_bytes") -> WatchView:
-    """`focus_failure`: show the time around the most recent failure instead of `window_s`."""
+    """The `parts` of the Watch view (each costs the app's CPU only when asked for).
+    `focus_failure`: show the time around the most recent failure instead of `window_s`."""
     st = status if status is not None else t.status()
+    view = WatchView(status=st if "status" in parts else None)
+    if "timeline" in parts or "memory" in parts:
+        view.timeline, view.memory = _lanes(t, st, window_s=window_s, focus_failure=focus_failure, measure=measure,
+                                            timeline="timeline" in parts, memory="memory" in parts)
+    if "training" in parts:
+        view.training = training_view(t)
+    if "activity" in parts:
+        stats = t.stage_stats()
+        bubble = (t.metrics or {}).get("bubble_fraction", bubble_fraction(stats, t.span_s()) if t.events else None)
+        view.activity = (activity_figure(stats, bubble=bubble) if t.runtime == "pipeline" else
+                         placeholder_figure("pipeline runs only", title="active vs idle per stage", height=240))
+    if "table" in parts:
+        view.table = stage_table(t) if t.runtime == "pipeline" else []
+    return view
+
+
+def _lanes(t: Tracked, st: dict[str, Any], *, window_s: float | None, focus_failure: bool, measure: str,
+           timeline: bool = True, memory: bool = True) -> tuple[go.Figure | None, go.Figure | None]:
+    """The timeline and the memory chart over the same window (each only if asked for)."""
     events = t.events
     stages = t.stages
     failures = failures_of(st)
+    fold = t.activity()
     # one origin for every view: the first stage process's spawn (start-up is part of the run)
-    everything = [*t.lifecycle, *events]
-    origin = time_origin(everything)
-    window = window_s if window_s is not None and span_s(events) > window_s else None
+    origin = min([e["t0"] for e in t.lifecycle] + ([fold.first_t0] if fold.first_t0 is not None else []), default=0)
+    window = window_s if window_s is not None and fold.makespan_s > window_s else None
     # the figures are redrawn every few seconds, the status line every tick: say which step they show
     at_step = f", at step {st['steps_done']}" if st.get("steps_done") is not None and not t.engine_done else ""
-    shown = f" (the last {_seconds(window)} of {_seconds(span_s(events))} of training{at_step})" if window else ""
+    shown = f" (the last {_seconds(window)} of {_seconds(fold.makespan_s)} of training{at_step})" if window else ""
+    sampled = None
+    if window is not None and not (focus_failure and failures):
+        # the live window: only its own events (and what each stage held when it opened), not the run's
+        end = max([e["t1"] for e in t.lifecycle] + [fold.last_t1])
+        events = tail_since(events, end - int(window * 1e9), stages=stages)
+        stats = t.stage_stats()
+        sampled = [s.peak_act_bytes if measure == "act_bytes" else s.peak_inflight for s in stats]
+    everything = [*t.lifecycle, *events]
     timeline_events, memory_events, x_range = recent(everything, window), events, None
     if focus_failure and failures:
         f = failures[-1]
@@ -198,38 +228,31 @@ def watch_view(t: Tracked, *, window_s: float | None,
         shown = (f" around stage {f['stage']}'s failure at {(f['t_fail_ns'] - origin) / 1e9:.1f} s"
                  f"{' (still recovering)' if f.get('open') else ''}")
         window = None
-    key = t.name  # zoom is kept while the same run is watched
-    per_stage = (t.metrics or {}).get("per_stage") or []
-    peaks = [p["peak_activation_bytes"] for p in per_stage] if len(per_stage) == stages else None
-    stats = t.stage_stats()
-    bubble = (t.metrics or {}).get("bubble_fraction", bubble_fraction(stats, span_s(events)) if events else None)
     if t.runtime == "reference":
         note = "The reference trainer runs in one process: no per-stage telemetry. Its results appear below."
-        timeline = placeholder_figure(note, title="Timeline per stage", height=230)
-        memory = placeholder_figure(note, title="Activation memory per stage", height=230)
-    else:
-        # a new uirevision when the view is pinned: the pin must win over an earlier zoom
-        revision = f"{key}-{'failure-%d' % len(failures) if x_range else window is None}"
-        if x_range is None and window is None and should_aggregate(events):
-            # the whole of a long run: one stacked bar per stage and step, not tens of thousands of bars
-            timeline = step_aggregate_figure(events, stages=stages, recoveries=failures, uirevision=revision,
-                                             title=f"Time per step and stage, the whole run ({len(events):,} "
-                                                   "actions; pick “recent actions” or a failure for single bars)")
-        else:
-            # while the run goes, every redraw costs the browser CPU the training shares: no range
-            # slider (a second copy of every bar) and no bar labels except around a failure
-            live = not t.engine_done
-            timeline = timeline_figure(timeline_events, stages=stages, origin_ns=origin, recoveries=failures,
-                                       x_range=x_range, uirevision=revision, title=f"Timeline per stage{shown}",
-                                       rangeslider=not live,
-                                       label_max_bars=LABEL_MAX_BARS if (x_range or not live) else 0)
-        memory = memory_figure(memory_events, stages=stages, window_s=window, origin_ns=origin, peak_bytes=peaks,
-                               measure=measure, x_range=x_range, recoveries=failures, uirevision=revision,
-                               title=f"Activation memory per stage{shown}")
-    return WatchView(
-        timeline=timeline, memory=memory,
-        training=training_view(t) if with_training else None,
-        activity=activity_figure(stats, bubble=bubble) if t.runtime == "pipeline" else
-        placeholder_figure("pipeline runs only", title="active vs idle per stage", height=240),
-        table=stage_table(t) if t.runtime == "pipeline" else [],
-        status=st)
+        return (placeholder_figure(note, title="Timeline per stage", height=230) if timeline else None,
+                placeholder_figure(note, title="Activation memory per stage", height=230) if memory else None)
+    per_stage = (t.metrics or {}).get("per_stage") or []
+    peaks = [p["peak_activation_bytes"] for p in per_stage] if len(per_stage) == stages else None
+    # the zoom is kept while the same run is watched (the page redraws its plots with Plotly.react);
+    # a new uirevision when the view is pinned: the pin must win over an earlier zoom
+    revision = f"{t.name}-{'failure-%d' % len(failures) if x_range else window is None}"
+    lanes = None
+    if timeline and x_range is None and window is None and should_aggregate(events):
+        # the whole of a long run: one stacked bar per stage and step, not tens of thousands of bars
+        lanes = step_aggregate_figure(events, stages=stages, recoveries=failures, uirevision=revision,
+                                      title=f"Time per step and stage, the whole run ({len(events):,} "
+                                            "actions; pick “recent actions” or a failure for single bars)")
+    elif timeline:
+        # while the run goes, every redraw costs the browser CPU the training shares: no range
+        # slider (a second copy of every bar) and no bar labels except around a failure
+        live = not t.engine_done
+        lanes = timeline_figure(timeline_events, stages=stages, origin_ns=origin, recoveries=failures,
+                                x_range=x_range, uirevision=revision, title=f"Timeline per stage{shown}",
+                                rangeslider=not live, label_max_bars=LABEL_MAX_BARS if (x_range or not live) else 0)
+    held = None
+    if memory:
+        held = memory_figure(memory_events, stages=stages, window_s=window, origin_ns=origin, peak_bytes=peaks,
+                             measure=measure, x_range=x_range, recoveries=failures, uirevision=revision,
+                             sampled_peaks=sampled, title=f"Activation memory per stage{shown}")
+    return lanes, held

@@ -1,12 +1,16 @@
 """`zerolock bench dashboard` (not a test): how fast the first timeline bars appear, and what watching costs.
 
-    zerolock bench dashboard [--steps 300] [--repeats 1] [--poll S[,S...]] [--out DIR]
+    zerolock bench dashboard [--steps 600] [--repeats 1] [--poll S[,S...]] [--out DIR]
 
 Starts the dashboard as its own process (one per --poll value), then, in each round, on the tiny
 default config:
   1. an unwatched run, started through the API (no browser, nothing polls the app);
   2. per --poll value, a watched run: headless Chromium presses Run and stays on Watch live until
-     the run ends.
+     the run ends;
+  3. an interleaved run (the first --poll's dashboard): the page switches between Watch live and the
+     Run tab every SEGMENT_S seconds, so the steps per second with the Watch tab showing and hidden
+     come from the same run, under the same load from the rest of the machine. On a shared host the
+     sequential comparison (1 vs 2) swings by more than the effect; this one does not drift with it.
 Prints the time from pressing Run to the first drawn timeline bar (and how much of it is the engine
 starting its stage processes), the app process's CPU use (psutil, children excluded) during training
 in both cases, the browser's, and the training throughput of both runs; writes DIR/dashboard.json.
@@ -14,6 +18,7 @@ in both cases, the browser's, and the training throughput of both runs; writes D
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import statistics
@@ -24,7 +29,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import psutil
 
@@ -34,6 +39,7 @@ from .machine import free_port
 from .publish import publish
 from .settings import report_header, results_dir
 
+SEGMENT_S = 6.0  # the interleaved run's Watch-shown and Watch-hidden stretches (a figures tick each)
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
@@ -138,16 +144,26 @@ def unwatched_run(url: str, root: Path, app: CpuSampler, steps: int) -> dict:
             "run": run_dir.name}
 
 
-def watched_run(url: str, root: Path, app: CpuSampler, steps: int) -> dict:
+@contextlib.contextmanager
+def run_form(url: str, steps: int) -> Iterator[tuple[Any, Any]]:
+    """Headless Chromium (browser, page) on the dashboard's Run form, its steps field filled in."""
     from playwright.sync_api import sync_playwright
 
-    before = set(root.iterdir())
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(url)
-        page.wait_for_selector("#run-button")
-        page.get_by_label("steps", exact=True).fill(str(steps))
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(url)
+            page.wait_for_selector("#run-button")
+            page.get_by_label("steps", exact=True).fill(str(steps))
+            yield browser, page
+        finally:
+            browser.close()
+
+
+def watched_run(url: str, root: Path, app: CpuSampler, steps: int) -> dict:
+    before = set(root.iterdir())
+    with run_form(url, steps) as (browser, page):
         browser_proc = psutil.Process(browser.process.pid) if getattr(browser, "process", None) else None
         chrome = CpuSampler(procs=[c for c in psutil.Process().children(recursive=True)
                                    if "chrom" in c.name().lower()] or ([browser_proc] if browser_proc else [])).start()
@@ -156,14 +172,62 @@ def watched_run(url: str, root: Path, app: CpuSampler, steps: int) -> dict:
         page.wait_for_function(FIRST_BAR_JS, timeout=600_000, polling=100)
         t_bar = time.monotonic_ns()
         run_dir = newest_run(root, before)
-        page.wait_for_selector("#watch-status >> text=finished", timeout=900_000)
+        metrics = wait_metrics(run_dir)  # from the files: a wait in the page would cost the browser CPU too
         chrome.stop()
-        browser.close()
-    metrics = wait_metrics(run_dir)
     t0, t1 = training_window(run_dir)
     return {"throughput": metrics["throughput_samples_per_s"], "app_cpu_pct": app.percent(t0, t1),
             "browser_cpu_pct": chrome.percent(t0, t1), "first_bar_s": (t_bar - t_click) / 1e9,
             "first_event_s": (first_event_written_ns(run_dir) - t_click) / 1e9, "run": run_dir.name}
+
+
+def step_ends(run_dir: Path) -> list[int]:
+    """When stage 0 ended each optimizer step (monotonic ns, the clock of the benchmark's own marks)."""
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line]
+    return sorted(e["t1"] for e in events if e["kind"] == "STEP" and e["stage"] == 0)
+
+
+def segment_rates(ends_ns: list[int], segments: list[tuple[bool, int, int]]) -> dict[bool, float]:
+    """Steps per second while the Watch tab showed (True) and while it was hidden (False): the steps
+    that ended inside each kind's segments over those segments' length, clipped to the training
+    (first to last step end)."""
+    if len(ends_ns) < 2:
+        return {}
+    first, last = ends_ns[0], ends_ns[-1]
+    totals = {True: [0, 0], False: [0, 0]}
+    for shown, a, b in segments:
+        a, b = max(a, first), min(b, last)
+        if b > a:
+            totals[shown][0] += sum(a < t <= b for t in ends_ns)
+            totals[shown][1] += b - a
+    return {shown: n / (ns / 1e9) for shown, (n, ns) in totals.items() if ns > 0}
+
+
+def interleaved_run(url: str, root: Path, steps: int, segment_s: float = SEGMENT_S) -> dict:
+    """One run watched every other SEGMENT_S: the Watch tab shown, then the Run tab, and so on."""
+    before = set(root.iterdir())
+    segments: list[tuple[bool, int, int]] = []
+    with run_form(url, steps) as (_, page):
+        page.click("#run-button")
+        page.wait_for_function(FIRST_BAR_JS, timeout=600_000, polling=100)
+        run_dir = newest_run(root, before)
+        shown, mark = True, time.monotonic_ns()
+        deadline = time.monotonic() + 900
+        while not (run_dir / "metrics.json").exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{run_dir} did not finish in 900 s")
+            page.wait_for_timeout(200)
+            if time.monotonic_ns() - mark >= segment_s * 1e9:
+                now = time.monotonic_ns()
+                segments.append((shown, mark, now))
+                shown, mark = not shown, now
+                page.click("#tab-watch-button" if shown else "#tab-run-button")
+        segments.append((shown, mark, time.monotonic_ns()))
+    metrics = wait_metrics(run_dir)
+    rates = segment_rates(step_ends(run_dir), segments)
+    return {"throughput": metrics["throughput_samples_per_s"], "segment_s": segment_s,
+            "segments": len(segments), "steps_per_s_shown": rates.get(True), "steps_per_s_hidden": rates.get(False),
+            "cost": 1 - rates[True] / rates[False] if True in rates and False in rates else None,
+            "run": run_dir.name}
 
 
 @dataclass(kw_only=True)
@@ -216,7 +280,8 @@ def run_dashboard_bench(*, steps: int, repeats: int, polls: tuple[float, ...] = 
         first = servers[0]
         for _ in range(repeats):
             rounds.append({"unwatched": unwatched_run(first.url, first.root, first.cpu, steps),
-                           "watched": {f"{s.poll:g}": watched_run(s.url, s.root, s.cpu, steps) for s in servers}})
+                           "watched": {f"{s.poll:g}": watched_run(s.url, s.root, s.cpu, steps) for s in servers},
+                           "interleaved": interleaved_run(first.url, first.root, steps)})
     finally:
         for server in servers:
             server.stop()
@@ -225,10 +290,13 @@ def run_dashboard_bench(*, steps: int, repeats: int, polls: tuple[float, ...] = 
     unwatched = statistics.fmean(r["unwatched"]["throughput"] for r in rounds)
     cost = {f"{s.poll:g}": 1 - statistics.fmean(r["watched"][f"{s.poll:g}"]["throughput"] for r in rounds) / unwatched
             for s in servers}
+    interleaved = [r["interleaved"]["cost"] for r in rounds if r["interleaved"]["cost"] is not None]
     return report_header("dashboard", None, config={
         "runs": "the Run form's defaults (tiny, K=2, b=8, m=4, seq 64)", "steps": steps,
-        "polls_s": [s.poll for s in servers], "default_poll_s": DEFAULT_POLL_S, "repeats": repeats},
-        rounds=rounds, watching_cost=cost)
+        "polls_s": [s.poll for s in servers], "default_poll_s": DEFAULT_POLL_S, "repeats": repeats,
+        "segment_s": SEGMENT_S},
+        rounds=rounds, watching_cost=cost,
+        watching_cost_interleaved=statistics.fmean(interleaved) if interleaved else None)
 
 
 def format_report(report: dict[str, Any]) -> str:
@@ -244,14 +312,24 @@ def format_report(report: dict[str, Any]) -> str:
             lines.append(f"           watched, --poll {poll:<3s} {w['throughput']:6.1f} samples/s   app CPU "
                          f"{w['app_cpu_pct']:5.1f}% of a core   browser CPU {w['browser_cpu_pct']:5.1f}%   first bar "
                          f"{w['first_bar_s']:.1f} s after Run (first event written at {w['first_event_s']:.1f} s)")
+        i = r.get("interleaved")
+        if i is not None and i["cost"] is not None:
+            lines.append(f"           interleaved, every {i['segment_s']:g} s: {i['steps_per_s_shown']:.2f} steps/s "
+                         f"with Watch showing, {i['steps_per_s_hidden']:.2f} hidden ({i['segments']} stretches): "
+                         f"watching costs {100 * i['cost']:.1f}%")
     costs = ", ".join(f"{100 * v:.1f}% at --poll {p}" for p, v in report["watching_cost"].items())
-    lines.append(f"  watching costs {costs} of the training throughput (mean over {len(report['rounds'])} round(s))")
+    lines.append(f"  watching costs {costs} of the training throughput (mean over {len(report['rounds'])} round(s), "
+                 "watched run vs unwatched run)")
+    if report.get("watching_cost_interleaved") is not None:
+        lines.append(f"  interleaved in one run (Watch shown vs hidden, same load): watching costs "
+                     f"{100 * report['watching_cost_interleaved']:.1f}% (mean over the rounds)")
     return "\n".join(lines)
 
 
 def register(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--steps", type=int, default=300,
-                   help="steps per run: long enough (~25 s of training) for a steady-state CPU reading")
+    p.add_argument("--steps", type=int, default=600,
+                   help="steps per run: long enough (~50 s of training on 2 cores) for a steady-state CPU reading "
+                        "and several Watch-shown and Watch-hidden stretches in the interleaved run")
     p.add_argument("--repeats", type=int, default=1, help="rounds to run (one unwatched run, one watched per --poll)")
     p.add_argument("--keep", action="store_true", help="keep the runs directories")
     p.add_argument("--poll", type=floats_arg, default=(DEFAULT_POLL_S,),

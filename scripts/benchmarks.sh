@@ -22,7 +22,6 @@ declare -A COMMANDS=(
   [crosscheck]="zerolock bench crosscheck --out results/crosscheck --repeats 2"
   [recovery]="zerolock bench recovery --out results/recovery --repeats 2"
   [dashboard]="zerolock bench dashboard --repeats 2 --out results/dashboard"
-  [dashboard-poll3]="zerolock bench dashboard --repeats 2 --poll 3 --out results/dashboard-poll3"
   [faults]="zerolock bench faults --cases matrix --out results/faults-matrix"
   [quality-tiny-1000-k3]="zerolock bench quality --stages 3 --steps 1000 --eval-every 100 --seeds 0 --eval-size 256 --reference-threads 1 --arms 'bp,zerolock a=0.5 reverse' --out results/quality-tiny-1000-k3"
   [quality-tiny-1000-k2]="zerolock bench quality --stages 2 --steps 1000 --eval-every 100 --seeds 0 --eval-size 256 --reference-threads 1 --arms 'zerolock a=0.5 reverse' --out results/quality-tiny-1000-k2"
@@ -43,7 +42,7 @@ declare -A COMMANDS=(
 # the default set (the tiny model; about 40 min on 2 cores). The fault matrix (36 min), the long tiny
 # runs and the real-model ones are named only: bash scripts/benchmarks.sh quality-smollm2 ...
 ORDER=(memory efficiency simulator throughput links geometry geometry-fixed-m envelope quality readout
-       crosscheck recovery dashboard dashboard-poll3 readability-tiny quality-tiny-adapters)
+       crosscheck recovery dashboard readability-tiny quality-tiny-adapters)
 
 names=("$@")
 [ ${#names[@]} -eq 0 ] && names=("${ORDER[@]}")

@@ -11,6 +11,7 @@ from gradio_client import Client
 
 from app.cli_command import register
 from app.form import RunForm, config_for
+from app.plotly_asset import plotly_path, plotly_version
 from app.reference_job import ReferenceJob
 from app.server import ServeOptions, check_binding
 from app.ui import build_app
@@ -79,9 +80,18 @@ def test_start_poll_stop_a_tiny_run(app):
     reply = httpx.post(f"{client.src.rstrip('/')}/gradio_api/run/watch_line", json={"data": []}, timeout=30)
     line = reply.raise_for_status().json()["data"][0]
     assert "ZeroLock" in line["status"] and line["recovery"] == ""  # nothing injected: no recovery line
-    assert line["key"].startswith(status["name"])
-    timeline, memory, training, activity, table, polled, *_ = client.predict(api_name="/poll_figures")
-    assert polled["name"] == status["name"] and timeline is not None and memory is not None
+    assert line["key"].startswith(status["name"]) and line["figures"].startswith(line["key"])
+    # the figures as the page's script fetches them: the parts on screen, one plain POST
+    reply = httpx.post(f"{client.src.rstrip('/')}/gradio_api/run/watch_figures",
+                       json={"data": [None, "recent actions", "MiB", ["timeline", "memory", "status"]]}, timeout=30)
+    drawn = reply.raise_for_status().json()["data"][0]
+    assert set(drawn["parts"]) == {"timeline", "memory", "status"}
+    assert drawn["parts"]["status"]["name"] == status["name"]
+    assert json.loads(drawn["parts"]["timeline"])["data"] and drawn["seen"]["run"] == status["name"]
+    # the page's plotly.js comes from the app itself (the Python package's copy), compressed
+    script = httpx.get(f"{client.src.rstrip('/')}{plotly_path()}", headers={"Accept-Encoding": "gzip"}, timeout=30)
+    assert script.status_code == 200 and script.headers["content-encoding"] == "gzip"
+    assert f"plotly.js v{plotly_version()}" in script.text[:200]
     assert "stopping" in client.predict(api_name="/stop_run") or not demo.controller.busy
     while demo.controller.busy and time.monotonic() < deadline:
         time.sleep(0.5)

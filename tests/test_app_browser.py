@@ -4,6 +4,7 @@ Screenshots go to pytest's tmp dir and are copied to test-artifacts/ at the repo
 Skips only where /usr/bin/chromium is absent outside CI; under CI (CI set) a missing Chromium fails."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -78,8 +79,14 @@ def page(tmp_path):
 
 
 def shot(page, tmp_path: Path, name: str) -> None:
+    """The whole page, every part of it drawn: the Watch tab draws only what is on screen, so the
+    window is made as tall as the page for a moment (and gets a tick to draw what came into view)."""
     path = tmp_path / f"{name}.png"
+    size = page.viewport_size
+    page.set_viewport_size({"width": size["width"], "height": page.evaluate("document.body.scrollHeight")})
+    page.wait_for_timeout(2500)
     page.screenshot(path=str(path), full_page=True)
+    page.set_viewport_size(size)
     ARTIFACTS.mkdir(exist_ok=True)
     shutil.copy(path, ARTIFACTS / path.name)
 
@@ -110,6 +117,17 @@ def test_run_shows_bars_for_every_stage_then_stop(page, tmp_path):
     assert page.locator("#timeline .barlayer .point").count() > 0  # really drawn as SVG bars
     memory = page.evaluate(BARS_PER_STAGE, "#memory")
     assert set(memory) == {"0", "1", "2"}  # one peak bar per stage
+    # what is off screen is not asked for (the table, under the figures), until it comes into view
+    asked: list[list[str]] = []
+    page.on("request", lambda r: asked.append(json.loads(r.post_data)["data"][3])
+            if r.url.endswith("/watch_figures") else None)
+    page.wait_for_timeout(7000)  # a figures tick at least
+    assert asked and not any("table" in parts for parts in asked), asked
+    page.locator("#stage-table").scroll_into_view_if_needed()
+    page.wait_for_function("() => [...document.querySelectorAll('#stage-table td:nth-child(3)')]"
+                           ".some(td => Number(td.textContent) > 0)", timeout=30_000)  # steps done, drawn
+    assert any("table" in parts for parts in asked), asked
+    page.evaluate("window.scrollTo(0, 0)")
     shot(page, tmp_path, "browser-2-watch-live")
     page.click("#tab-run-button")
     page.click("#stop-button")

@@ -1,5 +1,6 @@
-"""The page's own script: its poll interval comes from --poll, and the lines it writes into the page
-are the status Markdown rendered with any raw HTML escaped."""
+"""The page's own script: its poll interval comes from --poll, the figures' cadence from the same
+definition, and the lines it writes into the page are the status Markdown rendered with any raw HTML
+escaped."""
 from __future__ import annotations
 
 import re
@@ -9,9 +10,13 @@ import pytest
 from app.page_script import LINE_CLASS, line_box, line_html, page_head
 
 
-@pytest.mark.parametrize("poll_s, interval", [(1.0, "const POLL_MS = 1000;"), (0.5, "const POLL_MS = 500;"),
-                                              (2.25, "const POLL_MS = 2250;")])
-def test_the_script_polls_at_the_dashboards_poll_interval(poll_s, interval):
+@pytest.mark.parametrize("poll_s, interval", [
+    (1.0, "const POLL_MS = 1000, FIGURES_MS = 5000;"),
+    (0.5, "const POLL_MS = 500, FIGURES_MS = 5000;"),
+    (2.25, "const POLL_MS = 2250, FIGURES_MS = 5000;"),
+    (7.5, "const POLL_MS = 7500, FIGURES_MS = 7500;"),  # the figures never more often than the line
+])
+def test_the_script_polls_at_the_dashboards_poll_interval_and_draws_at_most_every_figures_interval(poll_s, interval):
     head = page_head(poll_s)
     assert head.startswith("<script>") and head.rstrip().endswith("</script>")
     assert interval in head and re.search(r"__[A-Z_]+__", head) is None  # every placeholder filled in

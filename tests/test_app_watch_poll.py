@@ -1,23 +1,24 @@
-"""What the Watch tab is sent: the figures nothing while the tab is hidden, and only when something
-changed; the status line (fetched by the page's script) with a state key that changes with the run's
-state, not with its progress; and a failure missed while hidden pins the view when the tab shows again."""
+"""What the page's script is sent for the Watch tab: the status line with a state key that changes
+with the run's state, not with its progress, and a figures key that changes with both (the script
+redraws nothing while it stays the same); the parts it asks for, and only those; and a failure the
+page has not drawn yet pins the view, also when it happened while the tab was hidden."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
-import gradio as gr
+import plotly.graph_objects as go
+import pytest
 
 from app import tab_watch
 from app.controller import Tracked
+from app.watch_parts import FAILURE, PARTS, PLOT_PARTS, RECENT, WHOLE
 from zerolock_core.config import RunConfig, TrainConfig
 
 CFG = RunConfig(train=TrainConfig(runtime="pipeline", stages=2, steps=50)).to_dict()
-SKIP = gr.skip()
-FAILURE = {"stage": 1, "mode": "kill", "kind": "local", "detect_s": 0.1, "restore_s": 2.0, "replay_s": 0.1,
-           "replayed_microbatches": 1, "bytes_transferred": 0, "t_fail_ns": 3_000_000, "t_detect_ns": 3_100_000,
-           "t_restored_ns": 4_000_000, "t_end_ns": 4_100_000, "open": False}
-FIGURES = {name: i for i, name in enumerate(["timeline", "memory", "training", "activity", "table", "status_json",
-                                             "window", "figures_timer", "drawn"])}
+RECORD = {"stage": 1, "mode": "kill", "kind": "local", "detect_s": 0.1, "restore_s": 2.0, "replay_s": 0.1,
+          "replayed_microbatches": 1, "bytes_transferred": 0, "t_fail_ns": 3_000_000, "t_detect_ns": 3_100_000,
+          "t_restored_ns": 4_000_000, "t_end_ns": 4_100_000, "open": False}
 
 
 def events(n: int) -> list[dict]:
@@ -27,7 +28,7 @@ def events(n: int) -> list[dict]:
 
 @dataclass(kw_only=True)
 class OneRun:
-    """The three things poll() asks of the EngineController, for a run whose data the test sets."""
+    """The three things the Watch tab asks of the EngineController, for a run whose data the test sets."""
     run: Tracked | None
     busy: bool = True
     batch_runs: list = field(default_factory=list)
@@ -45,63 +46,87 @@ def reopened(tmp_path, **kw) -> OneRun:
                               events=events(16), **kw))
 
 
-def sent(out: tuple, name: str) -> bool:
-    return out[FIGURES[name]] != SKIP
+def figures(ctl: OneRun, parts: list[str], *, seen: dict | None = None, window: str = RECENT,
+            unit: str = "MiB") -> dict:
+    return tab_watch.watch_figures(ctl, seen, window, unit, parts)
 
 
-def test_a_hidden_watch_tab_is_sent_nothing_and_keeps_what_it_drew(tmp_path):
+@pytest.mark.parametrize("parts", [["timeline"], ["memory", "table"], ["training", "activity", "status"],
+                                   list(PARTS), []])
+def test_only_the_parts_asked_for_are_sent(tmp_path, parts):
+    answer = figures(reopened(tmp_path), parts)
+    assert sorted(answer["parts"]) == sorted(parts)
+    for part in set(parts) & set(PLOT_PARTS):
+        go.Figure(json.loads(answer["parts"][part]))  # a valid plotly figure
+    if "table" in parts:
+        assert answer["parts"]["table"].startswith('<table class="zerolock-table">') and "<td>0–3</td>" in \
+            answer["parts"]["table"]
+    if "status" in parts:
+        assert answer["parts"]["status"]["name"] == "r"
+
+
+@pytest.mark.parametrize("parts, window, unit, message", [
+    (["timeline", "loss"], RECENT, "MiB", "unknown Watch part"),
+    (["timeline"], "last minute", "MiB", "unknown window"),
+    (["memory"], RECENT, "GiB", "unknown memory unit"),
+])
+def test_a_bad_request_is_refused_in_words(tmp_path, parts, window, unit, message):
+    with pytest.raises(ValueError, match=message):
+        figures(reopened(tmp_path), parts, window=window, unit=unit)
+
+
+def test_the_answer_names_the_figures_key_it_was_drawn_from_as_the_status_line_does(tmp_path):
     ctl = reopened(tmp_path)
-    drawn = {"key": None, "failures": 0, "run": None}
-    figures = tab_watch.poll_figures(ctl, drawn, tab_watch.RECENT, visible=False)
-    assert not any(sent(figures, name) for name in list(FIGURES)[:7]) and figures[FIGURES["drawn"]] is drawn
+    assert figures(ctl, ["timeline"])["key"] == tab_watch.watch_line(ctl)["figures"]
 
 
-def test_the_figures_are_drawn_when_the_events_grow_and_skipped_when_nothing_changed(tmp_path):
-    ctl = reopened(tmp_path)
-    first = tab_watch.poll_figures(ctl, None, tab_watch.RECENT)
-    assert all(sent(first, name) for name in ("timeline", "memory", "training", "activity", "table"))
-    same = tab_watch.poll_figures(ctl, first[FIGURES["drawn"]], tab_watch.RECENT)
-    assert not any(sent(same, name) for name in list(FIGURES)[:7])
-    ctl.run.events.extend(events(24)[16:])
-    grown = tab_watch.poll_figures(ctl, same[FIGURES["drawn"]], tab_watch.RECENT)
-    assert sent(grown, "timeline") and sent(grown, "memory") and sent(grown, "table")
+def test_without_a_watched_run_nothing_is_drawn():
+    answer = figures(OneRun(run=None, busy=False), list(PARTS), seen={"run": "x", "failures": 0})
+    assert answer == {"parts": {}, "key": "", "window": RECENT, "seen": {"run": "x", "failures": 0}}
 
 
-def test_the_activity_bars_are_sent_only_when_their_whole_percents_change(tmp_path):
-    ctl = reopened(tmp_path)
-    ctl.run.events[:] = events(200)  # each stage computes 0.5 ms of every 2 ms: 25 %
-    first = tab_watch.poll_figures(ctl, None, tab_watch.RECENT)
-    ctl.run.events.extend(events(240)[200:])  # the same rhythm: still 25 % (25.2 % before, 25.2 % now)
-    steady = tab_watch.poll_figures(ctl, first[FIGURES["drawn"]], tab_watch.RECENT)
-    assert sent(steady, "timeline") and not sent(steady, "activity")
-    busy = [{**e, "t0": e["t0"] - 10**6, "t1": e["t0"] + 10**6} for e in events(400)[240:]]  # now always busy
-    ctl.run.events.extend(busy)
-    changed = tab_watch.poll_figures(ctl, steady[FIGURES["drawn"]], tab_watch.RECENT)
-    assert sent(changed, "activity")
-
-
-def test_the_status_line_key_changes_with_the_state_not_with_the_progress(tmp_path):
+def test_the_state_key_changes_with_the_state_and_the_figures_key_with_the_progress_too(tmp_path):
     ctl = reopened(tmp_path)
     first = tab_watch.watch_line(ctl)
     assert "<strong>ZeroLock" in first["status"] and first["recovery"] == ""
     ctl.run.events.extend(events(24)[16:])  # more actions, same state: the figures' own cadence
     second = tab_watch.watch_line(ctl)
-    assert second["key"] == first["key"]
+    assert second["key"] == first["key"] and second["figures"] != first["figures"]
+    ctl.run.lifecycle.append({"stage": 0, "gen": 1})  # a restarted stage's start-up record
+    third = tab_watch.watch_line(ctl)
+    assert third["key"] == second["key"] and third["figures"] != second["figures"]
     ctl.run.state = "recovering"
     assert tab_watch.watch_line(ctl)["key"] != first["key"]  # the script calls the figures in at once
+    assert tab_watch.watch_line(ctl)["figures"] == tab_watch.watch_line(ctl)["figures"]  # nothing new: no draw
 
 
-def test_the_status_line_without_a_watched_run_says_how_to_start_one():
+def test_the_first_actions_change_the_state_key_so_the_first_bars_come_at_once(tmp_path):
+    ctl = reopened(tmp_path)
+    ctl.run.events.clear()
+    starting = tab_watch.watch_line(ctl)
+    ctl.run.events.extend(events(2))
+    assert tab_watch.watch_line(ctl)["key"] != starting["key"]
+
+
+def test_the_status_line_without_a_watched_run_says_how_to_start_one_and_has_nothing_to_draw():
     line = tab_watch.watch_line(OneRun(run=None, busy=False))
     assert "Run" in line["status"] and line["key"] == "idle" and line["recovery"] == ""
+    assert line["figures"] == ""  # the script calls no draw
 
 
-def test_a_failure_missed_while_hidden_pins_the_view_when_the_tab_shows_again(tmp_path):
+# the page's memory before the failure -> the window it asked for -> the window drawn
+@pytest.mark.parametrize("seen, asked, drawn", [
+    ({"run": "r", "failures": 0}, RECENT, FAILURE),  # a failure the page has not drawn: pinned
+    ({"run": "r", "failures": 0}, WHOLE, FAILURE),
+    ({"run": "r", "failures": 1}, RECENT, RECENT),  # drawn before: the user's choice stands
+    ({"run": "other", "failures": 0}, RECENT, RECENT),  # a run the page had not drawn: opens as asked
+    (None, WHOLE, WHOLE),  # the page's first draw (a reopened run shows its whole story)
+])
+def test_a_failure_the_page_has_not_drawn_pins_the_view(tmp_path, seen, asked, drawn):
     ctl = reopened(tmp_path)
-    drawn = tab_watch.poll_figures(ctl, None, tab_watch.RECENT)[FIGURES["drawn"]]
-    ctl.run.metrics = {"recovery": [FAILURE]}  # the failure happens while the user is on another tab
-    hidden = tab_watch.poll_figures(ctl, drawn, tab_watch.RECENT, visible=False)
-    assert not sent(hidden, "window")
+    ctl.run.metrics = {"recovery": [RECORD]}  # e.g. while the user was on another tab: nothing was fetched
+    answer = figures(ctl, ["timeline"], seen=seen, window=asked)
+    assert answer["window"] == drawn and answer["seen"] == {"run": "r", "failures": 1}
+    title = json.loads(answer["parts"]["timeline"])["layout"]["title"]["text"]
+    assert ("around stage 1's failure" in title) == (drawn == FAILURE)
     assert tab_watch.watch_line(ctl)["recovery"].startswith("<p>stage 1 kill → local recovery")
-    shown = tab_watch.poll_figures(ctl, hidden[FIGURES["drawn"]], tab_watch.RECENT)
-    assert shown[FIGURES["window"]] == tab_watch.FAILURE and sent(shown, "timeline")

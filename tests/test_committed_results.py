@@ -104,6 +104,11 @@ def watching_cost_is_what_the_rounds_measured(r: dict) -> None:
         expected = 1 - (sum(w["throughput"] for w in watched) / len(watched)) / (sum(unwatched) / len(unwatched))
         assert math.isclose(r["watching_cost"][poll], expected)
         assert all(w["first_event_s"] <= w["first_bar_s"] for w in watched), "a bar is drawn after its event"
+    interleaved = [x["interleaved"] for x in r["rounds"] if "interleaved" in x]
+    for i in interleaved:  # Watch shown vs hidden in one run
+        assert math.isclose(i["cost"], 1 - i["steps_per_s_shown"] / i["steps_per_s_hidden"])
+    if interleaved:
+        assert math.isclose(r["watching_cost_interleaved"], sum(i["cost"] for i in interleaved) / len(interleaved))
 
 
 CASES: list[tuple[str, Callable[[dict], None]]] = [

@@ -1,0 +1,44 @@
+"""The per-stage numbers folded event by event (the dashboard adds only the new events each second)
+equal the numbers of the whole list at once, however the events arrive in pieces."""
+from __future__ import annotations
+
+import pytest
+
+from app.controller import Tracked
+from zerolock_core.config import RunConfig, TrainConfig
+from zerolock_core.telemetry.activity import ActivityFold, makespan_s, stage_stats
+
+KINDS = ["F", "SF", "RF", "L", "STEP", "CKPT"]
+
+
+def events(n: int, stages: int = 3) -> list[dict]:
+    return [{"stage": i % stages, "kind": KINDS[i % len(KINDS)], "mb": i, "t0": 1000 + i * 10**6 - (i % 5) * 10**5,
+             "t1": 1000 + i * 10**6 + (i % 7) * 10**5, "act_bytes": (i * 37) % 1000, "inflight": i % 4,
+             "sent": i % 3, "recv": (i + 1) % 3, "step": i // 12, "gen": 0} for i in range(n)]
+
+
+@pytest.mark.parametrize("cuts", [(), (1,), (10, 11, 50), tuple(range(0, 100, 7)), (99,)])
+def test_folding_in_pieces_equals_folding_at_once(cuts):
+    every = events(100)
+    fold = ActivityFold(stages=3)
+    for a, b in zip((0, *cuts), (*cuts, len(every))):
+        fold.add(every[a:b])
+    assert fold.events == len(every)
+    assert fold.stats() == stage_stats(every, stages=3)
+    assert fold.makespan_s == pytest.approx(makespan_s(every))
+
+
+def test_no_events_fold_to_zeros():
+    fold = ActivityFold(stages=2)
+    assert fold.makespan_s == 0.0 and [s.actions for s in fold.stats()] == [0, 0]
+
+
+def test_a_run_folds_only_new_events_and_afresh_when_its_list_was_replaced(tmp_path):
+    cfg = RunConfig(train=TrainConfig(runtime="pipeline", stages=3, steps=50)).to_dict()
+    t = Tracked(name="r", dir=tmp_path, cfg=cfg, method="zerolock", batch="", events=events(30))
+    first = t.activity()
+    t.events.extend(events(60)[30:])
+    assert t.activity() is first and first.events == 60  # the same fold, 30 events more
+    assert t.stage_stats() == stage_stats(events(60), stages=3) and t.span_s() == pytest.approx(makespan_s(events(60)))
+    t.events[:] = events(10)  # shorter: not a continuation
+    assert t.activity().events == 10 and t.stage_stats() == stage_stats(events(10), stages=3)
