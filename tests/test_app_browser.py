@@ -128,6 +128,12 @@ def test_run_shows_bars_for_every_stage_then_stop(page, tmp_path):
                            ".some(td => Number(td.textContent) > 0)", timeout=30_000)  # steps done, drawn
     assert any("table" in parts for parts in asked), asked
     page.evaluate("window.scrollTo(0, 0)")
+    # a zoom of the user's own (a box drawn on the timeline) survives the redraws that follow
+    zoomed = drag_zoom(page, "#timeline")
+    title = page.evaluate(TIMELINE_TITLE)
+    page.wait_for_function(f"() => ({TIMELINE_TITLE})() !== {json.dumps(title)}", timeout=30_000)  # redrawn
+    assert page.evaluate(X_RANGE, "#timeline") == pytest.approx(zoomed)
+    page.dblclick("#timeline .nsewdrag")  # back to the live window
     shot(page, tmp_path, "browser-2-watch-live")
     page.click("#tab-run-button")
     page.click("#stop-button")
@@ -136,6 +142,33 @@ def test_run_shows_bars_for_every_stage_then_stop(page, tmp_path):
     assert "step 400 / 400" not in page.inner_text("#watch-status")
     time.sleep(1)  # let the last redraw settle before the screenshot
     shot(page, tmp_path, "browser-3-stopped")
+
+
+# JS: how many kill markers a plot has drawn (the timeline of single bars and the per-step view alike)
+KILL_MARKERS = """sel => {
+  const gd = document.querySelector(sel + ' .js-plotly-plot');
+  return gd && gd._fullData ? gd._fullData.filter(t => t.legendgroup === 'failure')
+                                          .reduce((n, t) => n + (t.x || []).length, 0) : 0;
+}"""
+TIMELINE_TITLE = "() => document.querySelector('#timeline .js-plotly-plot').layout.title.text"
+X_RANGE = "sel => document.querySelector(sel + ' .js-plotly-plot')._fullLayout.xaxis.range.map(Number)"
+
+
+def drag_zoom(page, sel: str) -> list[float]:
+    """Draw a zoom box over the middle third of a plot's x axis, as a user would; the new x range."""
+    before = page.evaluate(X_RANGE, sel)
+    box = page.locator(f"{sel} .nsewdrag").first.bounding_box()
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] / 3, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] / 2, y + 1, steps=5)
+    page.mouse.move(box["x"] + 2 * box["width"] / 3, y + 1, steps=5)
+    page.mouse.up()
+    after = page.evaluate(X_RANGE, sel)
+    # (the live window may have moved on between the two readings: only that the zoom took)
+    assert after != before and not page.evaluate(f"() => document.querySelector('{sel} .js-plotly-plot')"
+                                                 "._fullLayout.xaxis.autorange"), (before, after)
+    return after
 
 
 # JS: the timeline's visible x range, its failure markers and its REPLAY bars, from plotly's own data
@@ -207,6 +240,18 @@ def test_a_scheduled_failure_is_pinned_in_view_then_an_injected_one_too(page, tm
     page.click("#stop-button")  # no need to train the remaining steps
     page.click("#tab-watch-button")
     page.wait_for_selector("#watch-status >> text=stopped", timeout=120_000)
+    # reopened from the Runs tab: the whole run, both failures on it, and the recovery line back
+    name = page.inner_text("#watch-status").split("/")[-1].strip()  # the run directory's name
+    page.click("#tab-runs-button")  # the newest run comes picked
+    page.wait_for_function(f"() => document.querySelector('#runs-pick input').value === {json.dumps(name)}",
+                           timeout=30_000)
+    page.click("#runs-open")
+    page.wait_for_selector("#watch-window input[value='whole run']:checked", timeout=30_000)
+    page.wait_for_function(f"() => ({KILL_MARKERS})('#timeline') === 2 && /whole run/.test(({TIMELINE_TITLE})())",
+                           timeout=60_000)
+    line = page.inner_text("#recovery-line")
+    assert "stage 1 kill" in line and "stage 0 kill" in line, line
+    shot(page, tmp_path, "browser-8-reopened-whole-run")
 
 
 @pytest.mark.slow
