@@ -43,7 +43,8 @@ class WatchTab:
 
 
 def _holder(part: str) -> gr.HTML:
-    # js_on_load=None: Gradio's default sends every click on the element to the server as an event
+    # js_on_load=None: Gradio's default script turns every click inside (a zoom box, a legend click) into
+    # the component's click event; nothing listens to it here
     return gr.HTML(status_box() if part == "status" else holder_box(), elem_id=PARTS[part], js_on_load=None)
 
 
