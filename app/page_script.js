@@ -20,7 +20,7 @@
 //    one task and is skipped if its div is gone by then (and if it is drawn from the same figure).
 (() => {
   const POLL_MS = __POLL_MS__, FIGURES_MS = __FIGURES_MS__;
-  const FETCH_TIMEOUT_MS = 10000;
+  const FETCH_TIMEOUT_MS = 10000, LOAD_TIMEOUT_MS = 60000;
   const PARTS = __PARTS__;  // part -> the id of the element that holds it
   const PLOT_PARTS = __PLOT_PARTS__;  // the parts that are plotly figures
   const PLOT_CONFIG = {responsive: true, displaylogo: false};
@@ -64,9 +64,16 @@
     if (ours !== null) return Promise.resolve(ours);
     loading ??= new Promise((resolve, reject) => {
       const tag = document.createElement("script");
+      // every wait ends: a load that fails or does not finish in time is tried again at a later tick
+      const fail = (why) => { clearTimeout(timer); loading = null; tag.remove(); reject(new Error(why)); };
+      const timer = setTimeout(() => fail("plotly.js did not load in time"), LOAD_TIMEOUT_MS);
       tag.src = new URL("__PLOTLY_PATH__".replace(/^\//, ""), base()).href;
-      tag.onload = () => (ours !== null ? resolve(ours) : reject(new Error("plotly.js did not load")));
-      tag.onerror = () => { loading = null; tag.remove(); reject(new Error("plotly.js could not be fetched")); };
+      tag.onload = () => {
+        if (ours === null) { fail("plotly.js loaded without its Plotly"); return; }
+        clearTimeout(timer);
+        resolve(ours);
+      };
+      tag.onerror = () => fail("plotly.js could not be fetched");
       document.head.appendChild(tag);
     });
     return loading;
