@@ -1,23 +1,30 @@
-"""The app's one engine controller: starts runs in their own processes, one after another,
-tails their telemetry, stops them. The web server's threads only call into this object; the
-training itself runs in the runtime's stage processes (or the reference trainer's child)."""
+"""The app's one engine controller: starts runs as the engine's jobs, one after another, tails their
+telemetry, stops them. The web server's threads only call into this object; the training itself runs
+in the jobs' own processes.
+
+Every request about an existing run names it by its id under the runs root (`RunsRoot.resolve`):
+nothing outside that folder is ever opened, resumed, exported, compared or deleted.
+"""
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from zerolock_core.artifacts import write_json_atomic
-from zerolock_core.config import RunConfig
-from zerolock_core.runtime.run import Run
+from zerolock_core.config import RunConfig, replace
+from zerolock_core.job import Job, make_job
+from zerolock_core.json_files import read_json, write_json_atomic
+from zerolock_core.metrics import Metrics
+from zerolock_core.run_dir import RunDir
+from zerolock_core.runs_root import RunsRoot
 from zerolock_core.telemetry import read_events
-from zerolock_core.telemetry.lifecycle import LIFECYCLE_FILE, read_lifecycle
-
 from zerolock_core.telemetry.activity import ActivityFold, StageStats
-from .reference_job import ReferenceJob
-from .run_data import APP_RECORD, load_run, read_json
+from zerolock_core.telemetry.lifecycle import read_lifecycle
+
+from .run_data import load_run
 
 TERMINAL = ("finished", "stopped", "failed", "cancelled")
 
@@ -25,21 +32,26 @@ TERMINAL = ("finished", "stopped", "failed", "cancelled")
 @dataclass(kw_only=True)
 class Tracked:
     """A run the app started (live) or reopened from disk (engine is None)."""
-    name: str
-    dir: Path
+    name: str  # its id under the runs root
+    rd: RunDir
     cfg: dict[str, Any]
     method: str
     batch: str
-    engine: Run | ReferenceJob | None = None
+    engine: Job | None = None
     events: list[dict[str, Any]] = field(default_factory=list)
     lifecycle: list[dict[str, Any]] = field(default_factory=list)  # STARTUP spans (telemetry/lifecycle.py)
     offset: int = 0
     state: str = "queued"
-    metrics: dict[str, Any] | None = None
+    metrics: Metrics | None = None
+    error: str = ""  # why it could not start
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _fold: ActivityFold | None = field(default=None, repr=False)
     _stats: tuple[int, list[StageStats]] = (-1, [])
     _lifecycle_size: int = -1
+
+    @property
+    def dir(self) -> Path:
+        return self.rd.path
 
     def activity(self) -> ActivityFold:
         """The per-stage numbers of the events so far: only the events that arrived since the last call
@@ -81,28 +93,29 @@ class Tracked:
     def refresh(self) -> None:
         """Read new events and the engine's state (cheap; safe from any thread)."""
         with self._lock:
-            new, self.offset = read_events(self.dir / "events.jsonl", offset=self.offset)
+            new, self.offset = read_events(self.rd.events, offset=self.offset)
             self.events.extend(new)
-            size = (self.dir / LIFECYCLE_FILE).stat().st_size if (self.dir / LIFECYCLE_FILE).exists() else 0
+            size = self.rd.lifecycle.stat().st_size if self.rd.lifecycle.exists() else 0
             if size != self._lifecycle_size:  # a few lines per run: reread whole when it grew
-                self.lifecycle, self._lifecycle_size = read_lifecycle(self.dir), size
+                self.lifecycle, self._lifecycle_size = read_lifecycle(self.rd.lifecycle), size
             if self.engine is not None:
                 self.state = self.engine.state if self.state != "cancelled" else self.state
                 if self.engine.done and self.metrics is None:
-                    self.metrics = self.engine.metrics or read_json(self.dir / "metrics.json")
+                    self.metrics = self.engine.metrics or self.rd.read_metrics()
 
     def status(self) -> dict[str, Any]:
         st = self.engine.status() if self.engine is not None else {}
-        if self.metrics and "steps_done" in self.metrics:  # an ended Run's status() no longer knows its steps
-            st["steps_done"] = self.metrics["steps_done"]
-        recoveries = st.get("recoveries") if self.engine is not None else (self.metrics or {}).get("recovery")
+        if self.metrics is not None:  # an ended job's own count
+            st["steps_done"] = self.metrics.steps_done
+        recoveries = st.get("recoveries") if self.engine is not None else (self.metrics.recovery if self.metrics
+                                                                            else [])
         return {"name": self.name, "method": self.method, "batch": self.batch, "dir": str(self.dir),
                 "state": self.state, "stages": self.stages, "events": len(self.events),
                 "steps_done": st.get("steps_done"), "total_steps": self.cfg["train"]["steps"],
                 "elapsed_s": st.get("elapsed_s"), "eta_s": st.get("eta_s"), "s_per_step": st.get("s_per_step"),
                 "stage_states": st.get("stage_states", []), "eval_progress": st.get("eval_progress"),
                 "recoveries": list(recoveries or []), "open_recoveries": st.get("open_recoveries", []),
-                "error": st.get("error", "")}
+                "error": st.get("error") or self.error, "stopping": bool(st.get("stopping"))}
 
 
 def failures(status: dict[str, Any]) -> list[dict[str, Any]]:
@@ -113,7 +126,7 @@ def failures(status: dict[str, Any]) -> list[dict[str, Any]]:
 
 class EngineController:
     def __init__(self, runs_root: str | Path) -> None:
-        self.runs_root = Path(runs_root)
+        self.root = RunsRoot(runs_root)
         self._lock = threading.Lock()
         self._batch: list[Tracked] = []
         self._batch_id = ""
@@ -122,15 +135,13 @@ class EngineController:
         self._sequencer: threading.Thread | None = None
         self._closed = False
 
-    # ---- starting and stopping ------------------------------------------------------------
+    @property
+    def runs_root(self) -> Path:
+        return self.root.path
+
+    # ---- starting and stopping ------------------------------------------------------------------
     def new_run_dir(self, method: str, stages: int) -> Path:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        base = self.runs_root / f"{stamp}-{method}-K{stages}"
-        path, n = base, 1
-        while path.exists():
-            n += 1
-            path = base.with_name(f"{base.name}-{n}")
-        return path
+        return self.root.new_run(method, stages).path
 
     @property
     def busy(self) -> bool:
@@ -138,17 +149,21 @@ class EngineController:
 
     def start(self, configs: list[RunConfig], *, resume: bool = False) -> list[Tracked]:
         """Run `configs` one after another (a batch). One batch at a time per app. `resume`: continue
-        runs whose directories hold checkpoints (see `resume()`)."""
+        runs whose directories hold checkpoints (see `resume()`). Every config's directory must be in
+        the runs root."""
         if self._closed:
             raise RuntimeError("the dashboard is shutting down")
         if not configs:
             raise ValueError("nothing to run")
+        rds = [RunDir(str(c.out)) for c in configs]
+        if not all(self.root.contains(rd) for rd in rds):
+            raise ValueError("a run's directory must be inside the runs folder")
         with self._lock:
             if self.busy:
                 raise RuntimeError("a run is already in progress; stop it first")
             self._batch_id = time.strftime("%Y%m%d-%H%M%S")
-            self._batch = [Tracked(name=Path(str(c.out)).name, dir=Path(str(c.out)), cfg=c.to_dict(),
-                                   method=c.train.method, batch=self._batch_id) for c in configs]
+            self._batch = [Tracked(name=self.root.run_id(rd), rd=rd, cfg=c.to_dict(), method=c.train.method,
+                                   batch=self._batch_id) for c, rd in zip(configs, rds)]
             self._watched = self._batch[0]
             self._cancel.clear()
             pairs = list(zip(configs, self._batch))
@@ -157,55 +172,51 @@ class EngineController:
             self._sequencer.start()
         return list(self._batch)
 
-    def resume(self, run_dir: str | Path) -> Tracked:
-        """Continue a crashed or stopped pipeline run from its newest verified checkpoints, as
-        `zerolock train --resume DIR` does; ConfigError (a ValueError) says why not."""
-        from zerolock_core.config import replace
-        from zerolock_core.runtime.run_dir import check_resumable, saved_config
-
-        cfg = replace(saved_config(Path(run_dir)), out=str(run_dir))
+    def resume(self, run_id: str) -> Tracked:
+        """Continue a crashed or stopped pipeline run from its newest verified checkpoints (or only its
+        final eval), as `zerolock train --resume DIR` does; a ValueError says why not."""
+        rd = self.root.resolve(run_id)
+        cfg = replace(rd.saved_config(), out=str(rd.path))
         if cfg.train.runtime != "pipeline":
             raise ValueError("only pipeline runs can be resumed (a reference run has no checkpoints)")
-        check_resumable(Path(run_dir), cfg)
+        if rd.is_live():
+            raise ValueError(f"`{run_id}` is running right now")
         return self.start([cfg], resume=True)[0]
 
     def _run_batch(self, pairs: list[tuple[RunConfig, Tracked]], resume: bool = False) -> None:
-        """Starts each run and waits for it; no training here (the engines run in child processes)."""
+        """Starts each run and waits for it; no training here (the jobs run in their own processes)."""
         for cfg, tracked in pairs:
             if self._cancel.is_set():
                 tracked.state = "cancelled"
                 continue
-            tracked.dir.mkdir(parents=True, exist_ok=True)
-            self._write_record(tracked, started=True)
-            engine = ReferenceJob(cfg) if cfg.train.runtime == "reference" else Run(cfg, resume=resume)
+            engine = make_job(cfg, resume=resume)
             tracked.engine = engine
             with self._lock:
                 self._watched = tracked
             try:
                 engine.start()
-            except Exception as err:  # e.g. a process could not be spawned; shown in the status line
-                tracked.state = "failed"
-                self._write_record(tracked, error=f"{type(err).__name__}: {err}")
+            except Exception as err:  # a refused directory (nothing touched), a process that could not start
+                tracked.state, tracked.error = "failed", str(err)
                 continue
+            self._write_record(tracked, started=True)
             while not engine.done:
                 if self._cancel.is_set():
-                    engine.stop(wait=False)
-                time.sleep(0.2)
-            if isinstance(engine, Run):
-                engine.wait()
+                    engine.request_stop()
+                engine.wait(0.2)
             tracked.refresh()
             self._write_record(tracked)
 
-    def _write_record(self, t: Tracked, *, started: bool = False, error: str = "") -> None:
-        path = t.dir / APP_RECORD
-        record = read_json(path) or {"batch": t.batch, "method": t.method, "config": t.cfg,
-                                     "started": time.strftime("%Y-%m-%d %H:%M:%S")}
-        if not started:
+    def _write_record(self, t: Tracked, *, started: bool = False) -> None:
+        """The app's notes next to the engine's files (batch, when, how it ended): written while the job
+        holds the run's lock, or after it has ended."""
+        record = read_json(t.rd.app_record) or {"batch": t.batch, "method": t.method, "config": t.cfg}
+        if started:  # a resumed run keeps the time it was first started
+            record.setdefault("started", time.strftime("%Y-%m-%d %H:%M:%S"))
+            record.pop("state", None)
+        else:
             record["state"] = t.state
             record["ended"] = time.strftime("%Y-%m-%d %H:%M:%S")
-        if error:
-            record["error"] = error
-        write_json_atomic(path, record)
+        write_json_atomic(t.rd.app_record, record)
 
     def stop(self) -> str:
         """Stop the current run and cancel the rest of its batch."""
@@ -214,7 +225,7 @@ class EngineController:
             self._cancel.set()
         if watched is None or watched.engine is None:
             return "nothing is running"
-        watched.engine.stop(wait=False)
+        watched.engine.request_stop()
         return f"stopping {watched.name}: every stage finishes its current action and saves"
 
     def close(self, timeout: float = 30.0) -> None:
@@ -227,7 +238,7 @@ class EngineController:
         if self._sequencer is not None:
             self._sequencer.join(timeout)
 
-    # ---- observing ------------------------------------------------------------------------
+    # ---- observing ------------------------------------------------------------------------------
     def watched(self) -> Tracked | None:
         with self._lock:
             return self._watched
@@ -236,14 +247,24 @@ class EngineController:
         with self._lock:
             return list(self._batch)
 
-    def open(self, run_dir: str | Path) -> Tracked:
+    def open(self, run_id: str) -> Tracked:
         """Reopen a run from disk (e.g. after a restart) and watch it."""
-        data = load_run(run_dir)
-        t = Tracked(name=data.name, dir=data.dir, cfg=data.config, method=data.method, batch=data.batch,
-                    events=data.events, lifecycle=read_lifecycle(data.dir), state=data.state, metrics=data.metrics)
-        t.offset = (data.dir / "events.jsonl").stat().st_size if (data.dir / "events.jsonl").exists() else 0
+        rd = self.root.resolve(run_id)
+        data = load_run(rd, name=self.root.run_id(rd))
+        t = Tracked(name=data.name, rd=rd, cfg=data.config, method=data.method, batch=data.batch,
+                    events=data.events, lifecycle=read_lifecycle(rd.lifecycle), state=data.state,
+                    metrics=data.metrics)
+        t.offset = rd.events.stat().st_size if rd.events.exists() else 0
         with self._lock:
             if self.busy:
                 raise RuntimeError("a run is in progress; open saved runs when it has ended")
             self._watched = t
         return t
+
+    def delete(self, run_id: str) -> None:
+        """Delete a run directory under the runs root; never a live one (its lock is held)."""
+        rd = self.root.resolve(run_id)
+        watched = self.watched()
+        if rd.is_live() or (self.busy and watched is not None and watched.rd.path.resolve() == rd.path):
+            raise ValueError(f"`{run_id}` is running: stop it first")
+        shutil.rmtree(rd.path)

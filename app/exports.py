@@ -1,4 +1,4 @@
-"""Exports of a run: events as CSV, the Chrome/Perfetto trace, a figure as PNG."""
+"""Exports of a run: events as CSV, the Chrome/Perfetto trace, a figure as PNG (under its exports/)."""
 from __future__ import annotations
 
 import csv
@@ -6,6 +6,7 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
+from zerolock_core.run_dir import RunDir
 from zerolock_core.telemetry import read_events, write_chrome_trace
 
 EVENT_COLUMNS = ["stage", "kind", "mb", "t0", "t1", "act_bytes", "inflight", "sent", "recv", "step", "gen"]
@@ -19,19 +20,12 @@ class ExportError(RuntimeError):
     """An export could not be made; the message says why and what to do instead."""
 
 
-def export_dir(run_dir: Path) -> Path:
-    out = run_dir / "exports"
-    out.mkdir(parents=True, exist_ok=True)
-    return out
-
-
-def events_csv(run_dir: str | Path) -> Path:
-    run_dir = Path(run_dir)
-    events, _ = read_events(run_dir / "events.jsonl")
+def events_csv(rd: RunDir) -> Path:
+    events, _ = read_events(rd.events)
     if not events:
-        raise ExportError(f"{run_dir.name} has no events (reference runs record none)")
+        raise ExportError(f"{rd.name} has no events (reference runs record none)")
     extra = sorted({k for e in events for k in e} - set(EVENT_COLUMNS))  # keep fields newer engines add
-    path = export_dir(run_dir) / "events.csv"
+    path = rd.export("events.csv")
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=EVENT_COLUMNS + extra, restval="")
         w.writerow({k: CSV_HEADER.get(k, k) for k in w.fieldnames})
@@ -39,18 +33,16 @@ def events_csv(run_dir: str | Path) -> Path:
     return path
 
 
-def chrome_trace(run_dir: str | Path) -> Path:
-    """The run's trace.json (written by the engine at the end); built from the events if the run
-    never got there (stopped by a crash)."""
-    run_dir = Path(run_dir)
-    path = run_dir / "trace.json"
-    if path.exists():
-        return path
-    events, _ = read_events(run_dir / "events.jsonl")
+def chrome_trace(rd: RunDir) -> Path:
+    """The run's trace (written by the engine at the end); built from the events if the run never got
+    there (stopped by a crash)."""
+    if rd.trace.exists():
+        return rd.trace
+    events, _ = read_events(rd.events)
     if not events:
-        raise ExportError(f"{run_dir.name} has no events to make a trace from")
+        raise ExportError(f"{rd.name} has no events to make a trace from")
     stages = 1 + max(e["stage"] for e in events)
-    path = export_dir(run_dir) / "trace.json"
+    path = rd.export(rd.trace.name)
     write_chrome_trace(path, events, stages=stages)
     return path
 

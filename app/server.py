@@ -1,7 +1,7 @@
 """Launching the dashboard: loopback by default; any other address needs a password."""
 from __future__ import annotations
 
-import signal
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,8 +47,10 @@ def check_binding(host: str, password: str | None) -> None:
 
 
 def serve(opts: ServeOptions) -> int:
-    """Build the app, serve it until Ctrl-C (or SIGTERM), then stop the app's runs."""
+    """Build the app, serve it until Ctrl-C or SIGTERM (recorded, never lost: stop_signals.py), then stop
+    the app's runs."""
     from zerolock_core.runtime.processes import warm_up
+    from zerolock_core.stop_signals import StopSignals
 
     from .ui import build_app
 
@@ -56,26 +58,20 @@ def serve(opts: ServeOptions) -> int:
     runs_root = Path(opts.runs_dir).resolve()
     controller = EngineController(runs_root)
     demo = build_app(controller, poll_s=opts.poll_s)
-
-    def interrupt(signum, frame):  # SIGTERM ends the app like Ctrl-C, so its runs are stopped
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        # quiet: Gradio's own banner suggests share=True, a public tunnel this app must not open
-        demo.launch(**demo.page_options(), server_name=opts.host, server_port=opts.port, auth=opts.auth,
-                    inbrowser=opts.open_browser,
-                    allowed_paths=[str(runs_root)], footer_links=["api", "settings"], quiet=True,
-                    prevent_thread_lock=True,
-                    run_history=False)  # the 2 Hz poll would fill the browser's run history
-        print(f"zerolock dashboard: {demo.local_url} (runs in {runs_root}; Ctrl-C stops it and its runs)",
-              flush=True)
-        demo.block_thread()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        print("zerolock dashboard: stopping its runs ...", flush=True)
-        controller.close()
-        demo.close()
+    with StopSignals() as signals:
+        try:
+            # quiet: Gradio's own banner suggests share=True, a public tunnel this app must not open
+            demo.launch(**demo.page_options(), server_name=opts.host, server_port=opts.port, auth=opts.auth,
+                        inbrowser=opts.open_browser,
+                        allowed_paths=[str(runs_root)], footer_links=["api", "settings"], quiet=True,
+                        prevent_thread_lock=True,
+                        run_history=False)  # the 2 Hz poll would fill the browser's run history
+            print(f"zerolock dashboard: {demo.local_url} (runs in {runs_root}; Ctrl-C stops it and its runs)",
+                  flush=True)
+            while not signals.requested:
+                time.sleep(0.2)
+        finally:
+            print("zerolock dashboard: stopping its runs ...", flush=True)
+            controller.close()
+            demo.close()
     return 0

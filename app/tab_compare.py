@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import gradio as gr
+
+from zerolock_core.runs_root import NotARun
 
 from .compare_figures import Series, compare_memory_figure, compare_summary_figure, compare_timeline_figure
 from .controller import EngineController
@@ -53,7 +54,7 @@ def build_compare_tab() -> CompareTab:
 
 def run_choices(controller: EngineController) -> tuple[list[str], list[str]]:
     """All run names under the runs root, and the latest batch's (the default selection)."""
-    names = [str(r.dir.relative_to(controller.runs_root)) for r in list_runs(controller.runs_root)]
+    names = [r.name for r in list_runs(controller.root)]
     batch = [t.name for t in controller.batch() if t.name in names]
     return names, batch or names[:1]
 
@@ -62,8 +63,8 @@ def compare(controller: EngineController, names: list[str] | None) -> tuple:
     if not names:
         return ("Nothing selected.", gr.skip(), gr.skip(), gr.skip())
     try:
-        data = [load_run(Path(controller.runs_root) / n) for n in names]
-    except FileNotFoundError as err:
+        data = [load_run(controller.root.resolve(n), name=n) for n in names]
+    except (NotARun, FileNotFoundError) as err:
         return (f"⚠️ {err}", gr.skip(), gr.skip(), gr.skip())
     order = list(METHOD_LABELS)  # ZeroLock first, the BP reference last
     data.sort(key=lambda d: (order.index(d.method) if d.method in order else len(order), d.name))

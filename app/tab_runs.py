@@ -1,17 +1,18 @@
 """Runs tab: every run directory under the runs root, reopen one, export its files."""
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
 
+from zerolock_core.runs_root import NotARun
+
 from .controller import EngineController
-from .exports import ExportError, chrome_trace, events_csv, export_dir, figure_png
+from .exports import ExportError, chrome_trace, events_csv, figure_png
 from .memory import memory_figure
-from .run_data import is_run_dir, load_run
+from .run_data import load_run
 from .runs_index import COLUMNS, runs_table
 from .timeline import timeline_figure
 
@@ -35,6 +36,7 @@ class RunsTab:
 
 
 def build_runs_tab(runs_root: Path) -> RunsTab:
+    """`runs_root` is only shown: every action names a run by its id under it (RunsRoot)."""
     gr.Markdown(f"Runs under `{runs_root}`: each keeps its config, events, metrics and trace, so it can be "
                 "reopened after a restart. Open the trace at ui.perfetto.dev.")
     table = gr.Dataframe(headers=COLUMNS, interactive=False, elem_id="runs-table")
@@ -69,59 +71,54 @@ def picked_row(rows: Any, evt: gr.SelectData) -> str | None:
 
 
 def trace_file(controller: EngineController, name: str | None) -> gr.DownloadButton:
-    if not name:
-        return gr.DownloadButton(value=None, interactive=False)
+    """The chosen run's trace behind the download button (none for a name that is not a run here)."""
     try:
-        return gr.DownloadButton(value=str(chrome_trace(Path(controller.runs_root) / name)), interactive=True)
-    except (ExportError, OSError):  # no events yet (a reference run, or one still starting)
+        return gr.DownloadButton(value=str(chrome_trace(controller.root.resolve(name))), interactive=True)
+    except (NotARun, ExportError, OSError):  # no events yet (a reference run, or one still starting)
         return gr.DownloadButton(value=None, interactive=False)
 
 
 def delete_run(controller: EngineController, name: str | None, confirmed: bool) -> tuple:
-    """Delete a run directory under the runs root (never the one running, never outside the root)."""
+    """Delete a run directory under the runs root (never a live one, never outside the root)."""
     if not name:
         return "Choose a run first.", gr.skip(), gr.skip(), False
     if not confirmed:
         return "Tick the box first: deleting removes the run's checkpoints, events and metrics.", gr.skip(), \
             gr.skip(), False
-    root = Path(controller.runs_root).resolve()
-    path = (root / name).resolve()
-    if path == root or not path.is_relative_to(root) or not is_run_dir(path):
-        return f"⚠️ `{name}` is not a run directory under `{root}`", gr.skip(), gr.skip(), False
-    watched = controller.watched()
-    if controller.busy and watched is not None and Path(watched.dir).resolve() == path:
-        return f"⚠️ `{name}` is running: stop it first", gr.skip(), gr.skip(), False
-    shutil.rmtree(path)
+    try:
+        controller.delete(name)
+    except (NotARun, ValueError, OSError) as err:
+        return f"⚠️ {err}", gr.skip(), gr.skip(), False
     rows, pick = refresh(controller, None)
     return f"Deleted `{name}`.", rows, pick, False
 
 
 def refresh(controller: EngineController, current: str | None) -> tuple:
-    rows = runs_table(controller.runs_root)
+    rows = runs_table(controller.root)
     names = [r[0] for r in rows]
     return rows, gr.Dropdown(choices=names, value=current if current in names else (names[0] if names else None))
 
 
 def export(controller: EngineController, name: str | None, kind: str) -> tuple[str | None, str]:
-    if not name:
-        return None, "Choose a run first."
-    run_dir = Path(controller.runs_root) / name
+    if kind not in EXPORTS:
+        return None, f"⚠️ {kind!r} is not one of {', '.join(EXPORTS)}"
     try:
+        rd = controller.root.resolve(name)
         if kind == "events CSV":
-            path = events_csv(run_dir)
+            path = events_csv(rd)
         elif kind == "Chrome / Perfetto trace":
-            path = chrome_trace(run_dir)
+            path = chrome_trace(rd)
         else:
-            data = load_run(run_dir)
+            data = load_run(rd, name=name)
             if not data.events:
                 raise ExportError(f"{name} has no events to draw (reference runs record none)")
             if kind == "PNG: timeline":
                 fig, stem = timeline_figure(data.events, stages=data.stages, title=data.label), "timeline"
             else:
-                peaks = [p["peak_activation_bytes"] for p in (data.metrics or {}).get("per_stage") or []]
+                peaks = [p["peak_activation_bytes"] for p in (data.metrics.per_stage if data.metrics else [])]
                 fig, stem = memory_figure(data.events, stages=data.stages, title=data.label,
                                           peak_bytes=peaks if len(peaks) == data.stages else None), "memory"
-            path = figure_png(fig, export_dir(run_dir) / f"{stem}.png")
-    except (ExportError, OSError) as err:
+            path = figure_png(fig, rd.export(f"{stem}.png"))
+    except (NotARun, ExportError, OSError) as err:
         return None, f"⚠️ {err}"
     return str(path), f"Wrote `{path}`."

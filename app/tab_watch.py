@@ -87,8 +87,7 @@ def comparison_position(batch: list, t, status: dict[str, Any]) -> str:
         return ""
     i = batch.index(t)
     words = f"run {i + 1} of {len(batch)} in this comparison"
-    done = [b.metrics["wall_s"] + b.metrics.get("setup_s", 0.0) for b in batch[:i]
-            if b.metrics and "wall_s" in b.metrics]
+    done = [b.metrics.wall_s + b.metrics.setup_s for b in batch[:i] if b.metrics and b.metrics.wall_s]
     eta = status.get("eta_s")
     if eta is None or t.engine_done:
         return words

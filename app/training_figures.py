@@ -5,8 +5,10 @@ from typing import Any, Sequence
 
 import plotly.graph_objects as go
 
-from .layout import fast_figure, subplot_title
+from zerolock_core.metrics import Metrics
 from zerolock_core.telemetry.activity import StageStats
+
+from .layout import fast_figure, subplot_title
 from .palette import NEUTRAL, stage_colour, stage_dash
 from .timeline import lane_axis
 
@@ -20,15 +22,15 @@ MARKERS_MAX_POINTS = 60  # a curve with more points is a plain line: each marker
 # browser redraws with every update (600 steps x 2 chunks: 45 ms a draw with markers, 17 ms without)
 
 
-def training_figure(metrics: dict[str, Any] | None, *, title: str = "",
+def training_figure(metrics: Metrics | None, *, title: str = "",
                     live_curves: list[dict[str, Any]] | None = None) -> go.Figure:
     """Left: every chunk's local training loss per step (BP: the one global loss), from metrics.json
     once the run ended, else from `live_curves` (app/live_loss.py) while it runs.
     Right: eval accuracy of every chunk's own readout (the last chunk is the model's answer).
     Built from plain dicts (fast_figure): the Watch tab redraws it every few seconds while a run goes,
     and plotly's validated make_subplots cost ~0.18 s of the app's CPU per draw."""
-    curves = ((metrics or {}).get("train") or {}).get("curves") or live_curves or []
-    per_chunk = ((metrics or {}).get("eval") or {}).get("per_chunk") or []
+    curves = (metrics.curves if metrics else []) or live_curves or []
+    per_chunk = ((metrics.eval if metrics else None) or {}).get("per_chunk") or []
     if not curves and not per_chunk:
         return placeholder_figure("The loss curves start with the first local loss (L) or last-stage<br>"
                                   "backward (B); the eval accuracy arrives when the run ends.", title=title,

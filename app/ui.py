@@ -100,7 +100,7 @@ def build_app(controller: EngineController | None = None, *, runs_root: str | Pa
                 if not name:
                     return "Choose a run first.", gr.skip(), False
                 try:
-                    act(Path(controller.runs_root) / name)
+                    act(name)  # a run id: the controller resolves it inside the runs root, or refuses
                 except (RuntimeError, ValueError, FileNotFoundError) as err:
                     return f"⚠️ {err}", gr.skip(), False
                 return done.format(name=name), window, True
@@ -119,7 +119,7 @@ def build_app(controller: EngineController | None = None, *, runs_root: str | Pa
             [runs.file, runs.message], api_name="export")
         runs.table.select(tab_runs.picked_row, runs.table, runs.run, show_progress="hidden")
         runs.run.change(lambda name: tab_runs.trace_file(controller, name), runs.run, runs.trace,
-                        show_progress="hidden")
+                        show_progress="hidden", api_name="trace")
         runs.delete.click(lambda name, ok: tab_runs.delete_run(controller, name, ok), [runs.run, runs.confirm],
                           [runs.message, runs.table, runs.run, runs.confirm], api_name="delete_run")
     return demo

@@ -88,10 +88,11 @@ def state_words(t: Tracked, st: dict[str, Any]) -> str:
 
 
 def status_markdown(t: Tracked, st: dict[str, Any], *, position: str = "") -> str:
-    m = t.metrics or {}
+    m = t.metrics
     parts = [f"**{title_of(t)}**", state_words(t, st)]
-    if t.state in ("failed", "stopped") and (m.get("reason") or st.get("reason")):
-        parts.append(f"({m.get('reason') or st.get('reason')})")
+    reason = (m.reason if m else "") or st.get("reason")
+    if t.state in ("failed", "stopped") and reason:
+        parts.append(f"({reason})")
     if st.get("steps_done") is not None and t.state in ("running", "recovering", "starting", "stopping"):
         parts.append(f"step {st['steps_done']} / {st['total_steps']}")
         if st.get("s_per_step") is not None:  # training time only: start-up and outages left out
@@ -99,18 +100,18 @@ def status_markdown(t: Tracked, st: dict[str, Any], *, position: str = "") -> st
         parts.append(f"ETA {_seconds(st.get('eta_s'))}")
     if st.get("elapsed_s") is not None and not t.engine_done:
         parts.append(f"elapsed {_seconds(st['elapsed_s'])}")
-    tput = m.get("throughput_samples_per_s", m.get("samples_per_s"))
+    tput = m.throughput_samples_per_s if m else None
     if tput is None and t.events:
         tput = live_throughput(t.stage_stats(), elapsed_s=t.span_s(), batch=t.cfg["train"]["batch"])
     if tput:
         parts.append(f"{tput:.1f} samples/s")
-    ev = m.get("eval")
+    ev = m.eval if m else None
     if ev:
         parts.append(f"eval label accuracy {ev['label_accuracy']:.3f} (strict accuracy {ev['accuracy']:.3f})")
     if position:
         parts.append(position)
     lines = [" · ".join(parts), f"`{t.dir}`"]
-    errors = m.get("errors") or {}
+    errors = m.errors if m else {}
     if errors or st.get("error"):
         first = next(iter(errors.values()), st.get("error", ""))
         lines.append(f"**Error:** `{first.strip().splitlines()[-1] if first.strip() else first}`")
@@ -140,7 +141,7 @@ def _planned(spec: str, stages: int, boundaries: tuple[int, ...] | None) -> tupl
 
 def stage_table(t: Tracked) -> list[list[Any]]:
     stats = t.stage_stats()
-    per_stage = {p["stage"]: p for p in (t.metrics or {}).get("per_stage") or []}
+    per_stage = {p["stage"]: p for p in (t.metrics.per_stage if t.metrics else [])}
     planned = planned_layers(t.cfg) if len(per_stage) < len(stats) else None
     rows = []
     for s in stats:
@@ -188,7 +189,8 @@ def watch_view(t: Tracked, *, window_s: float | None, status: dict[str, Any] | N
         view.training = training_view(t)
     if "activity" in parts:
         stats = t.stage_stats()
-        bubble = (t.metrics or {}).get("bubble_fraction", bubble_fraction(stats, t.span_s()) if t.events else None)
+        bubble = t.metrics.bubble_fraction if t.metrics else \
+            (bubble_fraction(stats, t.span_s()) if t.events else None)
         view.activity = (activity_figure(stats, bubble=bubble) if t.runtime == "pipeline" else
                          placeholder_figure("pipeline runs only", title="active vs idle per stage", height=240))
     if "table" in parts:
@@ -232,7 +234,7 @@ def _lanes(t: Tracked, st: dict[str, Any], *, window_s: float | None, focus_fail
         note = "The reference trainer runs in one process: no per-stage telemetry. Its results appear below."
         return (placeholder_figure(note, title="Timeline per stage", height=230) if timeline else None,
                 placeholder_figure(note, title="Activation memory per stage", height=230) if memory else None)
-    per_stage = (t.metrics or {}).get("per_stage") or []
+    per_stage = t.metrics.per_stage if t.metrics else []
     peaks = [p["peak_activation_bytes"] for p in per_stage] if len(per_stage) == stages else None
     # the zoom is kept while the same run is watched (the page redraws its plots with Plotly.react);
     # a new uirevision when the view is pinned: the pin must win over an earlier zoom

@@ -16,11 +16,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zerolock_core.artifacts import load_final_weights, write_json_atomic
 from zerolock_core.config import ConfigError, DataConfig, RunConfig, TrainConfig
+from zerolock_core.run_dir import RunDir
 from .settings import machine_line, results_dir
+
+if TYPE_CHECKING:
+    from zerolock_core.metrics import Metrics
 
 MODES = ("kill", "stop", "post-step", "mid-ckpt")
 STEPS = 6
@@ -62,7 +66,7 @@ def case_config(out: Path, *, method: str, failures=(), stages: int = 3, steps: 
 
 
 def run_with_deadline(cfg: RunConfig, *, deadline_s: float = DEADLINE_S, overwrite: bool = False,
-                      resume: bool = False) -> tuple[dict[str, Any] | None, bool]:
+                      resume: bool = False) -> tuple["Metrics | None", bool]:
     """(metrics, ended): a run that does not end within the deadline is stopped and reported."""
     from zerolock_core.runtime.run import Run
 
@@ -93,12 +97,12 @@ def classify(out: Path, baseline: Path, method: str, failures: tuple[str, ...]) 
     row["wall_s"] = time.monotonic() - t0
     if not ended:
         return {**row, "outcome": "did not end", "reason": f"no end within {DEADLINE_S:g} s"}
-    if metrics["state"] != "finished":
-        return {**row, "outcome": metrics["state"], "reason": metrics.get("reason", "")}
-    recs = metrics["recovery"]
+    if metrics.state != "finished":
+        return {**row, "outcome": metrics.state, "reason": metrics.reason}
+    recs = metrics.recovery
     row.update(outcome="recovered bitwise" if bitwise_equal(baseline, out) else "recovered, DIFFERENT",
                recoveries=len(recs), kinds=sorted({r["kind"] for r in recs}),
-               not_injected=metrics["failures_not_injected"],
+               not_injected=metrics.failures_not_injected,
                **{k: sum(r[k] for r in recs) for k in ("detect_s", "restore_s", "replay_s", "total_s",
                                                          "replayed_microbatches")})
     return row
@@ -108,6 +112,8 @@ def resume_latency(root: Path, baseline: Path) -> dict[str, Any]:
     """SIGKILL a `zerolock train` process once every stage has a checkpoint; time how long its
     stages take to exit on their own, then resume it and check it against the unfailed run."""
     import psutil
+
+    from zerolock_core.runtime.checkpoint import CheckpointStore
 
     d = root / "resume"
     cfg = case_config(d, method="zerolock")
@@ -119,7 +125,7 @@ def resume_latency(root: Path, baseline: Path) -> dict[str, Any]:
                             stderr=subprocess.DEVNULL)
     t0 = time.monotonic()
     try:
-        while not all((d / "checkpoints" / f"stage{s}" / "step00000002" / "MANIFEST.json").exists() for s in range(3)):
+        while not all(2 in CheckpointStore(RunDir(d).checkpoints, stage=s).verified_steps() for s in range(3)):
             if proc.poll() is not None or time.monotonic() - t0 > DEADLINE_S:
                 return {"outcome": "no checkpoints before the run ended"}
             time.sleep(0.05)
@@ -132,11 +138,11 @@ def resume_latency(root: Path, baseline: Path) -> dict[str, Any]:
         proc.kill()
     t1 = time.monotonic()
     metrics, ended = run_with_deadline(cfg, resume=True)
-    return {"outcome": "resumed bitwise" if ended and metrics["state"] == "finished" and bitwise_equal(baseline, d)
-            else f"resume {'did not end' if not ended else metrics['state']}",
-            "orphans_left": len(alive), "orphans_exit_s": orphans_exit_s, "resumed_from_step":
-            (metrics or {}).get("resumed_from_step"), "resume_wall_s": time.monotonic() - t1,
-            "resume_setup_s": (metrics or {}).get("setup_s")}
+    return {"outcome": "resumed bitwise" if ended and metrics.state == "finished" and bitwise_equal(baseline, d)
+            else f"resume {'did not end' if not ended else metrics.state}",
+            "orphans_left": len(alive), "orphans_exit_s": orphans_exit_s,
+            "resumed_from_step": metrics.resumed_from_step if metrics else None,
+            "resume_wall_s": time.monotonic() - t1, "resume_setup_s": metrics.setup_s if metrics else None}
 
 
 def run_faults(*, out: Path, cases: list[tuple[str, tuple[str, ...]]], repeat: int, with_resume: bool) -> dict:
@@ -144,8 +150,8 @@ def run_faults(*, out: Path, cases: list[tuple[str, tuple[str, ...]]], repeat: i
     for method in sorted({m for m, _ in cases} - {"pipedream"}):
         d = out / f"baseline-{method}"
         metrics, ended = run_with_deadline(case_config(d, method=method), overwrite=True)
-        if not ended or metrics["state"] != "finished":
-            raise RuntimeError(f"the unfailed {method} run did not finish: {(metrics or {}).get('reason')}")
+        if not ended or metrics.state != "finished":
+            raise RuntimeError(f"the unfailed {method} run did not finish: {metrics.reason if metrics else ''}")
         baselines[method] = d
     rows = []
     for r in range(repeat):

@@ -133,7 +133,7 @@ ro_init = R.readouts_of_run(bench=bench, examples=64)
 t0 = time.perf_counter()
 metrics = train_reference(cfg, progress=False)
 print(f"trained 120 steps in {time.perf_counter() - t0:.1f} s; eval label accuracy per chunk:",
-      [round(c["label_accuracy"], 3) for c in metrics["eval"]["per_chunk"]])
+      [round(c["label_accuracy"], 3) for c in metrics.eval["per_chunk"]])
 ro = R.readouts_of_run(run_dir, bench=bench, examples=64)    # same chunks, trained weights loaded
 
 print(f"readouts: {ro.chunks + 1} distributions x {ro.tokens} answer tokens x {ro.vocab} words")

@@ -93,7 +93,7 @@ def run_and_watch(cfg, *, poll_s=0.5, timeout_s=300):
 
 
 run, metrics, events = run_and_watch(cfg)
-assert run.state == "finished" and metrics["state"] == "finished", metrics.get("errors")
+assert run.state == "finished" and metrics.state == "finished", metrics.errors
 assert events == run.events()[0]                   # tailing in pieces saw every line exactly once
 
 # %% [markdown]
@@ -105,12 +105,12 @@ assert events == run.events()[0]                   # tailing in pieces saw every
 
 # %%
 timeline_figure(events, stages=K, title=f"ZeroLock pipeline, K={K}, {STEPS} steps × {M} micro-batches (measured)").show()
-peaks = [s["peak_activation_bytes"] for s in metrics["per_stage"]]
+peaks = [s["peak_activation_bytes"] for s in metrics.per_stage]
 memory_figure(events, stages=K, measure="act_bytes", peak_bytes=peaks,
               title="ZeroLock: measured activation memory per stage").show()
 
 print(f"{'stage':>5} {'layers':>8} {'peak act. KiB':>14} {'peak in-flight':>15} {'busy s':>7} {'sent KiB':>9} {'recv KiB':>9}")
-for s in metrics["per_stage"]:
+for s in metrics.per_stage:
     print(f"{s['stage']:>5} {str(s['layers']):>8} {s['peak_activation_bytes'] / 1024:>14.1f} "
           f"{s['peak_inflight_microbatches']:>15} {s['busy_s']:>7.3f} {s['bytes_sent'] / 1024:>9.1f} "
           f"{s['bytes_received'] / 1024:>9.1f}")
@@ -129,7 +129,7 @@ for s, evs in per_stage.items():
     count = {k: sum(e["kind"] == k for e in evs) for k in ("F", "L", "STEP")}
     assert count == {"F": STEPS * M, "L": STEPS * M, "STEP": STEPS}, (s, count)
 # One micro-batch of activations at a time, on every stage.
-assert all(s["peak_inflight_microbatches"] == 1 for s in metrics["per_stage"])
+assert all(s["peak_inflight_microbatches"] == 1 for s in metrics.per_stage)
 assert max(e["inflight"] for e in events) == 1
 # Early forwarding: stage 0 sends micro-batch i downstream BEFORE its local step on i begins.
 sf = {(e["step"], e["mb"]): e for e in per_stage[0] if e["kind"] == "SF"}
@@ -138,8 +138,8 @@ assert sf.keys() == lo.keys()
 assert all(sf[k]["t0"] <= lo[k]["t0"] for k in sf)
 # State-only exchange: stage 0 sends hidden states and receives nothing.
 hidden_bytes = 1 * cfg.data.seq_len * 128 * 4            # one example per micro-batch x S x d x fp32
-assert metrics["per_stage"][0]["bytes_sent"] == STEPS * M * hidden_bytes
-assert metrics["per_stage"][0]["bytes_received"] == 0
+assert metrics.per_stage[0]["bytes_sent"] == STEPS * M * hidden_bytes
+assert metrics.per_stage[0]["bytes_received"] == 0
 print("all ZeroLock invariants hold on the measured run")
 
 # %% [markdown]
@@ -151,22 +151,22 @@ print("all ZeroLock invariants hold on the measured run")
 # %%
 cfg_bp = replace(cfg, train={"method": "gpipe"}, out=str(workdir / "gpipe"))
 run_bp, metrics_bp, events_bp = run_and_watch(cfg_bp)
-assert run_bp.state == "finished", metrics_bp.get("errors")
+assert run_bp.state == "finished", metrics_bp.errors
 timeline_figure(events_bp, stages=K, title="GPipe pipeline, same configuration (measured)").show()
 memory_figure(events_bp, stages=K, measure="act_bytes",
-              peak_bytes=[s["peak_activation_bytes"] for s in metrics_bp["per_stage"]],
+              peak_bytes=[s["peak_activation_bytes"] for s in metrics_bp.per_stage],
               title="GPipe: measured activation memory per stage").show()
 
 print(f"{'':>22} {'ZeroLock':>10} {'GPipe':>10}")
 for s in range(K):
-    z, g = metrics["per_stage"][s], metrics_bp["per_stage"][s]
+    z, g = metrics.per_stage[s], metrics_bp.per_stage[s]
     print(f"stage {s} peak act. KiB {z['peak_activation_bytes'] / 1024:>10.1f} {g['peak_activation_bytes'] / 1024:>10.1f}")
     print(f"stage {s} peak in-flight {z['peak_inflight_microbatches']:>10} {g['peak_inflight_microbatches']:>10}")
-print(f"stage 0 bytes received  {metrics['per_stage'][0]['bytes_received']:>10} {metrics_bp['per_stage'][0]['bytes_received']:>10}")
+print(f"stage 0 bytes received  {metrics.per_stage[0]['bytes_received']:>10} {metrics_bp.per_stage[0]['bytes_received']:>10}")
 
-assert metrics_bp["per_stage"][0]["peak_inflight_microbatches"] == M
-assert metrics_bp["per_stage"][0]["peak_activation_bytes"] > 2 * metrics["per_stage"][0]["peak_activation_bytes"]
-assert metrics_bp["per_stage"][0]["bytes_received"] == STEPS * M * hidden_bytes   # gradients come back
+assert metrics_bp.per_stage[0]["peak_inflight_microbatches"] == M
+assert metrics_bp.per_stage[0]["peak_activation_bytes"] > 2 * metrics.per_stage[0]["peak_activation_bytes"]
+assert metrics_bp.per_stage[0]["bytes_received"] == STEPS * M * hidden_bytes   # gradients come back
 assert {"B", "SB", "RB"} <= {e["kind"] for e in events_bp}
 
 # %% [markdown]

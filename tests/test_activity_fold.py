@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from zerolock_core.run_dir import RunDir
 from app.controller import Tracked
 from zerolock_core.config import RunConfig, TrainConfig
 from zerolock_core.telemetry.activity import ActivityFold, makespan_s, stage_stats
@@ -35,7 +36,7 @@ def test_no_events_fold_to_zeros():
 
 def test_a_run_folds_only_new_events_and_afresh_when_its_list_was_replaced(tmp_path):
     cfg = RunConfig(train=TrainConfig(runtime="pipeline", stages=3, steps=50)).to_dict()
-    t = Tracked(name="r", dir=tmp_path, cfg=cfg, method="zerolock", batch="", events=events(30))
+    t = Tracked(name="r", rd=RunDir(tmp_path), cfg=cfg, method="zerolock", batch="", events=events(30))
     first = t.activity()
     t.events.extend(events(60)[30:])
     assert t.activity() is first and first.events == 60  # the same fold, 30 events more

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import time
 
 import httpx
@@ -12,10 +13,13 @@ from gradio_client import Client
 from app.cli_command import register
 from app.form import RunForm, config_for
 from app.plotly_asset import plotly_path, plotly_version
-from app.reference_job import ReferenceJob
 from app.server import ServeOptions, check_binding
 from app.ui import build_app
 from zerolock_core.config import ConfigError, RunConfig, replace
+from zerolock_core.metrics import Metrics
+from zerolock_core.reference_job import ReferenceJob
+from zerolock_core.run_dir import RunDir
+from zerolock_core.runs_root import NotARun
 from zerolock_core.runtime.processes import server_pid
 from benchmarks.machine import free_port
 
@@ -189,15 +193,15 @@ def test_a_reference_job_trains_exactly_the_config_it_was_given(tmp_path):
     while not job.done and time.monotonic() < deadline:
         time.sleep(0.2)
     job.stop()  # nothing left running, whatever happened
-    assert job.state == "finished", job.error
-    assert RunConfig.from_dict(job.metrics["config"]) == cfg
+    assert job.state == "finished", job.reason
+    assert RunConfig.from_dict(job.metrics.config) == cfg
 
 
 def test_resume_from_the_runs_tab_explains_a_run_it_cannot_resume(app):
     client, demo, root = app
-    (root / "not-a-run").mkdir()
+    (root / "not-a-run").mkdir(exist_ok=True)
     message, *_ = client.predict("not-a-run", api_name="/resume_run")
-    assert "no run to resume there" in message
+    assert "no run named 'not-a-run'" in message
     finished = sorted(p.name for p in root.iterdir() if (p / "metrics.json").exists()
                       and json.loads((p / "metrics.json").read_text())["state"] == "finished")
     if finished:  # a run of an earlier test in this module: finished runs are not resumed
@@ -211,3 +215,81 @@ def test_readability_tab_measures_the_tiny_model_and_explains_a_bad_name(app):
     assert "Majority class" in text and "cut suggestion" in text and plot is not None
     text, plot = client.predict("./no-such-model-dir", "topics", 3, 32, False, api_name="/readability")
     assert text.startswith("⚠️") and "no such directory" in text and plot is None
+
+
+# ---- every endpoint that takes a run refuses one outside the runs folder ---------------------------
+def a_run_shaped_folder(d):
+    """What a stopped pipeline run leaves: config, a stopped record, events, a checkpoint folder."""
+    cfg = config_for(RunForm(**{**TINY, "methods": ("zerolock",)}), "zerolock", out=str(d))
+    rd = RunDir(d)
+    rd.write_config(cfg)
+    rd.write_metrics(Metrics(config=cfg.to_dict(), state="stopped", reason="stopped on request", steps_done=2))
+    rd.events.write_text(json.dumps({"stage": 0, "kind": "F", "mb": 0, "t0": 1, "t1": 2}) + "\n")
+    rd.stage_checkpoints(0).mkdir(parents=True)
+    return d
+
+
+def snapshot(folder):
+    return sorted((str(p.relative_to(folder)), p.stat().st_mtime_ns) for p in folder.rglob("*"))
+
+
+ENDPOINTS = {
+    "open_run": lambda client, name: client.predict(name, api_name="/open_run")[0],
+    "resume_run": lambda client, name: client.predict(name, api_name="/resume_run")[0],
+    "export": lambda client, name: client.predict(name, "events CSV", api_name="/export")[1],
+    "trace": lambda client, name: client.predict(name, api_name="/trace"),
+    "compare": lambda client, name: client.predict([name], api_name="/compare")[0],
+    "delete_run": lambda client, name: client.predict(name, True, api_name="/delete_run")[0],
+}
+HOSTILE = ["../outside", "../../outside", "{outside}", "{outside}/", "run/../../outside", "x/../../outside",
+           "%2e%2e/outside", "..%2Foutside", "%2E%2E%2Foutside", "link-out", "link-out/", "link-file",
+           "group-link/stopped_copy", "..", ".", "./", "", " ", "~", "~/outside", "/", "//etc", "/etc/passwd",
+           "..\\outside", "a\x00b", "not-a-run", "a-file.txt"]
+
+
+@pytest.fixture(scope="module")
+def hostile(app, tmp_path_factory):
+    client, demo, root = app
+    outside = a_run_shaped_folder(tmp_path_factory.mktemp("outside") / "stopped_copy")
+    (root / "link-out").symlink_to(outside, target_is_directory=True)
+    (root / "link-file").symlink_to(outside / "config.json")
+    (root / "group-link").symlink_to(outside.parent, target_is_directory=True)
+    (root / "not-a-run").mkdir(exist_ok=True)
+    (root / "a-file.txt").write_text("x")
+    return client, demo, root, outside
+
+
+@pytest.mark.parametrize("endpoint", list(ENDPOINTS))
+@pytest.mark.parametrize("name", HOSTILE)
+def test_a_name_outside_the_runs_folder_is_refused_by_every_endpoint_and_touches_nothing(hostile, endpoint, name):
+    client, demo, root, outside = hostile
+    name = name.replace("{outside}", str(outside))
+    before, inside = snapshot(outside.parent), snapshot(root)
+    reply = ENDPOINTS[endpoint](client, name)
+    if endpoint == "trace":
+        assert reply["value"] is None and reply["interactive"] is False  # no file to download
+    else:
+        assert reply.startswith(("⚠️", "Choose a run first", "Nothing selected")), reply
+    assert snapshot(outside.parent) == before and snapshot(root) == inside
+    assert not demo.controller.busy
+    watched = demo.controller.watched()
+    assert watched is None or RunDir(watched.dir).path.resolve().is_relative_to(root.resolve())
+
+
+@pytest.mark.parametrize("name,why", [
+    ("../x", "is not a run under the runs folder"), ("/abs", "is not a run under the runs folder"),
+    ("link-out", "leads outside the runs folder"), ("not-a-run", "no run named 'not-a-run'"),
+    ("a\x00b", "is not a run name"), ("", "choose a run first"),
+])
+def test_runs_root_says_why_a_name_is_refused(hostile, name, why):
+    _, demo, _, _ = hostile
+    with pytest.raises(NotARun, match=re.escape(why)):
+        demo.controller.root.resolve(name)
+
+
+def test_a_run_inside_the_root_resolves_also_through_an_inner_symlink(hostile):
+    _, demo, root, _ = hostile
+    run = a_run_shaped_folder(root / "inner-run")
+    (root / "inner-link").symlink_to(run, target_is_directory=True)
+    assert demo.controller.root.resolve("inner-link").path == run.resolve()
+    assert demo.controller.root.resolve("inner-run").path == run.resolve()

@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import plotly.graph_objects as go
+
+from zerolock_core.metrics import Metrics
 import pytest
 
+from zerolock_core.run_dir import RunDir
 from app.compare_figures import Series, compare_memory_figure, compare_summary_figure, compare_timeline_figure
 from app.explain import explain
 from app.figures import KIND_COLOURS, METHOD_COLOURS, memory_figure, simulated_events, timeline_figure
@@ -43,8 +46,8 @@ ZEROLOCK_2X2 = [
 
 
 CURVES = [{"chunk": f"chunk{k}", "step": [1, 2, 3], "loss": [3.0 - k, 2.5 - k, 2.0 - k]} for k in range(2)]
-FINAL_METRICS = {"train": {"curves": CURVES},
-                 "eval": {"per_chunk": [{"chunk": 0, "label_accuracy": 0.3}, {"chunk": 1, "label_accuracy": 0.5}]}}
+FINAL_METRICS = Metrics(config={}, state="finished", curves=CURVES,
+                        eval={"per_chunk": [{"chunk": 0, "label_accuracy": 0.3}, {"chunk": 1, "label_accuracy": 0.5}]})
 
 
 def bar_traces(fig) -> dict[str, object]:
@@ -229,7 +232,7 @@ def test_watch_view_of_a_recorded_run(tmp_path):
     from app.watch_view import status_markdown, watch_view
 
     cfg = {"train": {"runtime": "pipeline", "stages": 2, "batch": 8, "microbatches": 2, "steps": 1}}
-    t = Tracked(name="r", dir=tmp_path, cfg=cfg, method="zerolock", batch="", events=list(ZEROLOCK_2X2),
+    t = Tracked(name="r", rd=RunDir(tmp_path), cfg=cfg, method="zerolock", batch="", events=list(ZEROLOCK_2X2),
                 state="interrupted")
     v = watch_view(t, window_s=20.0)
     md = status_markdown(t, t.status())
@@ -280,7 +283,7 @@ def test_watch_view_draws_loss_curves_live_before_metrics(tmp_path):
 
     cfg = {"train": {"runtime": "pipeline", "stages": 2, "batch": 8, "microbatches": 2, "steps": 1}}
     events = [with_loss(e, 1.0 + e["stage"]) if e["kind"] == "L" else e for e in ZEROLOCK_2X2]
-    t = Tracked(name="r", dir=tmp_path, cfg=cfg, method="zerolock", batch="", events=events, state="running")
+    t = Tracked(name="r", rd=RunDir(tmp_path), cfg=cfg, method="zerolock", batch="", events=events, state="running")
     fig = watch_view(t, window_s=20.0).training
     assert [(tr.name, list(tr.y)) for tr in fig.data] == [("chunk 0 local loss", [1.0]), ("chunk 1 local loss", [2.0])]
     assert "when the run ends" in fig.layout.annotations[-1].text

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import plotly.graph_objects as go
 import pytest
 
+from zerolock_core.run_dir import RunDir
 from app import tab_watch
 from app.controller import Tracked
 from app.watch_parts import FAILURE, PARTS, PLOT_PARTS, RECENT, WHOLE
@@ -42,7 +43,7 @@ class OneRun:
 
 def reopened(tmp_path, **kw) -> OneRun:
     # a reopened run (engine None) with state "running": its status comes from what the test sets
-    return OneRun(run=Tracked(name="r", dir=tmp_path, cfg=CFG, method="zerolock", batch="", state="running",
+    return OneRun(run=Tracked(name="r", rd=RunDir(tmp_path), cfg=CFG, method="zerolock", batch="", state="running",
                               events=events(16), **kw))
 
 

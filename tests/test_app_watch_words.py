@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from zerolock_core.run_dir import RunDir
 from app.controller import Tracked, failures
 from app.recovery_text import recovery_text
 from app.runs_index import COLUMNS, runs_table
@@ -20,7 +21,7 @@ OPEN = {"stage": 1, "mode": "kill", "kind": "local", "down_s": 3.21, "t_fail_ns"
 
 
 def tracked(tmp_path, state="running", **kw):
-    return Tracked(name="r", dir=tmp_path, cfg=CFG, method="zerolock", batch="", state=state, **kw)
+    return Tracked(name="r", rd=RunDir(tmp_path), cfg=CFG, method="zerolock", batch="", state=state, **kw)
 
 
 @pytest.mark.parametrize("state,status,expected", [

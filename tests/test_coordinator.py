@@ -2,6 +2,7 @@
 leaves no orphans and its run resumes bitwise; a stopped run says what it is."""
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -11,10 +12,14 @@ from pathlib import Path
 import psutil
 import pytest
 
+from zerolock_core.cli import main
 from zerolock_core.config import DataConfig, RunConfig, TrainConfig
 from zerolock_core.runtime import run as run_module
 from zerolock_core.runtime.processes import server_pid
+from zerolock_core.run_dir import RunDir
+from zerolock_core.runtime.checkpoint import CheckpointStore
 from zerolock_core.runtime.run import Run
+from zerolock_core.runtime.supervisor import StageSupervisor
 from test_fault_tolerance import assert_bitwise_equal
 
 pytestmark = pytest.mark.slow
@@ -66,30 +71,30 @@ def test_an_exception_in_the_coordinator_ends_the_run_failed_with_valid_metrics(
     monkeypatch.setattr(run_module, "write_trace", broken_trace)
     before = {p.pid for p in children_of_this_process()}
     metrics = wait_done(Run(cfg_for(tmp_path, steps=2)).start())
-    assert metrics["state"] == "failed" and "disk full (injected)" in metrics["reason"]
+    assert metrics.state == "failed" and "disk full (injected)" in metrics.reason
     assert json.loads((tmp_path / "metrics.json").read_text())["state"] == "failed"
     assert_no_process_left(before)
 
 
 def test_an_exception_in_the_coordinator_loop_kills_every_stage_within_seconds(tmp_path, monkeypatch):
     calls = []
+    real = StageSupervisor.failed_stages
 
-    def broken(self):
+    def broken(self, *args, **kwargs):
         calls.append(1)
         if len(calls) > 20:  # about a second in: the stages are loading or training
             raise RuntimeError("bug in the coordinator (injected)")
-    monkeypatch.setattr(Run, "_close_recoveries", broken)
+        return real(self, *args, **kwargs)
+    monkeypatch.setattr(StageSupervisor, "failed_stages", broken)
     before = {p.pid for p in children_of_this_process()}
-    t0 = time.monotonic()
     metrics = wait_done(Run(cfg_for(tmp_path, steps=50)).start())
-    assert metrics["state"] == "failed" and "bug in the coordinator (injected)" in metrics["reason"]
-    assert "coordinator" in metrics["errors"]
-    assert time.monotonic() - t0 < DEADLINE_S
+    assert metrics.state == "failed" and "bug in the coordinator (injected)" in metrics.reason
+    assert "coordinator" in metrics.errors
     assert_no_process_left(before)
 
 
 def test_a_spawn_failure_halfway_through_start_ends_failed_with_no_process_left(tmp_path, monkeypatch):
-    real = Run._spawn
+    real = StageSupervisor.spawn
     spawned = []
 
     def spawn_once(self, launch):
@@ -97,69 +102,153 @@ def test_a_spawn_failure_halfway_through_start_ends_failed_with_no_process_left(
             raise OSError("fork failed (injected)")
         spawned.append(launch.stage)
         return real(self, launch)
-    monkeypatch.setattr(Run, "_spawn", spawn_once)
+    monkeypatch.setattr(StageSupervisor, "spawn", spawn_once)
     before = {p.pid for p in children_of_this_process()}
     run = Run(cfg_for(tmp_path)).start()
-    assert run.done and run.metrics["state"] == "failed" and "fork failed (injected)" in run.metrics["reason"]
+    assert run.done and run.metrics.state == "failed" and "fork failed (injected)" in run.metrics.reason
     assert json.loads((tmp_path / "metrics.json").read_text())["state"] == "failed"
+    assert not RunDir(tmp_path).is_live()
     assert_no_process_left(before)
 
 
 def test_a_stage_crashing_while_it_starts_ends_the_run_failed_not_respawned(tmp_path, monkeypatch):
     monkeypatch.setattr(run_module, "stage_main", _exits_at_once)
     metrics = wait_done(Run(cfg_for(tmp_path)).start())
-    assert metrics["state"] == "failed" and "before it started training" in metrics["reason"]
-    assert metrics["restarts"] == [0, 0]
+    assert metrics.state == "failed" and "before it started training" in metrics.reason
+    assert metrics.restarts == [0, 0]
 
 
 def _exits_at_once(cfg_dict, launch):
     sys.exit(7)
 
 
-def test_a_stop_request_ends_stopped_says_which_steps_final_holds_and_exits_130(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "zerolock_core", *train_args(tmp_path, 400)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+# ---- a stop at any moment: Ctrl-C and SIGTERM are never lost -------------------------------------
+STOP_STEPS = 200
+# (case, the moment it waits for, the signals sent then, a final eval?); the mid-training cases wait a
+# seeded random extra time after the step-2 checkpoints, so each stops a different moment of the run
+STOP_CASES = [
+    ("sigint-while-the-stages-start", "started", (signal.SIGINT,), False),
+    *[(f"sigint-mid-training-{seed}", f"checkpoint+{seed}", (signal.SIGINT,), False) for seed in range(3)],
+    ("sigterm-mid-training", "checkpoint+3", (signal.SIGTERM,), False),
+    ("two-sigints-at-once", "checkpoint+4", (signal.SIGINT, signal.SIGINT), False),
+    ("sigint-during-the-final-eval", "eval", (signal.SIGINT,), True),
+]
+
+
+def _wait_for(moment: str, d: Path, proc) -> None:
+    rd, t0 = RunDir(d), time.monotonic()
+
+    def reached() -> bool:
+        if moment == "started":
+            return rd.config_json.exists()
+        if moment == "eval":
+            return rd.eval_progress.exists()
+        return all(2 in CheckpointStore(rd.checkpoints, stage=s).verified_steps() for s in range(2))
+    while not reached():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() - t0 < DEADLINE_S, f"the run never reached {moment}"
+        time.sleep(0.02)
+    if "+" in moment:
+        time.sleep(random.Random(int(moment.split("+")[1])).uniform(0.0, 1.0))
+
+
+@pytest.fixture(scope="module")
+def unfailed_run(tmp_path_factory):
+    """The same run with no stop: what a stopped-and-resumed one must equal bit for bit."""
+    from zerolock_core.job import train
+
+    d = tmp_path_factory.mktemp("unfailed") / "run"
+    train(cfg_for(d, steps=STOP_STEPS), progress=False)
+    return d
+
+
+@pytest.mark.parametrize("case,moment,signals,final_eval", STOP_CASES, ids=[c[0] for c in STOP_CASES])
+def test_a_stop_at_any_moment_ends_stopped_with_a_true_record_no_process_and_exit_130(
+        tmp_path, capsys, unfailed_run, case, moment, signals, final_eval):
+    args = train_args(tmp_path, STOP_STEPS)
+    if final_eval:  # every eval example (seconds of scoring): the stop lands inside it
+        args = [a for a in args if a != "--no-final-eval"] + ["--eval-size", "0"]
+    proc = subprocess.Popen([sys.executable, "-m", "zerolock_core", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     try:
-        _wait_for_checkpoints(tmp_path, stages=2, step=2, proc=proc)
-        proc.send_signal(signal.SIGINT)
+        _wait_for(moment, tmp_path, proc)
+        if moment.startswith("checkpoint"):  # a live run refuses a second writer, whatever it asks
+            for second in (["train", "--resume", str(tmp_path), "--quiet"], [*args, "--overwrite"], args):
+                assert main(second) == 2
+                assert "is in use: process" in capsys.readouterr().err
+            assert not RunDir(tmp_path).metrics.exists()  # the live run's record is its own to write
+        family = psutil.Process(proc.pid).children(recursive=True)
+        for sig in signals:
+            proc.send_signal(sig)
         out, err = proc.communicate(timeout=DEADLINE_S)
     finally:
         proc.kill()
     assert proc.returncode == 130, err
-    metrics = json.loads((tmp_path / "metrics.json").read_text())
-    assert metrics["state"] == "stopped" and len(metrics["final_steps"]) == 2
+    assert "stopping: every stage finishes its current action" in err
+    _, alive = psutil.wait_procs(family, timeout=30)
+    assert not alive, [p.cmdline()[:3] for p in alive]
+    rd = RunDir(tmp_path)
+    metrics = rd.read_metrics()
+    assert metrics.state == "stopped" and metrics.reason == "stopped on request"
+    assert metrics.steps_done < STOP_STEPS or final_eval
     assert "run stopped after" in out and "--resume" in out
-    if len(set(metrics["final_steps"])) > 1:
-        assert metrics["eval"] is None and "mixes them" in metrics["eval_skipped"]
+    assert not rd.is_live() and not list(tmp_path.rglob(".*.tmp-*"))
+    if final_eval:  # every step trained: only the eval was skipped, and --resume runs just that
+        assert metrics.training_complete and metrics.eval is None and "--resume" in metrics.eval_skipped
+        assert main(["train", "--resume", str(tmp_path), "--quiet"]) == 0
+        resumed = rd.read_metrics()
+        assert resumed.state == "finished" and resumed.eval["examples"] > 0
+        assert resumed.per_stage == metrics.per_stage  # the training record is kept
+        assert_bitwise_equal(unfailed_run, tmp_path)  # and the weights were not touched
+    elif moment.startswith("checkpoint"):
+        assert metrics.resumable_from_step is not None and metrics.resumable_from_step >= 2
+        assert len(metrics.final_steps) == 2
+        if case.endswith("-0"):  # resumed from its checkpoints, it ends as if never stopped
+            assert main(["train", "--resume", str(tmp_path), "--quiet"]) == 0
+            assert rd.read_metrics().state == "finished"
+            assert_bitwise_equal(unfailed_run, tmp_path)
 
 
-def _wait_for_checkpoints(d: Path, *, stages: int, step: int, proc):
-    t0 = time.monotonic()
-    while not all((d / "checkpoints" / f"stage{s}" / f"step{step:08d}" / "MANIFEST.json").exists()
-                  for s in range(stages)):
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() - t0 < DEADLINE_S, "no checkpoints in time"
-        time.sleep(0.1)
+def test_a_stop_during_a_recovery_records_it_and_says_where_resume_continues(tmp_path):
+    run = Run(cfg_for(tmp_path, steps=STOP_STEPS, warm_standby="off")).start()
+    try:
+        t0 = time.monotonic()
+        while run.status()["steps_done"] < 4:
+            assert not run.done and time.monotonic() - t0 < DEADLINE_S
+            time.sleep(0.05)
+        run.inject_failure(1, "kill")
+        while 1 not in run.status()["recovering"]:
+            assert not run.done and time.monotonic() - t0 < DEADLINE_S
+            time.sleep(0.02)
+        metrics = run.stop(timeout=DEADLINE_S)
+    finally:
+        if not run.done:
+            run.stop(timeout=60)
+    assert metrics.state == "stopped" and metrics.steps_done >= 2
+    assert len(metrics.recovery) == 1 and "stopped during the recovery" in metrics.recovery[0]["reason"]
+    assert metrics.resumable_from_step is not None and metrics.resumable_from_step >= 2
+    assert all(not p.is_alive() for p in run._sup.procs)
 
 
 def test_after_the_coordinator_is_killed_the_stages_exit_and_resume_ends_bitwise_equal(tmp_path):
-    from zerolock_core.cli import main
-    from zerolock_core.runtime.launch import train_pipeline
+    from zerolock_core.job import train
 
     base = tmp_path / "base"
-    train_pipeline(cfg_for(base, steps=8), progress=False)
+    train(cfg_for(base, steps=8), progress=False)
     d = tmp_path / "crashed"
     proc = subprocess.Popen([sys.executable, "-m", "zerolock_core", *train_args(d, 8)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        _wait_for_checkpoints(d, stages=2, step=2, proc=proc)
+        _wait_for("checkpoint", d, proc)
         stages = [c for c in psutil.Process(proc.pid).children(recursive=True)]
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
+        _, alive = psutil.wait_procs(stages, timeout=15)  # they go with the process server, or notice the store
+        err = proc.stderr.read()  # every writer of the pipe has gone
     finally:
         proc.kill()
-    _, alive = psutil.wait_procs(stages, timeout=15)  # the heartbeat thread notices the store is gone
     assert not alive, "stage processes outlived their coordinator"
+    assert "frame #" not in err and len(err.splitlines()) <= 2 * len(stages), err[-3000:]
     assert main(["train", "--resume", str(d), "--quiet"]) == 0
     metrics = json.loads((d / "metrics.json").read_text())
     assert metrics["state"] == "finished" and metrics["resumed_from_step"] >= 2
@@ -171,7 +260,7 @@ def test_a_pipeline_that_stops_making_progress_ends_failed(tmp_path, monkeypatch
     """A stall the heartbeats cannot see (every thread alive, no action runs): the stall timeout ends it."""
     monkeypatch.setattr(run_module, "stage_main", _hangs_after_running)
     metrics = wait_done(Run(cfg_for(tmp_path, stall_timeout_s=5.0)).start())
-    assert metrics["state"] == "failed" and "the pipeline stalled" in metrics["reason"]
+    assert metrics.state == "failed" and "the pipeline stalled" in metrics.reason
 
 
 def _hangs_after_running(cfg_dict, launch):

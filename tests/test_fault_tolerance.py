@@ -18,6 +18,7 @@ from zerolock_core.artifacts import load_final_weights
 from benchmarks.faults import (CI_CASES, DEADLINE_S, MATRIX_CASES, STEPS, case_config,
                                         run_with_deadline)
 from zerolock_core.config import ConfigError, DataConfig, RunConfig, TrainConfig
+from zerolock_core.run_dir import RunDir
 from zerolock_core.runtime.run import Run
 from zerolock_core.telemetry.activity import bubble_fraction, makespan_s, stage_stats
 from zerolock_core.telemetry.lifecycle import STARTUP_PHASES, read_lifecycle
@@ -58,12 +59,12 @@ def assert_bitwise_equal(a_dir, b_dir):
 
 
 def check_recovered(tmp_path, baselines, method, failures, metrics):
-    assert metrics["state"] == "finished", metrics.get("reason")
-    assert metrics["steps_done"] == STEPS and metrics["failures_not_injected"] == []
+    assert metrics.state == "finished", metrics.reason
+    assert metrics.steps_done == STEPS and metrics.failures_not_injected == []
     kind = "local" if method == "zerolock" else "global"
-    assert len(metrics["recovery"]) == len(failures)
-    assert sorted(r["failure"] for r in metrics["recovery"]) == sorted(failures)
-    for rec in metrics["recovery"]:
+    assert len(metrics.recovery) == len(failures)
+    assert sorted(r["failure"] for r in metrics.recovery) == sorted(failures)
+    for rec in metrics.recovery:
         assert rec["kind"] == kind and rec["mode"] == rec["failure"].split(":")[1]
         for key in ("detect_s", "restore_s", "replay_s", "total_s", "replayed_microbatches", "bytes_transferred"):
             assert rec[key] >= 0, (key, rec)
@@ -73,16 +74,17 @@ def check_recovered(tmp_path, baselines, method, failures, metrics):
         assert rec["t_detect_ns"] - rec["t_fail_ns"] == round(rec["detect_s"] * 1e9)
     base_dir, base_metrics = baselines(method)
     assert_bitwise_equal(base_dir, tmp_path)
-    assert metrics["train"]["curves"] == base_metrics["train"]["curves"]
+    assert metrics.curves == base_metrics.curves
     events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
     assert any(e["kind"] == "RESTORE" for e in events)
     # metrics.json's activity is the dashboard's live computation over the same events (the outage
     # included: every generation of a stage counts, the gap is idle)
-    activity = stage_stats(events, stages=metrics["config"]["train"]["stages"])
-    assert [p["active_fraction"] for p in metrics["per_stage"]] == [a.active_fraction for a in activity]
-    assert metrics["bubble_fraction"] == bubble_fraction(activity, makespan_s(events))
+    stages = metrics.config["train"]["stages"]
+    activity = stage_stats(events, stages=stages)
+    assert [p["active_fraction"] for p in metrics.per_stage] == [a.active_fraction for a in activity]
+    assert metrics.bubble_fraction == bubble_fraction(activity, makespan_s(events))
     # every stage process, the replacements included, recorded its start-up phase by phase
-    starts, stages = read_lifecycle(tmp_path), metrics["config"]["train"]["stages"]
+    starts = read_lifecycle(RunDir(tmp_path).lifecycle)
     assert {(r["stage"], r["gen"]) for r in starts} >= {(s, 0) for s in range(stages)}
     assert len(starts) > stages  # and the replacements
     for r in starts:
@@ -116,7 +118,7 @@ def test_fault_matrix_case_ends_bitwise_equal_or_is_refused(tmp_path, baselines,
 def _until(run, condition, what: str) -> None:
     t0 = time.monotonic()
     while not condition(run.status()):
-        assert not run.done, f"the run ended before {what}: {run.metrics and run.metrics.get('reason')}"
+        assert not run.done, f"the run ended before {what}: {run.metrics and run.metrics.reason}"
         assert time.monotonic() - t0 < DEADLINE_S, f"waited {DEADLINE_S:g} s for {what}"
         time.sleep(0.02)
 
@@ -136,13 +138,13 @@ def test_a_failure_while_a_replacement_starts_restarts_it_again_and_ends_bitwise
     finally:
         if not run.done:
             run.stop(timeout=30)
-    assert metrics is not None and metrics["state"] == "finished", metrics and metrics.get("reason")
-    by_stage = {r["stage"]: r for r in metrics["recovery"]}
+    assert metrics is not None and metrics.state == "finished", metrics and metrics.reason
+    by_stage = {r["stage"]: r for r in metrics.recovery}
     assert sorted(by_stage) == [0, 1] and all(r["kind"] == "local" and not r["open"] for r in by_stage.values())
     assert "restarted again" in by_stage[1]["reason"]
     base_dir, base_metrics = baselines("zerolock")
     assert_bitwise_equal(base_dir, tmp_path)
-    assert metrics["train"]["curves"] == base_metrics["train"]["curves"]
+    assert metrics["curves"] == base_metrics["curves"]
     events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
     assert {e["stage"] for e in events if e["kind"] == "RELINK"} >= {2}  # the survivor relinked
 
@@ -153,11 +155,11 @@ def test_a_stopped_stage_is_detected_and_never_comes_back(tmp_path):
     while run.status()["steps_done"] < 2:
         assert not run.done and time.monotonic() - t0 < DEADLINE_S
         time.sleep(0.05)
-    victim = run._procs[1]
+    victim = run._sup.procs[1]
     run.inject_failure(1, "stop")
     metrics = run.wait(timeout=DEADLINE_S)
-    assert metrics["state"] == "finished"
-    rec = metrics["recovery"][0]
+    assert metrics.state == "finished"
+    rec = metrics.recovery[0]
     assert rec["mode"] == "stop" and 0 < rec["detect_s"] < 10
     assert not victim.is_alive()  # killed after detection: continuing it is no longer possible
     with pytest.raises(ProcessLookupError):

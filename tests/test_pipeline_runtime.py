@@ -9,7 +9,7 @@ import torch
 from zerolock_core.artifacts import load_final_weights
 from zerolock_core.config import DataConfig, ObjectiveConfig, RunConfig, TrainConfig
 from zerolock_core.reference_trainer import train_reference
-from zerolock_core.runtime.launch import train_pipeline
+from zerolock_core.job import train
 from zerolock_core.runtime.run import Run
 
 pytestmark = pytest.mark.slow
@@ -33,7 +33,7 @@ def runs(tmp_path_factory):
                                           progress=False)
     out["ref-bp"] = train_reference(cfg_for(root / "ref-bp", runtime="reference", method="bp"), progress=False)
     for method in ("zerolock", "gpipe", "1f1b", "pipedream"):
-        out[method] = train_pipeline(cfg_for(root / method, runtime="pipeline", method=method), progress=False)
+        out[method] = train(cfg_for(root / method, runtime="pipeline", method=method), progress=False)
     return root, out
 
 
@@ -58,8 +58,8 @@ def test_bp_pipelines_match_the_bp_reference(runs, method):
     for k in ref:
         for name in ref[k]:
             torch.testing.assert_close(got[k][name], ref[k][name], rtol=1e-5, atol=1e-7)
-    ref_curve = m["ref-bp"]["train"]["curves"][0]["loss"]
-    got_curve = m[method]["train"]["curves"][0]["loss"]
+    ref_curve = m["ref-bp"].curves[0]["loss"]
+    got_curve = m[method].curves[0]["loss"]
     assert got_curve == pytest.approx(ref_curve, rel=1e-5)
 
 
@@ -71,12 +71,12 @@ def test_bp_pipelines_match_the_bp_reference(runs, method):
 ])
 def test_peak_inflight_microbatches(runs, method, expected):
     _, m = runs
-    assert [s["peak_inflight_microbatches"] for s in m[method]["per_stage"]] == expected
+    assert [s["peak_inflight_microbatches"] for s in m[method].per_stage] == expected
 
 
 def test_zerolock_holds_the_least_activation_memory(runs):
     _, m = runs
-    peak = {meth: max(s["peak_activation_bytes"] for s in m[meth]["per_stage"])
+    peak = {meth: max(s["peak_activation_bytes"] for s in m[meth].per_stage)
             for meth in ("zerolock", "gpipe", "1f1b")}
     assert peak["zerolock"] < peak["1f1b"] < peak["gpipe"]
 
@@ -86,16 +86,16 @@ def test_only_hidden_states_cross_boundaries_in_zerolock(runs):
     hidden = 128  # the tiny preset's hidden size
     per_mb = (BATCH // M) * SEQ * hidden * 4
     n = STEPS * M
-    stages = m["zerolock"]["per_stage"]
+    stages = m["zerolock"].per_stage
     assert [s["bytes_sent"] for s in stages] == [per_mb * n, per_mb * n, 0]
     assert [s["bytes_received"] for s in stages] == [0, per_mb * n, per_mb * n]
-    bp = m["gpipe"]["per_stage"]  # hidden states forward and gradients back
+    bp = m["gpipe"].per_stage  # hidden states forward and gradients back
     assert [s["bytes_sent"] for s in bp] == [per_mb * n, 2 * per_mb * n, per_mb * n]
 
 
 def test_pipedream_stashes_weight_versions(runs):
     _, m = runs
-    versions = [s["stashed_weight_versions"] for s in m["pipedream"]["per_stage"]]
+    versions = [s["stashed_weight_versions"] for s in m["pipedream"].per_stage]
     assert versions[0] >= 2 and versions[-1] == 1
 
 
@@ -125,7 +125,7 @@ def test_loss_events_carry_the_reported_losses(runs, method, kind, stages_with_l
     assert {e["stage"] for e in events if e["loss"] is not None} == stages_with_loss
     assert all(e["kind"] == kind for e in events if e["loss"] is not None)
     assert sum(e["loss"] is not None for e in events) == len(stages_with_loss) * M * STEPS
-    curves = json.loads((root / method / "metrics.json").read_text())["train"]["curves"]
+    curves = json.loads((root / method / "metrics.json").read_text())["curves"]
     live = live_loss_curves(events, microbatches=M, method=method)
     assert [(c["chunk"], c["step"]) for c in live] == [(c["chunk"], c["step"]) for c in curves]
     for a, b in zip(live, curves):
@@ -135,9 +135,9 @@ def test_loss_events_carry_the_reported_losses(runs, method, kind, stages_with_l
 @pytest.mark.parametrize("stages", [2, 4])
 @pytest.mark.parametrize("method", ["zerolock", "gpipe", "1f1b", "pipedream"])
 def test_every_method_finishes(tmp_path, method, stages):
-    m = train_pipeline(cfg_for(tmp_path, runtime="pipeline", method=method, stages=stages, steps=1),
+    m = train(cfg_for(tmp_path, runtime="pipeline", method=method, stages=stages, steps=1),
                        progress=False)
-    assert m["state"] == "finished" and len(m["per_stage"]) == stages
+    assert m.state == "finished" and len(m.per_stage) == stages
 
 
 def test_stop_mid_run_ends_every_process_with_valid_metrics(tmp_path):
@@ -147,23 +147,31 @@ def test_stop_mid_run_ends_every_process_with_valid_metrics(tmp_path):
         time.sleep(0.1)
     metrics = run.stop()
     assert run.state == "stopped"
-    assert all(not p.is_alive() for p in run._procs)
+    assert all(not p.is_alive() for p in run._sup.procs)
     on_disk = json.loads((Path(tmp_path) / "metrics.json").read_text())
-    assert on_disk["state"] == "stopped" and on_disk["stopped"] is True
+    assert on_disk["state"] == "stopped"
     assert 1 <= on_disk["steps_done"] < 10_000
-    assert json.loads(json.dumps(metrics)) == on_disk
+    assert json.loads(json.dumps(metrics.to_json())) == on_disk
     assert run.status()["steps_done"] == on_disk["steps_done"]  # the final count, not the store's default
 
 
-def test_a_stop_after_the_last_step_still_finishes(tmp_path):
+def test_a_stop_after_the_last_step_ends_stopped_and_resume_only_evaluates(tmp_path):
+    """A stop that arrives once every step is trained (before or during the final eval) skips the eval
+    and says so; `--resume` then runs just the eval and ends the run finished, its training record kept."""
     run = Run(cfg_for(tmp_path, runtime="pipeline", method="zerolock", steps=STEPS)).start()
     while run.status()["steps_done"] < STEPS and run.state != "finishing":
         assert not run.done, run.metrics
         time.sleep(0.02)
     run.stop()
-    assert run.state == "finished" and run.metrics["state"] == "finished"
+    assert run.state == "stopped" and run.metrics.training_complete and run.metrics.eval is None
+    assert "--resume" in run.metrics.eval_skipped
     status = run.status()
     assert status["steps_done"] == STEPS and status["stage_steps"] == [STEPS] * 3
+    trained = json.loads((tmp_path / "metrics.json").read_text())
+    resumed = Run(cfg_for(tmp_path, runtime="pipeline", method="zerolock", steps=STEPS), resume=True).start()
+    metrics = resumed.wait(timeout=300)
+    assert metrics.state == "finished" and metrics.eval is not None and metrics.eval_skipped == ""
+    assert metrics.per_stage == trained["per_stage"] and metrics.curves == trained["curves"]
 
 
 def test_pipeline_zerolock_with_readout_adapters_equals_reference_bitwise(tmp_path):
@@ -175,7 +183,7 @@ def test_pipeline_zerolock_with_readout_adapters_equals_reference_bitwise(tmp_pa
     ref_cfg = replace(cfg_for(tmp_path / "ref", runtime="reference", method="zerolock", stages=2),
                       model={"readout_adapter": "mlp"})
     train_reference(ref_cfg, progress=False)
-    got = train_pipeline(replace(cfg_for(tmp_path / "pipe", runtime="pipeline", method="zerolock", stages=2),
+    got = train(replace(cfg_for(tmp_path / "pipe", runtime="pipeline", method="zerolock", stages=2),
                                  model={"readout_adapter": "mlp"}), progress=False)
     ref, pipe = weights(tmp_path, "ref"), weights(tmp_path, "pipe")
     assert any("readout_adapter" in name for name in ref[1])
@@ -183,8 +191,8 @@ def test_pipeline_zerolock_with_readout_adapters_equals_reference_bitwise(tmp_pa
         assert ref[k].keys() == pipe[k].keys()
         for name in ref[k]:
             assert torch.equal(ref[k][name], pipe[k][name]), (k, name)
-    bench = build_run_setup(ref_cfg)
-    rows = sum(int((mb["labels"] != -100).sum()) for step in range(STEPS) for mb in bench.microbatches(step))
+    setup = build_run_setup(ref_cfg)
+    rows = sum(int((mb["labels"] != -100).sum()) for step in range(STEPS) for mb in setup.microbatches(step))
     hidden = 128
     h_bytes = (BATCH // M) * SEQ * hidden * 4 * STEPS * M
-    assert [s["bytes_sent"] for s in got["per_stage"]] == [h_bytes + rows * hidden * 4, 0]
+    assert [s["bytes_sent"] for s in got.per_stage] == [h_bytes + rows * hidden * 4, 0]

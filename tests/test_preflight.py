@@ -176,14 +176,12 @@ def test_a_field_error_crosses_processes_as_its_text():
 # ---- the CLI refuses before creating anything --------------------------------------------------
 @pytest.mark.parametrize("flags", [[*PIPE, "--stages", "20"], ["--lr", "inf"], ["--dataset", "csv:/no/such.csv"]])
 def test_the_cli_refuses_without_a_directory_or_a_process(flags, tmp_path, monkeypatch, capsys):
-    from zerolock_core import reference_trainer
-    from zerolock_core.runtime import launch
+    from zerolock_core import job
 
     def started(*args, **kwargs):
-        raise AssertionError("a trainer was started")
+        raise AssertionError("a job was made")
 
-    monkeypatch.setattr(launch, "train_pipeline", started)
-    monkeypatch.setattr(reference_trainer, "train_reference", started)
+    monkeypatch.setattr(job, "make_job", started)
     out = tmp_path / "run"
     assert main(["train", "--quiet", "--out", str(out), *flags]) == 2
     err = capsys.readouterr().err

@@ -27,13 +27,14 @@ def test_metrics_and_final_weights_are_written(tmp_path):
     for key in ("accuracy", "label_accuracy", "nll", "per_chunk"):
         assert key in on_disk["eval"]
     assert len(on_disk["eval"]["per_chunk"]) == 3
-    assert [c["chunk"] for c in on_disk["train"]["curves"]] == ["chunk0", "chunk1", "chunk2"]
-    assert len(on_disk["train"]["curves"][0]["loss"]) == 3
-    assert on_disk["wall_s"] > 0 and on_disk["samples_per_s"] > 0
+    assert [c["chunk"] for c in on_disk["curves"]] == ["chunk0", "chunk1", "chunk2"]
+    assert len(on_disk["curves"][0]["loss"]) == 3
+    assert on_disk["state"] == "finished" and on_disk["final_steps"] == [3, 3, 3]
+    assert on_disk["wall_s"] > 0 and on_disk["throughput_samples_per_s"] > 0
     weights = load_final_weights(tmp_path)
     assert sorted(weights) == [0, 1, 2]
     assert all(any("lora_A" in n for n in w) for w in weights.values())
-    assert m["eval"] == on_disk["eval"]
+    assert m.eval == on_disk["eval"]
     assert not list(tmp_path.glob(".*tmp*"))
 
 
@@ -43,12 +44,12 @@ def test_zerolock_with_one_chunk_and_alpha_one_is_ordinary_fine_tuning(tmp_path)
     got = load_final_weights(tmp_path)[0]
 
     # ordinary LoRA fine-tuning: the whole model's logits, CE over Ω, AdamW, accumulation over m
-    bench = build_run_setup(cfg)
-    chunk = bench.chunks[0]
+    setup = build_run_setup(cfg)
+    chunk = setup.chunks[0]
     params = [p for p in chunk.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.train.lr, weight_decay=0.0, foreach=False)
     for step in range(cfg.train.steps):
-        for mb in bench.microbatches(step):
+        for mb in setup.microbatches(step):
             omega, targets = answer_positions(mb)
             h = chunk(mb["input_ids"], mb["attention_mask"])
             logits = chunk.lm_head(chunk.norm(h))
@@ -64,14 +65,14 @@ def test_zerolock_with_one_chunk_and_alpha_one_is_ordinary_fine_tuning(tmp_path)
 def test_bp_and_zerolock_differ_but_both_train(tmp_path):
     bp = train_reference(small_cfg(tmp_path / "bp", method="bp"), progress=False)
     zl = train_reference(small_cfg(tmp_path / "zl", method="zerolock"), progress=False)
-    assert [c["chunk"] for c in bp["train"]["curves"]] == ["global"]
+    assert [c["chunk"] for c in bp.curves] == ["global"]
     wb, wz = load_final_weights(tmp_path / "bp"), load_final_weights(tmp_path / "zl")
     assert not torch.equal(next(iter(wb[0].values())), next(iter(wz[0].values())))
     for weights in (wb, wz):  # LoRA's B starts at zero: every chunk's adapters moved in both methods
         for chunk in weights.values():
             assert any(float(t.abs().sum()) > 0 for n, t in chunk.items() if "lora_B" in n), sorted(chunk)
     for metrics in (bp, zl):  # and the task loss went down
-        task = metrics["train"]["curves"][-1]["task"]
+        task = metrics.curves[-1]["task"]
         assert task[-1] < task[0], task
 
 
@@ -82,12 +83,12 @@ def test_reference_run_is_deterministic(tmp_path):
     for k in wa:
         for n in wa[k]:
             assert torch.equal(wa[k][n], wb[k][n])
-    assert a["train"]["curves"] == b["train"]["curves"]
+    assert a.curves == b.curves
 
 
 def test_model_directory_written_by_save_pretrained_loads_through_model_path(tmp_path, tiny_random_model_dir):
     m = train_reference(small_cfg(tmp_path, model=tiny_random_model_dir, stages=4, steps=2), progress=False)
-    assert len(m["eval"]["per_chunk"]) == 4
+    assert len(m.eval["per_chunk"]) == 4
 
 
 @pytest.mark.slow
@@ -97,4 +98,4 @@ def test_short_fine_tune_on_topics_is_well_above_chance(tmp_path, method):
                     train=TrainConfig(method=method, stages=3, batch=8, microbatches=4, steps=160, threads=1),
                     out=str(tmp_path))
     m = train_reference(cfg, progress=False)
-    assert m["eval"]["label_accuracy"] > 0.45, m["eval"]  # chance is 0.25
+    assert m.eval["label_accuracy"] > 0.45, m.eval  # chance is 0.25

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from zerolock_core.runtime.launch import progress_words
+from zerolock_core.job import progress_words
+from zerolock_core.metrics import Metrics
 from zerolock_core.runtime.recovery_records import RecoveryBook
 from zerolock_core.config import RunConfig, TrainConfig
 from zerolock_core.telemetry.lifecycle import STARTUP_PHASES, StartupClock
@@ -29,6 +30,8 @@ def status(**kw):
      "evaluating the final weights (loading); elapsed 01:15"),
     (status(s_per_step=0.5, eta_s=61.0), "running, 0.50 s/step, ETA 01:01, elapsed 01:15"),
     (status(), "running, elapsed 01:15"),
+    (status(stopping=True, s_per_step=0.5, eta_s=61.0),
+     "stopping: every stage finishes its current action and saves; elapsed 01:15"),
 ])
 def test_progress_words_say_what_the_run_waits_for(st, expected):
     assert progress_words(st) == expected
@@ -66,12 +69,12 @@ def test_startup_clock_phases_are_contiguous_and_cover_the_start_up():
 def test_the_cli_summary_states_wall_train_eval_throughput_bubble_and_peaks():
     from zerolock_core.cli import time_lines
 
-    metrics = {"total_s": 69.2, "setup_s": 23.4, "wall_s": 26.9, "eval_s": 18.0, "downtime_s": 12.5,
-               "samples_per_s": 11.9, "bubble_fraction": 0.626,
-               "per_stage": [{"peak_activation_bytes": 2**19}, {"peak_activation_bytes": 2**18}]}
+    metrics = Metrics(config={}, state="finished", total_s=69.2, setup_s=23.4, wall_s=26.9, eval_s=18.0,
+                      downtime_s=12.5, throughput_samples_per_s=11.9, bubble_fraction=0.626,
+                      per_stage=[{"peak_activation_bytes": 2**19}, {"peak_activation_bytes": 2**18}])
     assert time_lines(metrics) == [
         "wall time 69.2 s: start-up 23.4 s, training 26.9 s (outages 12.5 s of it), final eval 18.0 s",
         "11.9 samples/s over the training, bubble 62.6 %",
         "peak activation memory per stage: 0.50 / 0.25 MiB"]
-    reference = {"wall_s": 5.0, "samples_per_s": 40.0}  # one process: no start-up split, no bubble
+    reference = Metrics.from_json({"wall_s": 5.0, "samples_per_s": 40.0})  # an old reference record
     assert time_lines(reference) == ["time: start-up 0.0 s, training 5.0 s", "40.0 samples/s over the training"]

@@ -46,7 +46,7 @@ def test_the_reference_trainer_computes_with_the_policys_threads(monkeypatch, re
     cfg = RunConfig(data=DataConfig(eval_size=2),
                     train=TrainConfig(runtime="reference", method="bp", stages=2, batch=2, microbatches=1, steps=1,
                                       **given))
-    assert train_reference(cfg, progress=False)["threads"] == expected
+    assert train_reference(cfg, progress=False).threads == expected
 
 
 def test_a_stage_takes_one_thread_or_its_share_of_the_cores(monkeypatch):

@@ -47,7 +47,6 @@ Torch and the engine are imported lazily, so ``import theory`` stays light.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Optional, Sequence
@@ -169,15 +168,14 @@ def chunk_readouts(chunks: Sequence[Any], batch: dict[str, "torch.Tensor"]) -> C
 
 
 def run_config(run_dir: str | Path) -> Any:
-    """The ``RunConfig`` a run was made with (``config.json`` or ``metrics.json["config"]``)."""
-    from zerolock_core.config import RunConfig
+    """The ``RunConfig`` a run was made with (its run directory's config, or its record's)."""
+    from zerolock_core.config import ConfigError
+    from zerolock_core.run_dir import RunDir
 
-    d = Path(run_dir)
-    if (d / "config.json").exists():
-        return RunConfig.from_dict(json.loads((d / "config.json").read_text()))
-    if (d / "metrics.json").exists():
-        return RunConfig.from_dict(json.loads((d / "metrics.json").read_text())["config"])
-    raise FileNotFoundError(f"{d} has neither config.json nor metrics.json")
+    try:
+        return RunDir(run_dir).saved_config()
+    except ConfigError as err:
+        raise FileNotFoundError(str(err)) from None
 
 
 def load_run_weights(chunks: Sequence[Any], run_dir: str | Path) -> None:

@@ -7,11 +7,15 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .config import (CONSISTENCY_DIRECTIONS, READOUT_ADAPTERS, WARM_STANDBY, LINK_PROFILE_NAMES, METHODS_BY_RUNTIME, ConfigError, DataConfig,
                      LinkConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig)
 from .arg_types import bytes_arg, floats_arg, ints_arg
 from .preflight import preflight
+
+if TYPE_CHECKING:
+    from .metrics import Metrics
 
 
 class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -129,9 +133,12 @@ EXIT_STOPPED = 130  # stopped (Ctrl-C) before the last step: resume with --resum
 
 def _resume_config(a: argparse.Namespace, parser_defaults: dict) -> "RunConfig":
     """`--resume DIR` alone: the saved config. With run flags too: they must match it."""
-    from .runtime.run_dir import saved_config
+    from .run_dir import RunDir
 
-    saved = saved_config(Path(a.resume))
+    rd = RunDir(a.resume)
+    if not rd.config_json.exists():
+        raise ConfigError(f"--resume {a.resume}: no run to resume there (no {rd.config_json.name})")
+    saved = rd.saved_config()
     not_run_flags = ("resume", "quiet", "func", "out", "overwrite", "parser_defaults")
     given = {k for k, v in parser_defaults.items() if getattr(a, k, v) != v and k not in not_run_flags}
     if not given:
@@ -151,78 +158,84 @@ def cmd_train(a: argparse.Namespace) -> int:
         out = a.resume
         cfg = replace(_resume_config(a, a.parser_defaults), out=out)  # the directory, wherever it moved
         if cfg.train.runtime != "pipeline":
-            raise ConfigError("--resume is for --runtime pipeline runs")
+            raise ConfigError("--resume is for --runtime pipeline runs (a reference run has no checkpoints)")
     else:
         out = a.out or str(Path("runs") / f"{a.method}-{time.strftime('%Y%m%d-%H%M%S')}")
         cfg = config_from_args(a, runtime=a.runtime, method=a.method, out=out)
     preflight(cfg)  # model, layers, dataset: refused here, before a directory or a process exists
-    if cfg.train.runtime == "reference":
-        from .reference_trainer import train_reference
-        metrics = train_reference(cfg, progress=not a.quiet)
-    else:
-        from .runtime.torchrun_entry import train_under_torchrun, under_torchrun
+    from .runtime.torchrun_entry import train_under_torchrun, under_torchrun
 
-        if under_torchrun():  # one rank per stage; rank 0 reports
-            from .runtime.stage_process import exit_now
+    if cfg.train.runtime == "pipeline" and under_torchrun():  # one rank per stage; rank 0 reports
+        from .runtime.stage_process import exit_now
 
-            metrics = train_under_torchrun(cfg, overwrite=a.overwrite, resume=bool(a.resume))
-            if metrics is None:
-                exit_now(0)  # no destructors: a link torn down after its peer has gone can abort
-            if metrics["state"] == "failed":
-                print(f"zerolock: error: pipeline run failed: {metrics.get('reason')} (details: {out}/metrics.json)",
-                      file=sys.stderr)
-                exit_now(EXIT_FAILED)
-            print(summary(metrics, out))
-            exit_now(EXIT_STOPPED if metrics.get("state") == "stopped" else 0)
-        else:
-            from .runtime.launch import train_pipeline  # local: one spawned process per stage
-            metrics = train_pipeline(cfg, progress=not a.quiet, overwrite=a.overwrite, resume=bool(a.resume))
+        metrics = train_under_torchrun(cfg, overwrite=a.overwrite, resume=bool(a.resume))
+        if metrics is None:
+            exit_now(0)  # no destructors: a link torn down after its peer has gone can abort
+        exit_now(_report_end(metrics, out))
+    from .job import make_job, run_to_end
+
+    metrics = run_to_end(make_job(cfg, overwrite=a.overwrite, resume=bool(a.resume)), progress=not a.quiet)
+    return _report_end(metrics, out)
+
+
+def _report_end(metrics: "Metrics", out: str) -> int:
+    """Say how the run ended (stderr for a failure) and return the exit code for it."""
+    if metrics.state == "failed":
+        print(f"zerolock: error: {metrics.runtime} run failed: {metrics.reason or 'unknown error'} "
+              f"(details: {out}/metrics.json)", file=sys.stderr)
+        return EXIT_FAILED
     print(summary(metrics, out))
-    return EXIT_STOPPED if metrics.get("state") == "stopped" else 0
+    return EXIT_STOPPED if metrics.state == "stopped" else 0
 
 
-def summary(metrics: dict, out: str) -> str:
-    e = metrics["eval"]
-    notes = [f"checkpoint skipped: stage {r['stage']}: {r['message']}" for r in metrics.get("checkpoint_rejections", [])]
-    notes += [f"failure not injected: {f['failure']}: {f['reason']}" for f in metrics.get("failures_not_injected", [])]
-    if metrics.get("state") == "stopped":
-        return "\n".join(notes + [f"run stopped after {metrics.get('steps_done')} of "
-                                  f"{metrics['config']['train']['steps']} steps "
-                                  f"(final/ weights from steps {metrics.get('final_steps')}); "
-                                  f"{metrics.get('eval_skipped', 'not evaluated')}; wrote {out}/metrics.json; "
-                                  f"continue with `zerolock train --resume {out}`"])
+def summary(metrics: "Metrics", out: str) -> str:
+    e = metrics.eval
+    notes = [f"checkpoint skipped: stage {r['stage']}: {r['message']}" for r in metrics.checkpoint_rejections]
+    notes += [f"failure not injected: {f['failure']}: {f['reason']}" for f in metrics.failures_not_injected]
+    if metrics.telemetry_note:
+        notes.append(f"note: {metrics.telemetry_note}")
+    if metrics.state == "stopped":
+        resume = (f"continue with `zerolock train --resume {out}`"
+                  + (f" (from step {metrics.resumable_from_step}, the newest checkpoint of every stage)"
+                     if metrics.resumable_from_step is not None and not metrics.training_complete else "")
+                  if metrics.runtime == "pipeline" else "a reference run cannot be resumed")
+        return "\n".join(notes + [f"run stopped after {metrics.steps_done} of {metrics.total_steps} steps "
+                                  f"(final/ weights from steps {metrics.final_steps}); "
+                                  f"{metrics.eval_skipped or 'not evaluated'}; wrote {out}/metrics.json; {resume}"])
     if e is None:
-        return "\n".join(notes + [f"run {metrics.get('state')} after {metrics.get('steps_done')} steps; no eval; "
-                                  f"wrote {out}/metrics.json"])
+        return "\n".join(notes + [f"run {metrics.state} after {metrics.steps_done} steps; "
+                                  f"{metrics.eval_skipped or 'no eval'}; wrote {out}/metrics.json"])
     lines = notes + [f"eval: accuracy {e['accuracy']:.3f}  label accuracy {e['label_accuracy']:.3f}  "
                      f"nll {e['nll']:.3f}  ({e['examples']} examples)"]
     for c in e["per_chunk"]:
         lines.append(f"  chunk {c['chunk']}: accuracy {c['accuracy']:.3f}  label accuracy "
                      f"{c['label_accuracy']:.3f}  nll {c['nll']:.3f}")
     lines += time_lines(metrics)
-    for r in metrics.get("recovery", []):
+    for r in metrics.recovery:
         lines.append(f"recovered stage {r['stage']} ({r['mode']}, {r['kind']}): detect {r['detect_s']:.2f} s, "
                      f"restore {r['restore_s']:.2f} s, replay {r['replay_s']:.2f} s")
-    files = ["metrics.json", *(["trace.json (open it at ui.perfetto.dev)"] if (Path(out) / "trace.json").exists()
-                               else []), "final/"]
+    from .run_dir import RunDir
+
+    rd = RunDir(out)
+    files = [rd.metrics.name, *([f"{rd.trace.name} (open it at ui.perfetto.dev)"] if rd.trace.exists() else []),
+             f"{rd.final.name}/"]
     lines.append(f"wrote {out}/: {', '.join(files)}")
     return "\n".join(lines)
 
 
-def time_lines(metrics: dict) -> list[str]:
+def time_lines(metrics: "Metrics") -> list[str]:
     """Wall time and where it went; throughput, bubble and peak activations per stage (pipeline runs)."""
-    outage = metrics.get("downtime_s") or 0.0
-    parts = [f"start-up {metrics.get('setup_s', 0.0):.1f} s",
-             f"training {metrics['wall_s']:.1f} s" + (f" (outages {outage:.1f} s of it)" if outage else "")]
-    if metrics.get("eval_s"):
-        parts.append(f"final eval {metrics['eval_s']:.1f} s")
-    total = metrics.get("total_s")
-    lines = [(f"wall time {total:.1f} s: " if total else "time: ") + ", ".join(parts)]
-    speed = f"{metrics['samples_per_s']:.1f} samples/s over the training"
-    if metrics.get("bubble_fraction") is not None:
-        speed += f", bubble {100 * metrics['bubble_fraction']:.1f} %"
+    outage = metrics.downtime_s
+    parts = [f"start-up {metrics.setup_s:.1f} s",
+             f"training {metrics.wall_s:.1f} s" + (f" (outages {outage:.1f} s of it)" if outage else "")]
+    if metrics.eval_s:
+        parts.append(f"final eval {metrics.eval_s:.1f} s")
+    lines = [(f"wall time {metrics.total_s:.1f} s: " if metrics.total_s else "time: ") + ", ".join(parts)]
+    speed = f"{metrics.throughput_samples_per_s:.1f} samples/s over the training"
+    if metrics.bubble_fraction is not None:
+        speed += f", bubble {100 * metrics.bubble_fraction:.1f} %"
     lines.append(speed)
-    peaks = [p["peak_activation_bytes"] / 2**20 for p in metrics.get("per_stage") or []]
+    peaks = [p["peak_activation_bytes"] / 2**20 for p in metrics.per_stage if "peak_activation_bytes" in p]
     if peaks:
         lines.append("peak activation memory per stage: " + " / ".join(f"{x:.2f}" for x in peaks) + " MiB")
     return lines
@@ -290,11 +303,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _pipeline_failed() -> type[Exception]:
-    from .runtime.launch import PipelineFailed
-    return PipelineFailed
-
-
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     """The command's arguments; a benchmark's own flags are left for it (`zerolock bench NAME ...`)."""
     parser = build_parser()
@@ -307,24 +315,19 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if "TORCHELASTIC_RUN_ID" in os.environ:  # a torchrun rank is a stage process: its store errors are ours
+        os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # before torch is imported (runtime/processes.py)
     args = parse(argv)
     try:
         return args.func(args)
-    except (SystemExit, KeyboardInterrupt):  # first: the next clause imports torch to name its exception
-        raise
-    except _pipeline_failed() as err:
-        if os.environ.get("ZEROLOCK_DEBUG"):
-            raise
-        print(f"zerolock: error: {err}", file=sys.stderr)
-        return EXIT_FAILED
     except (ConfigError, ValueError, FileNotFoundError) as err:
         if os.environ.get("ZEROLOCK_DEBUG"):
             raise
         print(f"zerolock: error: {err}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # before or after a run (a run's own Ctrl-C is a stop request: job.py)
         print("zerolock: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_STOPPED
 
 
 if __name__ == "__main__":

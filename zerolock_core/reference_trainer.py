@@ -1,30 +1,37 @@
 """Single-process trainers: `bp` (backprop through the whole split model) and `zerolock`
 (the chunks one after another, boundaries detached). They are the oracles the multi-process
-pipeline must reproduce."""
+pipeline must reproduce.
+
+`train_reference` writes its run directory by the same rules as the pipeline (`RunDir`): its config,
+a lock while it trains, a previous run refused unless `overwrite`, and a `Metrics` record at the end
+— finished, or stopped when `should_stop()` said so between two steps (the reference runtime has no
+checkpoints: a stopped reference run cannot be resumed).
+"""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
 from .alpha_schedule import alpha_by_step
-from .artifacts import save_final_weights, write_json_atomic
+from .artifacts import save_final_weights
 from .config import RunConfig
 from .evaluation import evaluate_chunks
-from .run_report import LossCurves, eval_block
-from .stage_worker import StageWorker, StepLoss
+from .loss_curves import LossCurves, summarise, write_curves
+from .metrics import Metrics, eval_record
+from .run_dir import RunDir
 from .run_setup import RunSetup, build_run_setup
+from .stage_worker import StageWorker, StepLoss
 from .threads import pin_threads
 
 
-def make_workers(bench: RunSetup) -> list[StageWorker]:
-    cfg = bench.cfg
+def make_workers(setup: RunSetup) -> list[StageWorker]:
+    cfg = setup.cfg
     return [StageWorker(chunk=c, alpha=cfg.objective.alpha_for(c.index), consistency=cfg.objective.consistency,
                         microbatches=cfg.train.microbatches, lr=cfg.train.lr, weight_decay=cfg.train.weight_decay,
                         alpha_at=alpha_by_step(cfg, c.index))
-            for c in bench.chunks]
+            for c in setup.chunks]
 
 
 def zerolock_microbatch(workers: list[StageWorker], mb: dict[str, torch.Tensor]) -> list[StepLoss]:
@@ -47,13 +54,30 @@ def bp_microbatch(workers: list[StageWorker], mb: dict[str, torch.Tensor]) -> St
     return workers[-1].bp_loss_backward(mb, h)
 
 
-def train_reference(cfg: RunConfig, *, progress: bool = True,
-                    on_step: Callable[[int, dict[str, Any]], None] | None = None) -> dict[str, Any]:
+def train_reference(cfg: RunConfig, *, progress: bool = True, overwrite: bool = False,
+                    on_step: Callable[[int, dict[str, Any]], None] | None = None,
+                    should_stop: Callable[[], bool] = lambda: False, locked: bool = False) -> Metrics:
+    """Train `cfg` in this process. With `cfg.out`, the run directory is prepared and locked here
+    (`locked`: the caller holds its lock already, as `ReferenceJob` does for its child)."""
+    rd = RunDir(cfg.out) if cfg.out else None
+    lock = rd.prepare_fresh(cfg, overwrite=overwrite) if rd is not None and not locked else None
+    try:
+        metrics = _train(cfg, progress=progress, on_step=on_step, should_stop=should_stop, rd=rd)
+        if rd is not None:
+            rd.write_metrics(metrics)
+        return metrics
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _train(cfg: RunConfig, *, progress: bool, on_step: Callable[[int, dict[str, Any]], None] | None,
+           should_stop: Callable[[], bool], rd: RunDir | None) -> Metrics:
+    t_begin = time.perf_counter()
     threads = pin_threads(cfg.train.threads)  # the one policy: threads.py
-    t0 = time.perf_counter()
-    bench = build_run_setup(cfg)
-    workers = make_workers(bench)
-    setup_s = time.perf_counter() - t0
+    setup = build_run_setup(cfg)
+    workers = make_workers(setup)
+    setup_s = time.perf_counter() - t_begin
     method, steps = cfg.train.method, cfg.train.steps
     names = [f"chunk{k}" for k in range(len(workers))] if method == "zerolock" else ["global"]
     curves = LossCurves(names=names)
@@ -61,9 +85,12 @@ def train_reference(cfg: RunConfig, *, progress: bool = True,
 
     bar = _progress(steps, enabled=progress, desc=f"{method} K={cfg.train.stages}")
     t_train = time.perf_counter()
+    done = 0
     for step in range(steps):
+        if should_stop():
+            break
         per_chunk: dict[str, list[StepLoss]] = {n: [] for n in names}
-        for mb in bench.microbatches(step):
+        for mb in setup.microbatches(step):
             if method == "zerolock":
                 for name, loss in zip(names, zerolock_microbatch(workers, mb)):
                     per_chunk[name].append(loss)
@@ -71,39 +98,44 @@ def train_reference(cfg: RunConfig, *, progress: bool = True,
                 per_chunk["global"].append(bp_microbatch(workers, mb))
         for w in workers:
             w.optimizer_step()
-        curves.add(step + 1, per_chunk)
-        last = curves.values[names[-1]]["loss"][-1]
-        if cfg.train.eval_every and (step + 1) % cfg.train.eval_every == 0 and step + 1 < steps:
-            history.append({"step": step + 1, **eval_block(_evaluate(bench))})
+        done = step + 1
+        curves.add(done, per_chunk)
+        last = curves.last(names[-1])
+        if cfg.train.eval_every and done % cfg.train.eval_every == 0 and done < steps:
+            history.append({"step": done, **eval_record(_evaluate(setup))})
         if on_step is not None:
-            on_step(step + 1, {"loss": last})
-        bar.set_postfix(loss=f"{last:.3f}")
+            on_step(done, {"loss": last})
+        if last is not None:
+            bar.set_postfix(loss=f"{last:.3f}")
         bar.update(1)
     train_s = time.perf_counter() - t_train
     bar.close()
 
-    final_eval = eval_block(_evaluate(bench))
-    history.append({"step": steps, **final_eval})
-    metrics = {
-        "config": cfg.to_dict(),
-        "eval": final_eval,
-        "eval_history": history,
-        "train": {"curves": curves.to_json()},
-        "setup_s": setup_s,
-        "wall_s": train_s,
-        "samples_per_s": steps * cfg.train.batch / train_s,
-        "threads": threads,
-        "layers": [list(c.layer_range) for c in bench.chunks],
-    }
-    if cfg.out:
-        for c in bench.chunks:
-            save_final_weights(cfg.out, c.index, c.trainable_state())
-        write_json_atomic(Path(cfg.out) / "metrics.json", metrics)
-    return metrics
+    stopped = done < steps
+    final_eval = None
+    t_eval = time.perf_counter()
+    if not stopped:
+        final_eval = eval_record(_evaluate(setup))
+        history.append({"step": steps, **final_eval})
+    eval_s = time.perf_counter() - t_eval
+    summary, note = summarise(curves.to_json())
+    if rd is not None:
+        for c in setup.chunks:
+            save_final_weights(rd.path, c.index, c.trainable_state(), step=done)
+        write_curves(rd.curves, curves.to_json())
+    return Metrics(
+        config=cfg.to_dict(), state="stopped" if stopped else "finished",
+        reason="stopped on request" if stopped else "", steps_done=done,
+        final_steps=[done] * len(setup.chunks) if rd is not None else [],
+        eval=final_eval, eval_skipped="stopped before the last step: not evaluated (a reference run has no "
+                                      "checkpoints to resume from)" if stopped else "",
+        eval_history=history, throughput_samples_per_s=done * cfg.train.batch / train_s if train_s > 0 else 0.0,
+        setup_s=setup_s, wall_s=train_s, eval_s=eval_s, total_s=time.perf_counter() - t_begin,
+        curves=summary, curves_note=note, threads=threads, layers=[list(c.layer_range) for c in setup.chunks])
 
 
-def _evaluate(bench: RunSetup) -> list[dict[str, float]]:
-    return evaluate_chunks(bench.chunks, bench.eval, bench.label_first_tokens, limit=bench.cfg.data.eval_size)
+def _evaluate(setup: RunSetup) -> list[dict[str, float]]:
+    return evaluate_chunks(setup.chunks, setup.eval, setup.label_first_tokens, limit=setup.cfg.data.eval_size)
 
 
 def _progress(total: int, *, enabled: bool, desc: str):

@@ -10,9 +10,11 @@ posted twice, and a send already delivered on the link's current generation is n
 """
 from __future__ import annotations
 
+import itertools
 import time
-from dataclasses import dataclass, field
-from typing import Callable
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator
 
 import torch
 import torch.distributed as dist
@@ -26,6 +28,7 @@ from .checkpoint import CheckpointStore, capture
 from .errors import BufferExhausted, LinkBroken, LinkRebuilt, MemoryBudgetExceeded, StopRequested
 from .fault_injection import FaultInjection
 from .links import GRAD, HIDDEN, FlowControl, Link
+from .loss_log import LossLog
 from .replay_buffer import ReplayBuffer
 from .send_ledger import SendLedger
 from .weight_stash import WeightStash
@@ -42,7 +45,6 @@ class StageCounters:
     peak_inflight: int = 0
     first_ns: int | None = None
     last_ns: int = 0
-    losses: dict[int, list[StepLoss]] = field(default_factory=dict)  # step -> per micro-batch
 
 
 @dataclass(kw_only=True)
@@ -73,7 +75,8 @@ class Executor:
                  microbatch_data: Callable[[int], dict[str, torch.Tensor]], hidden_shape: tuple[int, ...],
                  wiring: Wiring, events: EventWriter, poll: Callable[[], None],
                  on_step: Callable[[int], None], device: torch.device, depth: int = 2,
-                 memory_budget_bytes: int = 0, durability: Durability | None = None) -> None:
+                 memory_budget_bytes: int = 0, durability: Durability | None = None,
+                 loss_log: LossLog | None = None) -> None:
         self.stage, self.stages, self.method = stage, stages, method
         self.worker, self.data, self.hidden_shape = worker, microbatch_data, hidden_shape
         self.wiring, self.events, self.poll, self.on_step = wiring, events, poll, on_step
@@ -93,8 +96,10 @@ class Executor:
         self.sends: list[tuple[object, torch.Tensor]] = []
         self.next_hidden = 0  # the next micro-batch whose hidden state goes downstream
         self.loss_to_report: float | None = None  # goes out on the next event (live loss curves)
-        self._recv_plan: list[Action] = []
-        self._next_recv = 0
+        self.loss_log = loss_log
+        self._step_losses: dict[int, list[StepLoss]] = {}  # 0-based step -> per micro-batch, until its STEP
+        self._recv_plan: Iterator[Action] = iter(())  # the receive actions ahead, read lazily
+        self._unreceived: deque[Action] = deque()  # receives taken from the plan, not yet received
         self.handlers: dict[Kind, Callable[[int | None], tuple[int, int]]] = {
             Kind.RF: self._do_RF, Kind.RB: self._do_RB, Kind.F: self._do_F, Kind.L: self._do_L,
             Kind.B: self._do_B, Kind.STEP: self._do_STEP, Kind.CKPT: self._do_CKPT,
@@ -110,12 +115,13 @@ class Executor:
         return self.wiring.next
 
     # ---- the loop -------------------------------------------------------------------------
-    def run(self, actions: tuple[Action, ...]) -> None:
-        self._recv_plan = [a for a in actions if a.kind in (Kind.RF, Kind.RB)]
-        self._next_recv = 0
-        first = next((a.microbatch for a in actions if a.microbatch is not None), None)
-        if first is not None:
-            self.next_hidden = first
+    def run(self, actions: Iterable[Action], *, first_mb: int = 0) -> None:
+        """Run `actions` in order (a lazy stream: the receives ahead are read from a copy of it, at most a
+        few actions in front); `first_mb` is the first micro-batch they touch."""
+        actions, ahead = itertools.tee(actions)
+        self._recv_plan = (a for a in ahead if a.kind in (Kind.RF, Kind.RB))
+        self._unreceived.clear()
+        self.next_hidden = first_mb
         self._guarded(self._prepost)
         for action in actions:
             self._guarded(self.poll)
@@ -181,10 +187,20 @@ class Executor:
                 f"{self.memory_budget_bytes / 2**20:.2f} MiB")
 
     # ---- receives -------------------------------------------------------------------------
+    def _receives_ahead(self) -> Iterator[Action]:
+        """The receive actions not yet received, in order: those taken from the plan, then the plan's next."""
+        yield from list(self._unreceived)
+        for a in self._recv_plan:
+            self._unreceived.append(a)
+            yield a
+
     def _prepost(self) -> None:
         """Post receives for the next `depth` receive actions not yet posted."""
-        while self._next_recv < len(self._recv_plan) and len(self.posted) < max(1, self.depth):
-            a = self._recv_plan[self._next_recv]
+        for a in self._receives_ahead():
+            if len(self.posted) >= max(1, self.depth):
+                return
+            if (a.kind, a.microbatch) in self.posted:
+                continue
             shape = self.hidden_shape
             if a.kind == Kind.RF and not self.bp and self.worker.chunk.readout_adapter is not None:
                 # with readout adapters, the upstream's adapted rows travel with h
@@ -192,7 +208,6 @@ class Executor:
             buf = torch.empty(shape, device=self.device)
             link, kind = (self.prev, HIDDEN) if a.kind == Kind.RF else (self.next, GRAD)
             self.posted[(a.kind, a.microbatch)] = (link.recv(buf, kind=kind, microbatch=a.microbatch), buf)
-            self._next_recv += 1
 
     def _receive(self, kind: Kind, mb: int, into: dict[int, torch.Tensor]) -> int:
         """Wait for (kind, mb) and put it in `into`; a no-op if it is there already (a retry)."""
@@ -203,6 +218,7 @@ class Executor:
             work, buf = self.posted[(kind, mb)]
             work.wait()
             del self.posted[(kind, mb)]
+            self._unreceived.remove(Action(stage=self.stage, kind=kind, microbatch=mb))
             into[mb] = buf
         self._prepost()
         return into[mb].numel() * into[mb].element_size()
@@ -266,6 +282,10 @@ class Executor:
 
     def _after_step(self) -> None:
         steps = self.worker.steps_done
+        for step in sorted(k for k in self._step_losses if k < steps):
+            losses = self._step_losses.pop(step)
+            if self.loss_log is not None:
+                self.loss_log.append(step, losses)
         self.on_step(steps)
         ft = self.ft
         if ft is None:
@@ -287,7 +307,7 @@ class Executor:
         ckpt = capture(params=self.worker.chunk.trainable_state(), optimizer=self.worker.optimizer,
                        step=steps, cursor=cursor,
                        extra_meta={"replay_floor": ft.replay.floor if ft.replay else None,
-                                   "generation": ft.generation, "losses": self.losses_json()})
+                                   "generation": ft.generation})
         ft.checkpoints.save(ckpt, before_manifest=lambda: ft.injection.mid_checkpoint(steps))
         ft.store.set(protocol.checkpoint_cursor(self.stage), str(cursor))
         return 0, 0
@@ -330,19 +350,9 @@ class Executor:
         del self.grads_out[mb]  # only once sent: a retry finds it still there
         return sent, 0
 
-    def losses_json(self) -> dict[str, list[dict]]:
-        return {str(step): [{"total": l.total, "task": l.task, "consistency": l.consistency} for l in ls]
-                for step, ls in sorted(self.counters.losses.items())}
-
-    def restore_losses(self, losses: dict[str, list[dict]]) -> None:
-        """A restored stage keeps the loss curve of the steps its checkpoint covers."""
-        for step, ls in losses.items():
-            self.counters.losses[int(step)] = [StepLoss(total=x["total"], task=x["task"],
-                                                        consistency=x["consistency"]) for x in ls]
-
     def _record_loss(self, mb: int, loss: StepLoss) -> None:
         step = mb // self.worker.microbatches
-        self.counters.losses.setdefault(step, []).append(loss)
+        self._step_losses.setdefault(step, []).append(loss)
         self.loss_to_report = loss.total
 
     # ---- local recovery (ZeroLock) -----------------------------------------------------------
@@ -376,13 +386,10 @@ class Executor:
         if side == "prev":
             # We are downstream of a replaced stage: ask for everything we have not received.
             dropped = sorted(mb for (k, mb) in self.posted if k == Kind.RF)
-            for mb in dropped:
+            for mb in dropped:  # still in _unreceived: the next _prepost posts them on the new link
                 del self.posted[(Kind.RF, mb)]
-            need = dropped[0] if dropped else (self._recv_plan[self._next_recv].microbatch
-                                               if self._next_recv < len(self._recv_plan) else 1 << 40)
-            if dropped:
-                self._next_recv = next(i for i, a in enumerate(self._recv_plan)
-                                       if a.kind == Kind.RF and a.microbatch == dropped[0])
+            ahead = next((a for a in self._receives_ahead() if a.kind == Kind.RF), None)
+            need = ahead.microbatch if ahead is not None else 1 << 40
             ft.store.set(protocol.need(self.prev.link, gen), str(need))
             self.wiring.prev = self.wiring.make_link("prev", gen)
             self._prepost()

@@ -16,35 +16,28 @@ the same stage does fire, in whatever generation reaches it.
 from __future__ import annotations
 
 import os
-import re
 import signal
 import time
 from dataclasses import dataclass
-from pathlib import Path
-
 import torch.distributed as dist
 
 from ..config import FailureSpec
+from ..run_dir import RunDir
 from . import protocol
 
 SIGNAL_OF = {"kill": signal.SIGKILL, "stop": signal.SIGSTOP, "post-step": signal.SIGKILL,
              "mid-ckpt": signal.SIGKILL}
 
 
-def marker_path(run_dir: Path, stage: int, label: str) -> Path:
-    """The file that records that failure `label` hit `stage` (it outlives the coordinator's store)."""
-    return Path(run_dir) / "injected" / f"stage{stage}-{re.sub(r'[^0-9A-Za-z@-]', '_', label)}"
-
-
 @dataclass(kw_only=True)
 class FaultInjection:
     store: dist.Store
     stage: int
-    run_dir: Path
+    run_dir: RunDir
     failures: tuple[FailureSpec, ...] = ()
 
-    def _marker(self, label: str) -> Path:
-        return marker_path(self.run_dir, self.stage, label)
+    def _marker(self, label: str):
+        return self.run_dir.injected_marker(self.stage, label)
 
     def _taken(self, label: str) -> bool:
         return self.store.check([protocol.injected(self.stage, label)]) or self._marker(label).exists()

@@ -20,8 +20,8 @@ import torch.distributed as dist
 
 from ..config import HEARTBEAT_INTERVAL_S as INTERVAL_S
 from . import protocol
+from .processes import ORPHANED_EXIT
 
-ORPHANED_EXIT = 4  # the exit code of a stage whose coordinator disappeared
 STORE_OP_TIMEOUT_S = 30.0
 
 

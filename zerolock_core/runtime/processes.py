@@ -17,16 +17,22 @@ The server imports nothing that starts a thread or touches CUDA: forking it is s
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any, Callable
 
 import torch.multiprocessing as mp
 
 START_METHOD_ENV = "ZEROLOCK_START_METHOD"
+# torch's C++ side logs every failed store call as a warning with 20-70 lines of stack frames; a stage
+# whose coordinator went away would print them by the dozen. The engine reports those failures in its
+# own words, so its children log C++ errors only (set it yourself, e.g. INFO, to see everything).
+CPP_LOG_LEVEL_ENV, CPP_LOG_LEVEL = "TORCH_CPP_LOG_LEVEL", "ERROR"
+ORPHANED_EXIT = 4  # the exit code of a child whose coordinator disappeared
 START_METHODS = ("forkserver", "spawn")
 PRELOAD = (
     "torch", "torch.distributed", "transformers", "transformers.models.llama.modeling_llama",
     "transformers.models.auto.tokenization_auto", "peft", "safetensors.torch",
-    "zerolock_core.runtime.stage_process", "zerolock_core.runtime.evaluate_run", "zerolock_core.run_setup",
+    "zerolock_core.runtime.stage_process", "zerolock_core.runtime.final_eval", "zerolock_core.run_setup",
 )
 
 
@@ -38,6 +44,7 @@ def start_method() -> str:
 
 
 def context():
+    os.environ.setdefault(CPP_LOG_LEVEL_ENV, CPP_LOG_LEVEL)  # read by torch in the server / a spawned child
     ctx = mp.get_context(start_method())
     if ctx.get_start_method() == "forkserver":
         ctx.set_forkserver_preload(list(PRELOAD))  # ignored once the server runs: it has them
@@ -61,6 +68,7 @@ def server_pid() -> int | None:
 
 
 def _as_if_spawned(env: dict[str, str], cwd: str, target: Callable[..., Any], args: tuple) -> None:
+    die_with_parent()
     os.chdir(cwd)
     os.environ.clear()
     os.environ.update(env)
@@ -76,3 +84,25 @@ def start_process(target: Callable[..., Any], args: tuple, *, name: str):
 
 def pipe():
     return context().Pipe()
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """In a child forked by the process server: be killed when the server dies (it exits with its
+    coordinator), so no stage outlives a coordinator that was killed — even one still starting, before
+    its heartbeat could notice. Linux only; elsewhere (and under `spawn`, whose parent is a thread of
+    the coordinator that may end first) the heartbeat's check is what remains."""
+    if start_method() != "forkserver" or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:  # the server died before we could ask
+        os._exit(ORPHANED_EXIT)

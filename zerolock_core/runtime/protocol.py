@@ -23,6 +23,7 @@ STOP = "control/stop"  # set: every stage finishes its current action, saves and
 COMPLETE = "control/complete"  # set by the coordinator once every stage ran all its actions
 RESUME_STEP = "control/resume_step"  # torchrun: the step every rank restores (-1: a fresh start); rank 0 decides
 REFUSED = "control/refused"  # torchrun: rank 0 could not start the run; the reason, for every rank to print
+SESSION = "control/session"  # torchrun: the restart count of the rank 0 hosting this store (torchrun_entry.py)
 HIDDEN_BYTES = "meta/hidden_bytes_per_microbatch"  # one hidden state on the wire (bytes)
 
 
@@ -162,15 +163,16 @@ def raise_if_rebuilt(store: dist.Store, *, link: int, generation: int, side: str
 
 
 def wait_for(store: dist.Store, key: str, *, timeout_s: float, what: str,
-             abandon: Callable[[], None] | None = None) -> str:
-    """The value of `key` once someone sets it. Stops early on a stop request (StopRequested),
-    calls `abandon()` while waiting (it raises to give the wait up: the peer it waits for was
-    replaced) and raises TimeoutError after `timeout_s`: no wait on the store is unbounded."""
+             abandon: Callable[[], None] | None = None, heed_stop: bool = True) -> str:
+    """The value of `key` once someone sets it. Stops early on a stop request (StopRequested; not
+    with `heed_stop=False`), calls `abandon()` while waiting (it raises to give the wait up: the peer
+    it waits for was replaced) and raises TimeoutError after `timeout_s`: no wait on the store is
+    unbounded."""
     from .errors import StopRequested
 
     t0 = time.monotonic()
     while not store.check([key]):
-        if store.check([STOP]):
+        if heed_stop and store.check([STOP]):
             raise StopRequested()
         if abandon is not None:
             abandon()
@@ -185,6 +187,7 @@ def wait_for(store: dist.Store, key: str, *, timeout_s: float, what: str,
 #   COMPLETE             coord                      -> stages serving replays
 #   RESUME_STEP          rank 0 (torchrun)          -> every rank, before its stage starts
 #   REFUSED              rank 0 (torchrun)          -> every rank (the one-line reason)
+#   SESSION              rank 0 (torchrun)          -> every rank (a restarted rank finds an older session)
 #   HIDDEN_BYTES         stage                      -> coord (bytes a global replay resends)
 #   stage_state/step     stage                      -> coord (status, injections, recovery policy)
 #   stage_error          stage                      -> coord (metrics.json errors)

@@ -11,8 +11,8 @@ from typing import Any, Callable
 import torch.distributed as dist
 
 from ..config import FailureSpec, RunConfig
+from ..run_dir import RunDir
 from . import protocol
-from .fault_injection import marker_path
 
 Getter = Callable[[str, Any, type], Any]
 
@@ -82,13 +82,20 @@ class RecoveryBook:
                              "frontier_step": frontier_step, "gen": gen,
                              "fallback": self.cfg.train.method == "zerolock"}
 
-    def _interrupt(self, stage: int, t_now: int) -> None:
-        """Close an open recovery that another failure cut short: its times run until then."""
+    def close_all_open(self, why: str) -> list[dict[str, Any]]:
+        """Every record, the open ones closed as interrupted (`why`): the run ends during a recovery."""
+        now = time.monotonic_ns()
+        for stage in list(self._open):
+            self._interrupt(stage, now, why=why)
+        return list(self.closed)
+
+    def _interrupt(self, stage: int, t_now: int, *, why: str = "interrupted by another failure") -> None:
+        """Close an open recovery that something cut short: its times run until then."""
         r = self._open.pop(stage, None)
         if r is None:
             return
         self.closed.append({"stage": stage, "mode": r["mode"], "failure": r["failure"], "kind": r["kind"],
-                            "reason": r["reason"] + "; interrupted by another failure",
+                            "reason": f"{r['reason']}; {why}",
                             "detect_s": (r["t_detect"] - r["t_fail"]) / 1e9,
                             "restore_s": max(0, t_now - r["t_detect"]) / 1e9, "replay_s": 0.0,
                             "total_s": (t_now - r["t_fail"]) / 1e9, "replayed_microbatches": 0,
@@ -171,7 +178,7 @@ class RecoveryBook:
         for stage, labels in sorted(self._expected.items()):
             for label in labels:
                 if label.startswith("api:") or get(protocol.injected(stage, label), None, int) is not None \
-                        or marker_path(self.cfg.out, stage, label).exists():
+                        or RunDir(self.cfg.out).injected_marker(stage, label).exists():
                     continue
                 out.append({"failure": label, "reason": f"the run ended ({state}) before stage {stage} reached "
                                                         f"the point where it fires"})

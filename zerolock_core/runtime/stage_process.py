@@ -18,15 +18,17 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 import torch.distributed as dist
 
-from ..artifacts import save_final_weights, write_json_atomic
+from ..artifacts import save_final_weights
+from ..json_files import write_json_atomic
+from ..run_dir import RunDir
 from ..config import FailureSpec, RunConfig
 from ..threads import threads_for
-from ..schedule import Action, build_schedule
+from ..schedule import Action, iter_stage_actions
 from ..alpha_schedule import alpha_by_step
 from ..stage_worker import StageWorker
 from ..telemetry import Event, EventWriter
@@ -38,11 +40,12 @@ from .checkpoint import CheckpointStore, restore
 from .errors import LinkBroken, LinkRebuilt, StopRequested
 from .executor import Durability, Executor, Wiring
 from .fault_injection import FaultInjection
-from .heartbeat import ORPHANED_EXIT, Heartbeat
+from .heartbeat import Heartbeat
 from .link_emulation import link_model
 from .links import FlowControl, Link
+from .loss_log import LossLog
+from .processes import ORPHANED_EXIT
 from .replay_buffer import ReplayBuffer
-from .run_dir import CHECKPOINT_LOG
 
 LINK_LOST_EXIT = 3
 STORE_TIMEOUT_S = 120.0
@@ -175,7 +178,7 @@ def build(cfg: RunConfig, launch: StageLaunch, store: dist.Store) -> Built:
     shape = (t.batch // t.microbatches, cfg.data.seq_len, chunk.config.hidden_size)
     store.set(protocol.HIDDEN_BYTES, str(shape[0] * shape[1] * shape[2] * 4))
     return Built(cfg=cfg, device=device, bench=bench, worker=worker, hidden_shape=shape,
-                 events=EventWriter(Path(launch.run_dir) / "events.jsonl"))
+                 events=EventWriter(RunDir(launch.run_dir).events))
 
 
 # ---- phase 2: restore ------------------------------------------------------------------------
@@ -183,16 +186,15 @@ def build(cfg: RunConfig, launch: StageLaunch, store: dist.Store) -> Built:
 class Restored:
     checkpoints: CheckpointStore | None
     start_step: int = 0
-    losses: dict[str, list[dict]] | None = None
     replay_floor: int = 0
 
 
-def checkpoint_logger(run_dir: Path, stage: int):
+def checkpoint_logger(run_dir: RunDir, stage: int):
     """Where the loader says why it skipped a checkpoint: a file in the run directory (it outlives
     the coordinator's store), shown in metrics.json and by the CLI."""
     def log(message: str) -> None:
         line = json.dumps({"stage": stage, "t": time.time(), "message": message}) + "\n"
-        fd = os.open(run_dir / CHECKPOINT_LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(run_dir.checkpoint_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, line.encode())
         finally:
@@ -201,10 +203,10 @@ def checkpoint_logger(run_dir: Path, stage: int):
 
 
 def restore_phase(b: Built, launch: StageLaunch, store: dist.Store) -> Restored:
-    t, stage, run_dir = b.cfg.train, launch.stage, Path(launch.run_dir)
+    t, stage, run_dir = b.cfg.train, launch.stage, RunDir(launch.run_dir)
     if t.ckpt_every <= 0:
         return Restored(checkpoints=None)
-    ckpts = CheckpointStore(run_dir / "checkpoints", stage=stage, keep=t.keep_checkpoints,
+    ckpts = CheckpointStore(run_dir.checkpoints, stage=stage, keep=t.keep_checkpoints,
                             log=checkpoint_logger(run_dir, stage))
     step = launch.restore_step
     if step is None:
@@ -213,12 +215,11 @@ def restore_phase(b: Built, launch: StageLaunch, store: dist.Store) -> Restored:
     ckpt = ckpts.load_latest(at_most=step) if step > 0 else None
     if step > 0 and (ckpt is None or ckpt.step != step):
         raise RuntimeError(f"stage {stage}: the checkpoint of step {step} the coordinator chose is not on disk "
-                           f"or does not verify (see {CHECKPOINT_LOG})")
+                           f"or does not verify (see {run_dir.checkpoint_log})")
     out = Restored(checkpoints=ckpts)
     if ckpt is not None:
         restore(ckpt, params=b.worker.chunk.trainable_state(), optimizer=b.worker.optimizer)
         b.worker.steps_done = out.start_step = ckpt.step
-        out.losses = ckpt.meta.get("losses", {})
         out.replay_floor = ckpt.step * t.microbatches
     nbytes = ckpt.nbytes if ckpt else 0
     b.events.write(Event(stage=stage, kind="RESTORE", mb=None, t0=t0, t1=time.monotonic_ns(),
@@ -272,22 +273,20 @@ def link_phase(b: Built, launch: StageLaunch, store: dist.Store, first_mb: int) 
                   replay_until=replay_until, skip_sends_below=skip_sends_below)
 
 
-def _shifted(actions: tuple[Action, ...], offset: int) -> tuple[Action, ...]:
-    if offset == 0:
-        return actions
-    return tuple(Action(stage=a.stage, kind=a.kind, microbatch=None if a.microbatch is None else a.microbatch + offset)
-                 for a in actions)
-
-
-def stage_actions(cfg: RunConfig, stage: int, start_step: int) -> tuple[Action, ...]:
-    """What the stage runs from `start_step` on (CKPT included); () if it restored the last step."""
+def stage_actions(cfg: RunConfig, stage: int, start_step: int) -> Iterator[Action]:
+    """What the stage runs from `start_step` on (CKPT included), made as it is read: a run of any
+    number of steps costs a few actions of memory. Empty if it restored the last step."""
     t = cfg.train
     if start_step >= t.steps:
-        return ()
+        return iter(())
     assert t.ckpt_every == 0 or start_step % t.ckpt_every == 0, "restores happen at checkpoint steps"
-    schedule = build_schedule(t.method, stages=t.stages, microbatches=t.microbatches, windows=t.steps - start_step,
-                              checkpoint_every=t.ckpt_every)
-    return _shifted(schedule.for_stage(stage), start_step * t.microbatches)
+    offset = start_step * t.microbatches
+    actions = iter_stage_actions(t.method, stage=stage, stages=t.stages, microbatches=t.microbatches,
+                                 windows=t.steps - start_step, checkpoint_every=t.ckpt_every)
+    if offset == 0:
+        return actions
+    return (Action(stage=a.stage, kind=a.kind, microbatch=None if a.microbatch is None else a.microbatch + offset)
+            for a in actions)
 
 
 # ---- phase 4: run the schedule, then report --------------------------------------------------
@@ -306,7 +305,7 @@ def _run_stage(cfg: RunConfig, launch: StageLaunch, store: dist.Store, heartbeat
         capacity = t.replay_buffer or (t.ckpt_every + 1) * t.microbatches + t.inflight_depth + 1
         replay = ReplayBuffer(capacity=capacity, floor=r.replay_floor) if stage < K - 1 else None
         durability = Durability(store=store, generation=launch.generation, checkpoints=r.checkpoints,
-                                injection=FaultInjection(store=store, stage=stage, run_dir=Path(launch.run_dir),
+                                injection=FaultInjection(store=store, stage=stage, run_dir=RunDir(launch.run_dir),
                                                          failures=tuple(map(FailureSpec.parse, t.failures))),
                                 local_recovery=launch.coordinated and t.method == "zerolock", replay=replay,
                                 replay_until=linked.replay_until, skip_sends_below=linked.skip_sends_below)
@@ -341,15 +340,15 @@ def _run_stage(cfg: RunConfig, launch: StageLaunch, store: dist.Store, heartbeat
     executor = Executor(stage=stage, stages=K, method=t.method, worker=b.worker,
                         microbatch_data=_microbatch_source(b), hidden_shape=b.hidden_shape, wiring=linked.wiring,
                         events=b.events, poll=poll, on_step=on_step, device=b.device, depth=t.inflight_depth,
-                        memory_budget_bytes=t.memory_budget_bytes, durability=durability)
-    executor.restore_losses(r.losses or {})
+                        memory_budget_bytes=t.memory_budget_bytes, durability=durability,
+                        loss_log=LossLog(RunDir(launch.run_dir).stage_losses(stage), keep_below=r.start_step))
     heartbeat.progress = lambda: executor.counters.actions
     actions = stage_actions(cfg, stage, r.start_step)
-    write_lifecycle(launch.run_dir, clock.record())
+    write_lifecycle(RunDir(launch.run_dir).lifecycle, clock.record())
     store.set(protocol.stage_state(stage), "running")
     stopped = False
     try:
-        executor.run(actions)
+        executor.run(actions, first_mb=first_mb)
         store.set(protocol.actions_done(stage), "1")
         if durability is not None and durability.local_recovery and K > 1:
             # a neighbour may still need our replay buffer until every stage is done
@@ -380,13 +379,15 @@ def _microbatch_source(b: Built):
 
 
 def report_phase(b: Built, launch: StageLaunch, executor: Executor, *, stopped: bool) -> None:
-    run_dir, chunk = Path(launch.run_dir), b.worker.chunk
-    save_final_weights(run_dir, launch.stage, {k: v.cpu() for k, v in chunk.trainable_state().items()},
+    run_dir, chunk = RunDir(launch.run_dir), b.worker.chunk
+    save_final_weights(run_dir.path, launch.stage, {k: v.cpu() for k, v in chunk.trainable_state().items()},
                        step=b.worker.steps_done)
-    write_json_atomic(run_dir / "stages" / f"stage{launch.stage}.json",
+    write_json_atomic(run_dir.stage_report(launch.stage),
                       stage_report(b.cfg, launch.stage, executor, b.device, stopped=stopped,
                                    generation=launch.generation))
     b.events.close()
+    if executor.loss_log is not None:
+        executor.loss_log.close()
 
 
 def stage_report(cfg: RunConfig, stage: int, ex: Executor, device: torch.device, *, stopped: bool,
@@ -405,7 +406,6 @@ def stage_report(cfg: RunConfig, stage: int, ex: Executor, device: torch.device,
         "model_bytes": sum(p.numel() * p.element_size() for p in chunk.parameters()),
         "optimizer_bytes": sum(v.numel() * v.element_size() for s in ex.worker.optimizer.state.values()
                                for v in s.values() if torch.is_tensor(v)),
-        "losses": ex.losses_json(),
     }
     if ex.ft is not None and ex.ft.replay is not None:
         report["replay_buffer_bytes"] = ex.ft.replay.nbytes()

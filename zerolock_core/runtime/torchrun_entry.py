@@ -4,39 +4,46 @@
         -m zerolock_core train --runtime pipeline --stages 4 --ckpt-every 10 --out /shared/runs/demo
 
 Rank r runs stage r (WORLD_SIZE must equal --stages). Rank 0 hosts the rendezvous store on
-MASTER_PORT + 1, checks the run directory, tells every rank which checkpoint step to start from,
-and, when every stage is done, writes metrics.json and trace.json. The run directory must be on a
-filesystem all hosts share (each stage writes its checkpoints, report and final weights there).
+MASTER_PORT + 1, holds the run directory's lock, tells every rank which checkpoint step to start
+from, and, when every stage is done, writes metrics.json and trace.json. The run directory must be on
+a filesystem all hosts share (each stage writes its checkpoints, report and final weights there).
 
 Fault tolerance is torchrun's: nobody respawns a single rank here. When a rank dies, its
 neighbours' links break, every stage stops, rank 0 writes a `failed` metrics.json naming the
 stage, and the job exits non-zero within seconds; ranks whose store host died exit on their own.
-With `--max-restarts N` torchrun then starts the whole job again, and a restarted job
-(TORCHELASTIC_RESTART_COUNT > 0) resumes from the newest step every stage has a verified
-checkpoint of — as `--resume` does by hand.
+With `--max-restarts N` torchrun then starts the workers again, and a restarted job resumes from
+the newest step every stage has a verified checkpoint of — as `--resume` does by hand.
+
+**Sessions.** Each start of the job is a session, numbered by torchrun's restart count; rank 0
+writes its number into its store, and every per-process key is scoped by it (`protocol.heartbeat(s,
+session)`). With several nodes, torchrun restarts a failed node's workers without the other nodes
+noticing: a restarted rank may find the store of the *previous* session still up, its rank 0
+still waiting for the dead worker. It must never pass for that worker — it would start afresh
+(no resume step for it) and its heartbeats would hide the failure. Instead it tells that session to
+stop (the reason names it), waits for that store to go (rank 0 ends `failed`, and torchrun restarts
+it too) and joins the next session, which resumes from the checkpoints.
 """
 from __future__ import annotations
 
 import datetime
-import json
 import os
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import torch.distributed as dist
 
-from ..artifacts import write_json_atomic
 from ..config import ConfigError, RunConfig
-from . import protocol, run_dir
-from .checkpoint import CheckpointStore
-from .recovery_policy import common_step
-from .report import pipeline_metrics, write_trace
+from ..json_files import read_json
+from ..metrics import Metrics
+from ..run_dir import RunDir, RunLock
+from . import protocol
+from .finish import Ending, record, resumable_step, write_trace
 from .stage_process import STORE_TIMEOUT_S, StageLaunch, stage_main
 
 STORE_PORT_OFFSET = 1
 END_TIMEOUT_S = 600.0  # rank 0 waits at most this long, without any change, for the other stages to end
+NEXT_SESSION_TIMEOUT_S = 300.0  # a restarted rank waits this long for the next session's store
 
 
 def under_torchrun() -> bool:
@@ -47,50 +54,89 @@ def restart_count() -> int:
     return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
 
 
-def train_under_torchrun(cfg: RunConfig, *, overwrite: bool = False, resume: bool = False) -> dict[str, Any] | None:
+def train_under_torchrun(cfg: RunConfig, *, overwrite: bool = False, resume: bool = False) -> Metrics | None:
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     if world != cfg.train.stages:
         raise ConfigError(f"torchrun started {world} ranks but --stages is {cfg.train.stages}; they must match")
     host, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]) + STORE_PORT_OFFSET
-    d = Path(cfg.out)
+    rd, session = RunDir(cfg.out), restart_count()
     timeout = datetime.timedelta(seconds=STORE_TIMEOUT_S)
+    lock: RunLock | None = None
     if rank == 0:
         store = dist.TCPStore(host, port, world_size=world + 1, is_master=True, wait_for_workers=False,
                               timeout=timeout)
+        store.set(protocol.SESSION, str(session))
         try:
-            step = _prepare(d, cfg, overwrite=overwrite, resume=resume or restart_count() > 0)
+            lock, step = _prepare(rd, cfg, overwrite=overwrite, resume=resume or session > 0)
         except ConfigError as err:
             store.set(protocol.REFUSED, str(err))
             time.sleep(1.0)  # let the other ranks read why before the store goes
             raise
         store.set(protocol.RESUME_STEP, str(-1 if step is None else step))
     else:
-        store = dist.TCPStore(host, port, is_master=False, timeout=timeout)
+        store = _join_session(host, port, rank, session)
     t0, t0_ns = time.monotonic(), time.monotonic_ns()
     step = _agreed_step(store)
-    launch = StageLaunch(stage=rank, host=host, port=port, run_dir=str(d), restore_step=step, coordinated=False)
+    launch = StageLaunch(stage=rank, host=host, port=port, run_dir=str(rd.path), restore_step=step,
+                         coordinated=False, generation=session)
     if rank != 0:
         stage_main(cfg.to_dict(), launch)
         return None
-    watch = RankWatch(host, port, world, timeout_s=cfg.train.heartbeat_timeout_s)
+    watch = RankWatch(host, port, world, session=session, timeout_s=cfg.train.heartbeat_timeout_s)
     try:
-        stage_main(cfg.to_dict(), launch)
-    except SystemExit:  # our own stage failed: its error is in the store; the report still gets written
-        pass
-    try:
-        return _report(store, cfg, d, t0=t0, since_ns=t0_ns, start_step=step or 0)
+        try:
+            stage_main(cfg.to_dict(), launch)
+        except SystemExit:  # our own stage failed: its error is in the store; the report still gets written
+            pass
+        return _report(store, cfg, rd, t0=t0, since_ns=t0_ns, start_step=step or 0)
     finally:
         watch.close()
+        if lock is not None:
+            lock.release()
+
+
+def _join_session(host: str, port: int, rank: int, session: int) -> dist.Store:
+    """A client of this session's store. A store of an earlier session (its rank 0 still running, not
+    restarted) is told to stop, and the next one is waited for (bounded)."""
+    timeout = datetime.timedelta(seconds=STORE_TIMEOUT_S)
+    deadline = time.monotonic() + NEXT_SESSION_TIMEOUT_S
+    told = False
+    while True:
+        store = dist.TCPStore(host, port, is_master=False, timeout=timeout)
+        theirs = int(protocol.wait_for(store, protocol.SESSION, timeout_s=STORE_TIMEOUT_S,
+                                       what="rank 0 to start its session", heed_stop=False))
+        if theirs == session:
+            return store
+        if theirs > session:
+            raise ConfigError(f"rank {rank} is from torchrun's restart {session}, but the job is at restart "
+                              f"{theirs}: this worker is stale")
+        if not told:  # the previous session's rank 0 still waits for our predecessor: end it
+            why = (f"rank {rank} (stage {rank}) was restarted by torchrun (restart {session}): the job restarts "
+                   f"from its newest common checkpoint")
+            store.set(protocol.stage_error(rank), why)
+            store.set(protocol.stage_state(rank), "error")
+            store.set(protocol.STOP, why)
+            told = True
+        while time.monotonic() < deadline:  # until that store goes with its rank 0
+            try:
+                store.check([protocol.SESSION])
+            except Exception:
+                break
+            time.sleep(0.2)
+        del store
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"rank {rank}: the previous session's store did not go within "
+                               f"{NEXT_SESSION_TIMEOUT_S:g} s")
 
 
 class RankWatch:
-    """Rank 0 watches the other ranks' heartbeats: a rank that dies while its neighbours wait on the
-    store (flow control) breaks no link, so nothing else would notice. Its stage is marked failed and
-    every stage is asked to stop; the job then ends with that reason."""
+    """Rank 0 watches the other ranks' heartbeats (this session's): a rank that dies while its
+    neighbours wait on the store (flow control) breaks no link, so nothing else would notice. Its stage
+    is marked failed and every stage is asked to stop; the job then ends with that reason."""
 
-    def __init__(self, host: str, port: int, world: int, *, timeout_s: float) -> None:
+    def __init__(self, host: str, port: int, world: int, *, session: int, timeout_s: float) -> None:
         self._store = dist.TCPStore(host, port, is_master=False, timeout=datetime.timedelta(seconds=30))
-        self._world, self._timeout = world, timeout_s
+        self._world, self._session, self._timeout = world, session, timeout_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="zerolock-rank-watch", daemon=True)
         self._thread.start()
@@ -101,7 +147,7 @@ class RankWatch:
             try:
                 for s in range(1, self._world):
                     state = protocol.get_str(self._store, protocol.stage_state(s), "")
-                    beats = protocol.get_int(self._store, protocol.heartbeat(s, 0), -1)
+                    beats = protocol.get_int(self._store, protocol.heartbeat(s, self._session), -1)
                     if state in ("done", "stopped", "error", "link-lost") or beats < 0:
                         continue
                     now = time.monotonic()
@@ -120,15 +166,12 @@ class RankWatch:
         self._stop.set()
 
 
-def _prepare(d: Path, cfg: RunConfig, *, overwrite: bool, resume: bool) -> int | None:
-    """Rank 0: the run directory made ready; the step every stage restores (None: a fresh start)."""
-    if resume and cfg.train.ckpt_every > 0 and (d / run_dir.CONFIG).exists():
-        run_dir.check_resumable(d, cfg)
-        return common_step([CheckpointStore(d / "checkpoints", stage=s).verified_steps()
-                            for s in range(cfg.train.stages)])
-    run_dir.prepare_fresh(d, cfg, overwrite=overwrite or resume)
-    write_json_atomic(d / run_dir.CONFIG, cfg.to_dict())
-    return None
+def _prepare(rd: RunDir, cfg: RunConfig, *, overwrite: bool, resume: bool) -> tuple[RunLock, int | None]:
+    """Rank 0: the run directory locked and made ready; the step every stage restores (None: afresh)."""
+    if resume and cfg.train.ckpt_every > 0 and rd.config_json.exists():
+        lock = rd.prepare_resume(cfg)
+        return lock, resumable_step(cfg, rd)
+    return rd.prepare_fresh(cfg, overwrite=overwrite or resume), None
 
 
 def _agreed_step(store: dist.Store) -> int | None:
@@ -143,9 +186,9 @@ def _agreed_step(store: dist.Store) -> int | None:
     return None if step < 0 else step
 
 
-def _report(store: dist.Store, cfg: RunConfig, d: Path, *, t0: float, since_ns: int,
-            start_step: int) -> dict[str, Any]:
-    """Rank 0, after its own stage: wait (bounded) for every stage to end, then write the metrics."""
+def _report(store: dist.Store, cfg: RunConfig, rd: RunDir, *, t0: float, since_ns: int,
+            start_step: int) -> Metrics:
+    """Rank 0, after its own stage: wait (bounded) for every stage to end, then write the record."""
     world = cfg.train.stages
     last, changed = None, time.monotonic()
     while True:
@@ -159,20 +202,23 @@ def _report(store: dist.Store, cfg: RunConfig, d: Path, *, t0: float, since_ns: 
                       for s, v in states.items()}
             break
         time.sleep(0.2)
-    errors = {s: protocol.get_str(store, protocol.stage_error(s), v) for s, v in states.items()
+    errors = {str(s): protocol.get_str(store, protocol.stage_error(s), v) for s, v in states.items()
               if v not in ("done", "stopped")}
     state = "failed" if errors else ("finished" if all(v == "done" for v in states.values()) else "stopped")
-    eval_block = None
+    eval_, eval_s = None, 0.0
     if state == "finished" and cfg.train.final_eval:
-        from .evaluate_run import evaluate_run
-        evaluate_run(cfg.to_dict(), str(d))
-        eval_block = json.loads((d / "eval.json").read_text())
-    metrics = pipeline_metrics(cfg, d, eval_block=eval_block, state=state, setup_s=time.monotonic() - t0,
-                               errors=errors, since_ns=since_ns, start_step=start_step)
+        from .final_eval import evaluate_run
+
+        t_eval = time.monotonic()
+        evaluate_run(cfg.to_dict(), str(rd.path))
+        eval_, eval_s = read_json(rd.eval), time.monotonic() - t_eval
     first = next(iter(errors.values()), "")
-    metrics["reason"] = first.strip().splitlines()[0] if first else ""
-    if start_step:
-        metrics["resumed_from_step"] = start_step
-    write_trace(d, cfg.train.stages)
-    write_json_atomic(d / run_dir.METRICS, metrics)
+    metrics = record(cfg, rd, Ending(
+        state=state, reason=first.strip().splitlines()[0] if first else "", errors=errors, eval=eval_,
+        eval_skipped="" if eval_ is not None else ("not evaluated (final_eval is off)" if state == "finished"
+                                                   else "the run did not finish: not evaluated"),
+        since_ns=since_ns, start_step=start_step, setup_s=time.monotonic() - t0, eval_s=eval_s,
+        total_s=time.monotonic() - t0, resumed_from_step=start_step or None))
+    write_trace(rd, cfg.train.stages)
+    rd.write_metrics(metrics)
     return metrics

@@ -11,7 +11,7 @@ from .analysis import (
     weight_version_of_backward,
     weight_version_of_forward,
 )
-from .builders import METHODS, build_schedule, schedulable
+from .builders import METHODS, build_schedule, iter_stage_actions, schedulable
 from .costs import LINK_PROFILES, Costs, LinkProfile
 from .schedule import Deadlock, Schedule
 from .simulate import ActionRecord, SimResult, simulate, textbook_bubble
@@ -32,6 +32,7 @@ __all__ = [
     "SimResult",
     "build_schedule",
     "inflight_peak",
+    "iter_stage_actions",
     "max_stashed_versions",
     "schedulable",
     "simulate",

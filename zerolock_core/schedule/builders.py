@@ -20,7 +20,7 @@ With ``checkpoint_every=n > 0`` a ``CKPT`` follows the ``STEP`` of every n-th wi
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from .action import Action, Kind
 from .schedule import Schedule
@@ -28,75 +28,76 @@ from .schedule import Schedule
 METHODS = ("zerolock", "gpipe", "1f1b", "pipedream")
 
 
-def _forward_unit(s: int, stages: int, i: int) -> list[Action]:
-    unit = [Action(stage=s, kind=Kind.RF, microbatch=i)] if s > 0 else []
-    unit.append(Action(stage=s, kind=Kind.F, microbatch=i))
-    if s < stages - 1:
-        unit.append(Action(stage=s, kind=Kind.SF, microbatch=i))
-    return unit
-
-
-def _backward_unit(s: int, stages: int, i: int) -> list[Action]:
-    unit = [Action(stage=s, kind=Kind.RB, microbatch=i)] if s < stages - 1 else []
-    unit.append(Action(stage=s, kind=Kind.B, microbatch=i))
+def _forward_unit(s: int, stages: int, i: int) -> Iterator[Action]:
     if s > 0:
-        unit.append(Action(stage=s, kind=Kind.SB, microbatch=i))
-    return unit
+        yield Action(stage=s, kind=Kind.RF, microbatch=i)
+    yield Action(stage=s, kind=Kind.F, microbatch=i)
+    if s < stages - 1:
+        yield Action(stage=s, kind=Kind.SF, microbatch=i)
+
+
+def _backward_unit(s: int, stages: int, i: int) -> Iterator[Action]:
+    if s < stages - 1:
+        yield Action(stage=s, kind=Kind.RB, microbatch=i)
+    yield Action(stage=s, kind=Kind.B, microbatch=i)
+    if s > 0:
+        yield Action(stage=s, kind=Kind.SB, microbatch=i)
 
 
 class _Builder:
+    """Each method yields one stage's actions in order, one at a time: a runtime stage reads them as it
+    goes, so a run of any length costs the memory of a few actions (`iter_stage_actions`)."""
+
     def __init__(self, stages: int, microbatches: int, windows: int, checkpoint_every: int) -> None:
         self.stages, self.m, self.windows, self.ckpt = stages, microbatches, windows, checkpoint_every
 
-    def window_end(self, s: int, i: int) -> list[Action]:
+    def window_end(self, s: int, i: int) -> Iterator[Action]:
         """STEP (+ CKPT) after micro-batch ``i`` if it closes a window, else nothing."""
         if (i + 1) % self.m:
-            return []
-        out = [Action(stage=s, kind=Kind.STEP)]
+            return
+        yield Action(stage=s, kind=Kind.STEP)
         if self.ckpt and ((i + 1) // self.m) % self.ckpt == 0:
-            out.append(Action(stage=s, kind=Kind.CKPT))
-        return out
+            yield Action(stage=s, kind=Kind.CKPT)
 
     def window(self, w: int) -> range:
         return range(w * self.m, (w + 1) * self.m)
 
-    def zerolock(self, s: int) -> list[Action]:
-        out: list[Action] = []
+    def zerolock(self, s: int) -> Iterator[Action]:
         for i in range(self.m * self.windows):
-            out += _forward_unit(s, self.stages, i)
-            out.append(Action(stage=s, kind=Kind.L, microbatch=i))
-            out += self.window_end(s, i)
-        return out
+            yield from _forward_unit(s, self.stages, i)
+            yield Action(stage=s, kind=Kind.L, microbatch=i)
+            yield from self.window_end(s, i)
 
-    def gpipe(self, s: int) -> list[Action]:
-        out: list[Action] = []
+    def gpipe(self, s: int) -> Iterator[Action]:
         for w in range(self.windows):
             for i in self.window(w):
-                out += _forward_unit(s, self.stages, i)
+                yield from _forward_unit(s, self.stages, i)
             for i in self.window(w):
-                out += _backward_unit(s, self.stages, i) + self.window_end(s, i)
-        return out
+                yield from _backward_unit(s, self.stages, i)
+                yield from self.window_end(s, i)
 
-    def one_f_one_b(self, s: int, ids: range, after_backward: Callable[[int], list[Action]]) -> list[Action]:
+    def one_f_one_b(self, s: int, ids: range) -> Iterator[Action]:
         warm = min(self.stages - s - 1, len(ids))
-        out: list[Action] = []
         for i in ids[:warm]:
-            out += _forward_unit(s, self.stages, i)
+            yield from _forward_unit(s, self.stages, i)
         for j in range(len(ids) - warm):
-            out += _forward_unit(s, self.stages, ids[warm + j])
-            out += _backward_unit(s, self.stages, ids[j]) + after_backward(ids[j])
+            yield from _forward_unit(s, self.stages, ids[warm + j])
+            yield from _backward_unit(s, self.stages, ids[j])
+            yield from self.window_end(s, ids[j])
         for i in ids[len(ids) - warm :]:
-            out += _backward_unit(s, self.stages, i) + after_backward(i)
-        return out
+            yield from _backward_unit(s, self.stages, i)
+            yield from self.window_end(s, i)
 
-    def flushed_1f1b(self, s: int) -> list[Action]:
-        out: list[Action] = []
+    def flushed_1f1b(self, s: int) -> Iterator[Action]:
         for w in range(self.windows):
-            out += self.one_f_one_b(s, self.window(w), lambda i: self.window_end(s, i))
-        return out
+            yield from self.one_f_one_b(s, self.window(w))
 
-    def pipedream(self, s: int) -> list[Action]:
-        return self.one_f_one_b(s, range(self.m * self.windows), lambda i: self.window_end(s, i))
+    def pipedream(self, s: int) -> Iterator[Action]:
+        yield from self.one_f_one_b(s, range(self.m * self.windows))
+
+    def for_method(self, method: str) -> Callable[[int], Iterator[Action]]:
+        return {"zerolock": self.zerolock, "gpipe": self.gpipe, "1f1b": self.flushed_1f1b,
+                "pipedream": self.pipedream}[method]
 
 
 def schedulable(method: str, *, stages: int, microbatches: int) -> bool:
@@ -104,25 +105,34 @@ def schedulable(method: str, *, stages: int, microbatches: int) -> bool:
     return not (method == "1f1b" and microbatches < stages)
 
 
-def build_schedule(
-    method: str, *, stages: int, microbatches: int, windows: int = 1, checkpoint_every: int = 0
-) -> Schedule:
-    """Build the per-stage action lists of ``method`` (see module docstring)."""
+def _checked(method: str, *, stages: int, microbatches: int, windows: int, checkpoint_every: int) -> str:
     if not isinstance(method, str) or method.lower() not in METHODS:
         raise ValueError(f"unknown schedule method {method!r}; expected one of: {', '.join(METHODS)}")
-    method = method.lower()
     for name, value, low in (("stages", stages, 1), ("microbatches", microbatches, 1), ("windows", windows, 1),
                              ("checkpoint_every", checkpoint_every, 0)):
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
             raise ValueError(f"{name} must be an int >= {low} (got {value!r})")
-    if not schedulable(method, stages=stages, microbatches=microbatches):
+    if not schedulable(method.lower(), stages=stages, microbatches=microbatches):
         raise ValueError(f"1f1b needs microbatches >= stages (got m={microbatches}, K={stages})")
-    builder = _Builder(stages, microbatches, windows, checkpoint_every)
-    per_stage = {
-        "zerolock": builder.zerolock,
-        "gpipe": builder.gpipe,
-        "1f1b": builder.flushed_1f1b,
-        "pipedream": builder.pipedream,
-    }[method]
+    return method.lower()
+
+
+def iter_stage_actions(method: str, *, stage: int, stages: int, microbatches: int, windows: int = 1,
+                       checkpoint_every: int = 0) -> Iterator[Action]:
+    """Stage `stage`'s actions of ``build_schedule(...)``, made as they are read (nothing is built ahead)."""
+    method = _checked(method, stages=stages, microbatches=microbatches, windows=windows,
+                      checkpoint_every=checkpoint_every)
+    if not isinstance(stage, int) or not 0 <= stage < stages:
+        raise ValueError(f"stage must be in 0..{stages - 1} (got {stage!r})")
+    return _Builder(stages, microbatches, windows, checkpoint_every).for_method(method)(stage)
+
+
+def build_schedule(
+    method: str, *, stages: int, microbatches: int, windows: int = 1, checkpoint_every: int = 0
+) -> Schedule:
+    """Build the per-stage action lists of ``method`` (see module docstring)."""
+    method = _checked(method, stages=stages, microbatches=microbatches, windows=windows,
+                      checkpoint_every=checkpoint_every)
+    per_stage = _Builder(stages, microbatches, windows, checkpoint_every).for_method(method)
     actions = tuple(tuple(per_stage(s)) for s in range(stages))
     return Schedule(method=method, stages=stages, microbatches=microbatches, windows=windows, actions=actions)

@@ -1,9 +1,10 @@
 """A stage process's life outside its schedule: how long its start-up took, phase by phase.
 
-One JSON line per stage process in `lifecycle.jsonl`, written the moment it starts its first action:
-`{"stage", "gen", "kind": "STARTUP", "t0": spawned, "t1": first action, "phases": {name: [t0, t1]}}`
-(times are `time.monotonic_ns()`, the clock of events.jsonl). Kept out of events.jsonl on purpose:
-everything that reads events (busy time, spans, throughput) counts the stages' actions only.
+One JSON line per stage process in the run's lifecycle file (`RunDir.lifecycle`), written the moment
+it starts its first action: `{"stage", "gen", "kind": "STARTUP", "t0": spawned, "t1": first action,
+"phases": {name: [t0, t1]}}` (times are `time.monotonic_ns()`, the clock of the events). Kept out of
+the events on purpose: everything that reads events (busy time, spans, throughput) counts the
+stages' actions only.
 """
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-LIFECYCLE_FILE = "lifecycle.jsonl"
 STARTUP = "STARTUP"
 # the phases of a start-up, in order: importing torch and the engine, loading the stage's layers,
 # restoring its checkpoint, linking to its neighbours (also the stage's state in the store)
@@ -40,17 +40,17 @@ class StartupClock:
                 "t1": end, "phases": phases}
 
 
-def write_lifecycle(run_dir: str | Path, record: dict[str, Any]) -> None:
+def write_lifecycle(path: str | Path, record: dict[str, Any]) -> None:
     """Append one record with a single write (several stage processes append at once)."""
-    fd = os.open(Path(run_dir) / LIFECYCLE_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, (json.dumps(record, separators=(",", ":")) + "\n").encode())
     finally:
         os.close(fd)
 
 
-def read_lifecycle(run_dir: str | Path) -> list[dict[str, Any]]:
-    path = Path(run_dir) / LIFECYCLE_FILE
+def read_lifecycle(path: str | Path) -> list[dict[str, Any]]:
+    path = Path(path)
     if not path.exists():
         return []
     out = []

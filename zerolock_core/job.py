@@ -1,0 +1,133 @@
+"""A training job: one interface over the engine's runtimes, and the one place that picks a runtime.
+
+    job = make_job(cfg, overwrite=False, resume=False).start()
+    job.status()          # state, steps, what it waits for
+    job.request_stop()    # safe from a signal handler; job.stop() also waits
+    metrics = job.wait()  # the run's `Metrics` once it has ended
+
+`Run` (runtime/run.py) is the pipeline runtime's job, `ReferenceJob` (reference_job.py) the
+reference trainer's. Both hold the run directory's lock while they run and end with a record in
+metrics.json, however they end. The CLI, the dashboard and the benchmarks all go through
+`make_job`; `run_to_end` is the CLI's way to drive one (a progress bar; Ctrl-C and SIGTERM stop the
+run, never lost — see stop_signals.py).
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import Any, Protocol
+
+from .config import RunConfig
+from .metrics import Metrics
+from .stop_signals import StopSignals
+
+POLL_S = 0.2
+
+
+class Job(Protocol):
+    cfg: RunConfig
+    state: str
+    metrics: Metrics | None
+
+    def start(self) -> "Job": ...
+    def status(self) -> dict[str, Any]: ...
+    def request_stop(self) -> None: ...
+    def stop(self, *, wait: bool = True, timeout: float | None = 60.0) -> Metrics | None: ...
+    def wait(self, timeout: float | None = None) -> Metrics | None: ...
+
+    @property
+    def done(self) -> bool: ...
+
+
+class JobFailed(RuntimeError):
+    """The run ended failed; the message is its reason (one line) and where the details are."""
+
+
+def make_job(cfg: RunConfig, *, overwrite: bool = False, resume: bool = False) -> Job:
+    """The job for `cfg`'s runtime (not started)."""
+    if cfg.train.runtime == "reference":
+        if resume:
+            raise ValueError("--resume is for --runtime pipeline runs (a reference run has no checkpoints)")
+        from .reference_job import ReferenceJob
+
+        return ReferenceJob(cfg, overwrite=overwrite)
+    from .runtime.run import Run
+
+    return Run(cfg, overwrite=overwrite, resume=resume)
+
+
+def run_to_end(job: Job, *, progress: bool = True) -> Metrics:
+    """Start `job` and wait for its end with a progress bar. SIGINT and SIGTERM (from the main thread's
+    view) ask it to stop — from the first instant, its start included — and it still ends with its
+    record. Raises ConfigError (nothing was started) like `job.start()`."""
+    from tqdm import tqdm
+
+    cfg = job.cfg
+    bar = tqdm(total=cfg.train.steps, disable=not progress, unit="step",
+               desc=f"{cfg.train.method} {cfg.train.runtime} K={cfg.train.stages}", dynamic_ncols=True,
+               bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt}{postfix}")
+    signals = StopSignals(job.request_stop)
+    in_main = threading.current_thread() is threading.main_thread()
+    said = 0
+    try:
+        if in_main:
+            signals.__enter__()
+        job.start()
+        while not job.done:
+            if signals.received > said:  # say it here, not in the handler (it may interrupt a print)
+                said = signals.received
+                bar.write("stopping: every stage finishes its current action and saves ..." if said == 1 else
+                          "still stopping (the run ends with its record; stages that do not stop are killed)",
+                          file=sys.stderr)
+            st = job.status()
+            if st.get("steps_done") is not None:
+                bar.n = st["steps_done"]
+            bar.set_postfix_str(progress_words(st))
+            bar.refresh()
+            job.wait(POLL_S)
+    finally:
+        if in_main:
+            signals.__exit__(None, None, None)
+        bar.close()
+    metrics = job.wait()
+    if metrics is None:
+        raise JobFailed("the run ended without a record")
+    return metrics
+
+
+def train(cfg: RunConfig, *, progress: bool = True, overwrite: bool = False, resume: bool = False) -> Metrics:
+    """Run `cfg` to its end (the benchmarks' and tests' one call). Returns the record of a finished or
+    stopped run; raises JobFailed for a failed one."""
+    metrics = run_to_end(make_job(cfg, overwrite=overwrite, resume=resume), progress=progress)
+    if metrics.state == "failed":
+        raise JobFailed(f"{cfg.train.runtime} run failed: {metrics.reason or 'unknown error'} "
+                        f"(details: {cfg.out}/metrics.json)")
+    return metrics
+
+
+def _clock(seconds: float) -> str:
+    m, s = divmod(int(round(seconds)), 60)
+    return f"{m:02d}:{s:02d}" if m < 60 else f"{m // 60}:{m % 60:02d}:{s:02d}"
+
+
+def progress_words(st: dict[str, Any]) -> str:
+    """One line for a job's status (the CLI's progress bar; the dashboard says the same in its words)."""
+    state, elapsed = st["state"], _clock(st.get("elapsed_s") or 0.0)
+    if st.get("stopping"):
+        return f"stopping: every stage finishes its current action and saves; elapsed {elapsed}"
+    if state == "starting":
+        phases = ", ".join(f"{s}: {p}" for s, p in enumerate(st.get("stage_states", [])))
+        return f"starting {elapsed}" + (f" ({phases})" if phases else "")
+    if st.get("open_recoveries"):
+        down = "; ".join(f"stage {r['stage']} down — {'rolling every stage back' if r['kind'] == 'global' else 'restarting'}"
+                         f" ({r['down_s']:.1f} s)" for r in st["open_recoveries"])
+        return f"{down}; elapsed {elapsed}"
+    if state == "finishing":
+        ev = st.get("eval_progress")
+        if ev and ev.get("total"):
+            return f"evaluating the final weights: {ev['scored']}/{ev['total']} examples; elapsed {elapsed}"
+        return f"evaluating the final weights ({(ev or {}).get('phase', 'starting')}); elapsed {elapsed}"
+    if st.get("s_per_step") is not None:
+        return f"{state}, {st['s_per_step']:.2f} s/step, ETA {_clock(st['eta_s'])}, elapsed {elapsed}"
+    return f"{state}, elapsed {elapsed}"

@@ -1,0 +1,133 @@
+"""The end of a pipeline run, shared by the local coordinator (`Run`) and torchrun's rank 0: the final
+evaluation (in a child process of its own, bounded), the trace, and the run's `Metrics` record built
+from the stages' reports, their loss logs and the events of this session."""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..artifacts import final_weight_steps
+from ..config import RunConfig
+from ..json_files import read_json
+from ..loss_curves import from_step_losses, summarise, write_curves
+from ..metrics import Metrics
+from ..run_dir import RunDir
+from ..telemetry import read_events, write_chrome_trace
+from ..telemetry.activity import bubble_fraction, makespan_s, stage_stats
+from .checkpoint import CheckpointStore
+from .loss_log import read_losses
+from .recovery_policy import common_step
+
+EVAL_TIMEOUT_S = 900.0
+
+
+@dataclass(kw_only=True)
+class Ending:
+    """What the coordinator knows when a session of a run ends (everything else is read from disk)."""
+    state: str  # finished | stopped | failed
+    reason: str = ""
+    errors: dict[str, str] = field(default_factory=dict)
+    eval: dict[str, Any] | None = None
+    eval_skipped: str = ""
+    since_ns: int = 0  # when this session began (its events are those from then on)
+    start_step: int = 0  # the step it resumed from (throughput counts the steps trained here)
+    known_steps: list[int] = field(default_factory=list)  # each stage's step as last seen (a stage may not report)
+    setup_s: float = 0.0
+    total_s: float = 0.0
+    eval_s: float = 0.0
+    downtime_s: float = 0.0
+    recovery: list[dict[str, Any]] = field(default_factory=list)
+    restarts: list[int] = field(default_factory=list)
+    failures_not_injected: list[dict[str, Any]] = field(default_factory=list)
+    resumed_from_step: int | None = None
+
+
+def stage_reports(rd: RunDir, stages: int) -> list[dict[str, Any]]:
+    return [r for r in (read_json(rd.stage_report(s)) for s in range(stages)) if r is not None]
+
+
+def checkpoint_rejections(rd: RunDir) -> list[dict[str, Any]]:
+    """Why the checkpoint loader skipped checkpoints (written by the stages, see stage_process)."""
+    if not rd.checkpoint_log.exists():
+        return []
+    return [r for r in (_json_line(x) for x in rd.checkpoint_log.read_text().splitlines()) if r is not None]
+
+
+def _json_line(text: str) -> dict[str, Any] | None:
+    try:
+        return json.loads(text) if text.strip() else None
+    except ValueError:
+        return None
+
+
+def resumable_step(cfg: RunConfig, rd: RunDir) -> int:
+    """The newest step every stage has a verified checkpoint of: where `--resume` continues."""
+    return common_step([CheckpointStore(rd.checkpoints, stage=s).verified_steps() for s in range(cfg.train.stages)])
+
+
+def record(cfg: RunConfig, rd: RunDir, end: Ending) -> Metrics:
+    """The run's Metrics from its files and what the coordinator knows. Writes curves.jsonl (every step
+    of the loss curves; the record keeps a summary)."""
+    K = cfg.train.stages
+    reports = {r["stage"]: r for r in stage_reports(rd, K)}
+    events = [e for e in read_events(rd.events)[0] if e.get("t0", 0) >= end.since_ns]
+    activity = stage_stats(events, stages=K)  # the dashboard computes the same, live
+    wall = makespan_s(events)
+    steps = [reports[s]["steps_done"] if s in reports else
+             (end.known_steps[s] if s < len(end.known_steps) else 0) for s in range(K)]
+    steps_done = min(steps) if steps else 0
+    samples = max(0, steps_done - end.start_step) * cfg.train.batch
+    per_stage = [{**{k: v for k, v in reports[s].items() if k not in ("first_ns", "last_ns")},
+                  "busy_s": activity[s].busy_s, "idle_s": activity[s].idle_s, "span_s": activity[s].span_s,
+                  "active_fraction": activity[s].active_fraction} for s in sorted(reports)]
+    curves = []
+    for s in range(K):
+        losses = read_losses(rd.stage_losses(s))
+        if losses:
+            curves.append(from_step_losses(f"chunk{s}" if cfg.train.method == "zerolock" else "global", losses))
+    write_curves(rd.curves, curves)
+    summary, note = summarise(curves)
+    return Metrics(
+        config=cfg.to_dict(), state=end.state, reason=end.reason if end.state != "finished" else "",
+        steps_done=steps_done, final_steps=final_weight_steps(rd.path, K), eval=end.eval,
+        eval_skipped=end.eval_skipped, throughput_samples_per_s=samples / wall if wall > 0 else 0.0,
+        bubble_fraction=bubble_fraction(activity, wall), setup_s=end.setup_s, wall_s=wall, eval_s=end.eval_s,
+        total_s=end.total_s, downtime_s=end.downtime_s, per_stage=per_stage, curves=summary, curves_note=note,
+        layers=[reports[s]["layers"] for s in sorted(reports)], errors={str(k): v for k, v in end.errors.items()},
+        recovery=end.recovery, restarts=end.restarts, failures_not_injected=end.failures_not_injected,
+        checkpoint_rejections=checkpoint_rejections(rd), resumed_from_step=end.resumed_from_step,
+        resumable_from_step=resumable_step(cfg, rd) if end.state != "finished" and cfg.train.ckpt_every > 0
+        else None)
+
+
+def write_trace(rd: RunDir, stages: int) -> None:
+    events, _ = read_events(rd.events)
+    write_chrome_trace(rd.trace, events, stages=stages)
+
+
+def evaluate_in_child(cfg: RunConfig, rd: RunDir, *, start: Callable[[Callable, tuple], Any],
+                      stopping: Callable[[], bool], timeout_s: float = EVAL_TIMEOUT_S) -> tuple[dict | None, str, bool]:
+    """Evaluate the final weights in a child process (`start(target, args)` starts it: a standby or a
+    fresh process). Returns (the eval, why there is none, whether that is a failure). A stop request
+    kills the child: the eval is then skipped, not failed, and `--resume` runs it later."""
+    from .final_eval import evaluate_run
+
+    p = start(evaluate_run, (cfg.to_dict(), str(rd.path)))
+    t0 = time.monotonic()
+    while p.is_alive() and time.monotonic() - t0 < timeout_s:
+        if stopping():
+            p.kill()
+        p.join(0.1)
+    if p.is_alive():
+        p.kill()
+        p.join(10)
+        return None, f"the final eval did not end within {timeout_s:g} s", True
+    if stopping():
+        return None, (f"stopped during the final eval: every step is trained; `zerolock train --resume "
+                      f"{rd.path}` evaluates it"), False
+    result = read_json(rd.eval)
+    if p.exitcode != 0 or result is None:
+        return None, f"the final eval failed (exit code {p.exitcode})", True
+    return result, "", False
