@@ -1,14 +1,16 @@
-"""`zerolock bench readme`: the README's results blocks, regenerated from the committed result files.
+"""`zerolock bench readme`: the documentation's results blocks, regenerated from the committed result files.
 
-A block in README.md is
+A block in a page (README.md, docs/results.md: `PAGES`) is
 
     <!-- results: NAME -->
     ...what the benchmark's own formatter prints for docs/results/NAME.json...
     <!-- /results: NAME -->
 
-and `zerolock bench readme` rewrites every block from its JSON (`--check`: exit 1 if the README
-differs, which the test suite checks), so a number in a block is always one a committed file holds.
-Each block uses the formatter the benchmark prints with when it runs: one definition of each table.
+and `zerolock bench readme` rewrites every block of every page from its JSON (`--check`: exit 1 if
+any page differs, which the test suite checks), so a number in a block is always one a committed file
+holds. Each block uses the formatter the benchmark prints with when it runs: one definition of each
+table. A summary block (`SUMMARIES`) is one table over several result files, among them the README's
+headline table (`format_headline`).
 """
 from __future__ import annotations
 
@@ -23,10 +25,13 @@ from typing import Any, Callable
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "docs" / "results"
 README = REPO / "README.md"
+RESULTS_PAGE = REPO / "docs" / "results.md"
+# every page with results blocks: what `zerolock bench readme` writes and `--check` checks
+PAGES: tuple[Path, ...] = (README, RESULTS_PAGE)
 BLOCK = re.compile(r"(<!-- results: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /results: (?P=name) -->)", re.S)
 
 # the benchmark module whose formatter prints each result file, that formatter's name, and whether
-# its output is plain text (fenced in the README) rather than markdown
+# its output is plain text (fenced in the page) rather than markdown
 FORMATTERS: dict[str, tuple[str, str, bool]] = {
     **{name: (name, "format_report", False) for name in (
         "memory", "efficiency", "simulator", "throughput", "links", "geometry", "envelope", "readout", "crosscheck")},
@@ -39,6 +44,9 @@ FORMATTERS: dict[str, tuple[str, str, bool]] = {
     "threads": ("threads", "format_report", False),
 }
 
+# the result files of the README's headline table, in the order `format_headline` takes them
+HEADLINE_FILES = ("memory", "throughput", "links", "envelope", "recovery", "quality", "quality-tiny-1000-k3",
+                  "quality-smollm2", "quality-smollm2-affine")
 
 # summary blocks: one table over several result files, by a formatter of a list of reports
 SUMMARIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
@@ -47,14 +55,80 @@ SUMMARIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "quality-smollm2-late", "quality-smollm2-qkvo", "quality-smollm2-seed1", "quality-smollm2-k2")),
     "quality-tiny-1000-summary": ("quality_summary", "format_summary",
                                   ("quality-tiny-1000-k3", "quality-tiny-1000-k2")),
+    "headline": ("readme", "format_headline", HEADLINE_FILES),
 }
+
+# where the headline table's rows point: sections of docs/results.md, relative to README.md (the page
+# the headline block is in; the link test checks that every target and heading exists)
+HEADLINE_LINKS = {
+    "memory": "docs/results.md#memory-paper-fig-4",
+    "throughput": "docs/results.md#throughput-vs-stages-paper-fig-6a",
+    "links": "docs/results.md#link-sensitivity-paper-fig-6b",
+    "envelope": "docs/results.md#batch-envelope",
+    "recovery": "docs/results.md#recovery-paper-e2",
+    "quality": "docs/results.md#quality-paper-fig-3",
+    "quality-tiny-1000": "docs/results.md#does-the-tiny-models-gap-close",
+    "quality-smollm2": "docs/results.md#the-quality-claim-on-a-real-model",
+}
+
+
+def format_headline(reports: list[dict[str, Any]]) -> str:
+    """The README's few headline numbers, ours beside the paper's, each row linking its section."""
+    from .comparison import advantage
+    from .table import markdown_table, pct
+
+    r = dict(zip(HEADLINE_FILES, reports))
+    memory, throughput, links, envelope, recovery = (r[n] for n in HEADLINE_FILES[:5])
+    quality, long, smollm2, affine = (r[n] for n in HEADLINE_FILES[5:])
+
+    def link(text: str, key: str) -> str:
+        return f"[{text}]({HEADLINE_LINKS[key]})"
+
+    def accuracy(report: dict[str, Any], arm: str) -> str:
+        return f"{report['results'][arm]['final']['label_accuracy']['mean']:.2f}"
+
+    def seconds(totals: dict[str, float]) -> str:
+        return f"{totals['zerolock']:.1f} s / {totals['1f1b']:.1f} s"
+
+    activation = memory["vs"]["activation"]["gpipe"]
+    k2 = advantage(throughput["results"]["2"]["rows"], "measured")["gpipe"]
+    k3 = advantage(throughput["results"]["3"]["rows"], "predicted")["gpipe"]
+    fast, slow = (links["results"][link_]["zerolock_vs"]["1f1b"] for link_ in ("local", "constrained"))
+    oom_paper, oom = envelope["paper_oom_at_batch"], {m: x["first_oom_batch"] for m, x in envelope["results"].items()}
+    methods = ("zerolock", "1f1b")
+    ours_s = {m: recovery["summary"][m]["total_s"]["mean"] for m in methods}
+    paper_s = {m: recovery["paper"][m]["total_ms"] / 1000 for m in methods}
+    zerolock = "zerolock a=0.5 reverse"
+    rows = [
+        [link("activation memory", "memory") + f" vs GPipe, K={memory['config']['stages']} (Fig. 4)",
+         pct(activation["paper"]), pct(activation["ours"])],
+        [link("throughput", "throughput") + " vs GPipe (Fig. 6a)",
+         f"{pct(memory['vs']['throughput']['gpipe']['paper'])} (K=3)",
+         f"{pct(k2)} measured (K=2), {pct(k3)} simulated (K=3)"],
+        [link("slow link", "links") + " vs 1F1B, 1000 → 50 Mbps (Fig. 6b)", "grows as the link slows",
+         f"{pct(fast)} → {pct(slow)} measured"],
+        [link("first batch out of memory", "envelope") + ", GPipe / ZeroLock",
+         f"b = {oom_paper['gpipe']} / {oom_paper['zerolock']}", f"b = {oom['gpipe']} / {oom['zerolock']}"],
+        [link("recovery", "recovery") + ", ZeroLock local / 1F1B global (E2)", seconds(paper_s), seconds(ours_s)],
+        [link("label accuracy", "quality") + f", K={quality['config']['stages']}, BP / ZeroLock α=0.5 (Fig. 3)",
+         "ZeroLock tracks BP",
+         f"{accuracy(quality, 'bp')} / {accuracy(quality, zerolock)} ({quality['config']['steps']} steps), "
+         f"{accuracy(long, 'bp')} / {accuracy(long, zerolock)} "
+         f"({link(str(long['config']['steps']), 'quality-tiny-1000')})"],
+        [link("SmolLM2-135M", "quality-smollm2") + f", K={smollm2['config']['stages']}, "
+         f"{smollm2['config']['steps']} steps, BP / ZeroLock α=1 / + affine adapter", "ZeroLock tracks BP",
+         f"{accuracy(smollm2, 'bp')} / {accuracy(smollm2, 'zerolock a=1')} / "
+         f"{accuracy(affine, 'zerolock a=1 affine adapter')}"],
+    ]
+    heads = ["ZeroLock (paper's figure)", "paper: TinyLlama-1.1B, 3 GPUs", "here: 2 CPU cores, tiny model unless named"]
+    return markdown_table(heads, rows)
 
 
 def formatted(report: dict[str, Any]) -> str:
     """What the report's benchmark prints for it (fenced if that is plain text)."""
     bench = report.get("bench", "")
     if bench not in FORMATTERS:
-        raise ValueError(f"no README formatter for a {bench!r} result; add it to FORMATTERS")
+        raise ValueError(f"no formatter for a {bench!r} result; add it to FORMATTERS")
     module, name, plain = FORMATTERS[bench]
     fmt: Callable[[dict[str, Any]], str] = getattr(importlib.import_module(f"benchmarks.{module}"), name)
     text = fmt(report).rstrip()
@@ -74,7 +148,7 @@ def paragraphs(text: str) -> str:
 def _load(name: str, results: Path) -> dict[str, Any]:
     path = results / f"{name}.json"
     if not path.exists():
-        raise ValueError(f"README block {name!r}: no result file {path}")
+        raise ValueError(f"results block {name!r}: no result file {path}")
     return json.loads(path.read_text())
 
 
@@ -101,23 +175,46 @@ def blocks(text: str) -> list[str]:
     return [m.group("name") for m in BLOCK.finditer(text)]
 
 
+def shown(pages: tuple[Path, ...] = PAGES) -> set[str]:
+    """Every block name on the pages."""
+    return {name for page in pages for name in blocks(page.read_text())}
+
+
+def _shown_path(page: Path) -> str:
+    try:
+        return str(page.resolve().relative_to(REPO))
+    except ValueError:
+        return str(page)
+
+
+def update(pages: tuple[Path, ...] = PAGES, *, check: bool = False, results: Path = RESULTS) -> list[Path]:
+    """Rewrite the blocks of every page (`check`: only compare); returns the pages that differed."""
+    stale = []
+    for page in pages:
+        text = page.read_text()
+        new = regenerate(text, results)
+        if new != text:
+            stale.append(page)
+            if not check:
+                page.write_text(new)
+        verb = ("differ from" if new != text else "match") if check else "written from"
+        print(f"{_shown_path(page)}: {len(blocks(text))} results blocks {verb} docs/results/")
+    return stale
+
+
 def register(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--readme", type=Path, default=README)
-    p.add_argument("--check", action="store_true", help="exit 1 if the README differs from what the files give")
+    p.add_argument("--page", type=Path, action="append", dest="pages", metavar="FILE",
+                   help="a page with results blocks (repeatable; default: "
+                        + ", ".join(_shown_path(x) for x in PAGES) + ")")
+    p.add_argument("--check", action="store_true",
+                   help="exit 1 if any page differs from what the result files give; write nothing")
 
     def run(a: argparse.Namespace) -> int:
-        text = a.readme.read_text()
-        new = regenerate(text)
-        if a.check:
-            if new != text:
-                print(f"{a.readme}: results blocks differ from docs/results/ (run zerolock bench readme)",
-                      file=sys.stderr)
-                return 1
-            print(f"{a.readme}: {len(blocks(text))} results blocks match docs/results/")
-            return 0
-        if new != text:
-            a.readme.write_text(new)
-        print(f"{a.readme}: {len(blocks(text))} results blocks written from docs/results/")
+        stale = update(tuple(a.pages or PAGES), check=a.check)
+        if a.check and stale:
+            print(f"stale results blocks in {', '.join(_shown_path(x) for x in stale)}: run `zerolock bench readme`",
+                  file=sys.stderr)
+            return 1
         return 0
 
     p.set_defaults(func=run)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Every benchmark behind the README's results section, one after another, on the embedded tiny
-# default (CPU). Each writes NAME.json + PNG figures under results/ and a log under results/logs/.
-#   bash scripts/benchmarks.sh              # all of them (about 40 min on 2 cores)
-#   bash scripts/benchmarks.sh memory links # only these
+# Every benchmark behind docs/results.md, one after another (see docs/benchmarks.md). Each writes
+# NAME.json + PNG figures under results/ and a log under results/logs/.
+#   bash scripts/benchmarks.sh              # the default set: the embedded tiny model, CPU (about 40 min on 2 cores)
+#   bash scripts/benchmarks.sh memory links # only these, by name (any name below)
 # Run them on an otherwise idle machine: the JSONs record the load average at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -535,14 +535,44 @@ def test_bench_faults_refuses_pipedream_up_front_and_tabulates_outcomes(tmp_path
     assert "2@3:kill" in table and "7.50" in table
 
 
-def test_the_readme_results_blocks_are_what_the_committed_result_files_give():
-    """Every `<!-- results: NAME -->` block of README.md equals what `zerolock bench readme` writes
-    from docs/results/NAME.json: no number in them that no committed file holds."""
-    from benchmarks.readme import README, blocks, regenerate
+def test_the_results_blocks_of_every_page_are_what_the_committed_result_files_give():
+    """Every `<!-- results: NAME -->` block of every page `zerolock bench readme` writes (README.md,
+    docs/results.md) equals what it writes from docs/results/NAME.json: no number in them that no
+    committed file holds."""
+    from benchmarks.readme import PAGES, README, RESULTS_PAGE, blocks, regenerate
 
-    text = README.read_text()
-    assert len(blocks(text)) >= 10
-    assert regenerate(text) == text, "README results blocks are stale: run `zerolock bench readme`"
+    assert set(PAGES) == {README, RESULTS_PAGE}
+    assert blocks(README.read_text()) == ["headline"], "the README keeps one small generated table"
+    assert len(blocks(RESULTS_PAGE.read_text())) >= 10
+    for page in PAGES:
+        text = page.read_text()
+        assert regenerate(text) == text, f"{page.name}: results blocks are stale: run `zerolock bench readme`"
+
+
+def test_bench_readme_check_covers_every_page_and_writes_only_without_check(tmp_path, capsys):
+    import argparse
+
+    from benchmarks.readme import register
+
+    fresh = tmp_path / "fresh.md"
+    stale = tmp_path / "stale.md"
+    fresh.write_text("<!-- results: threads -->\n<!-- /results: threads -->\n")
+    stale.write_text(fresh.read_text())
+    parser = argparse.ArgumentParser()
+    register(parser)
+
+    def run(*args: str) -> int:
+        a = parser.parse_args([*args, "--page", str(fresh), "--page", str(stale)])
+        return a.func(a)
+
+    assert run() == 0  # writes both
+    assert "docs/results/threads.json" in fresh.read_text() and stale.read_text() == fresh.read_text()
+    assert run("--check") == 0
+    stale.write_text(stale.read_text().replace("| 1 ", "| 9 "))
+    before = stale.read_text()
+    assert run("--check") == 1, "a stale second page fails the check"
+    assert stale.read_text() == before, "--check writes nothing"
+    assert "stale.md" in capsys.readouterr().err
 
 
 def test_a_readme_block_without_its_result_file_is_refused(tmp_path):
