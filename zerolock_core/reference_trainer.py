@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import torch
 
-from .alpha_schedule import alpha_by_step
+from .alpha_ramp import alpha_by_step
 from .artifacts import save_final_weights, write_json_atomic
 from .config import RunConfig
 from .evaluation import evaluate_chunks

@@ -27,7 +27,7 @@ from ..artifacts import save_final_weights, write_json_atomic
 from ..config import FailureSpec, RunConfig
 from ..threads import threads_for
 from ..schedule import Action, build_schedule
-from ..alpha_schedule import alpha_by_step
+from ..alpha_ramp import alpha_by_step
 from ..stage_worker import StageWorker
 from ..telemetry import Event, EventWriter
 from ..telemetry.lifecycle import StartupClock, write_lifecycle
