@@ -143,7 +143,8 @@ def test_a_cycle_is_found_when_there_is_one(monkeypatch):
 
 # the run config's modules, from the fields up: none may import a module above it, not even lazily
 CONFIG_MODULES = ("zerolock_core.setting", "zerolock_core.run_fields", "zerolock_core.field_words",
-                  "zerolock_core.alpha_ramp", "zerolock_core.config", "zerolock_core.preflight")
+                  "zerolock_core.alpha_ramp", "zerolock_core.config", "zerolock_core.preflight",
+                  "zerolock_core.config_file")
 
 
 def test_the_config_modules_are_in_no_cycle_not_even_through_an_import_inside_a_function():

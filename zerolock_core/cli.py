@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from .config import ConfigError, RunConfig
+from .config_file import read_config_toml
 from .preflight import preflight
 from .run_fields import RUN_FIELDS, SECTIONS, RunField
 from .setting import value_text
@@ -31,8 +32,8 @@ GIVEN = "given_run_flags"  # the namespace's set of the run flags the user gave 
 
 
 class RunFlag(argparse.Action):
-    """Stores a run flag's value and notes that the user gave it: over a resumed run's config, the flags
-    given count, argparse's defaults do not."""
+    """Stores a run flag's value and notes that the user gave it: over a --config file or a resumed run's
+    config, the flags given count, argparse's defaults do not."""
 
     def __init__(self, option_strings: list[str], dest: str, *, repeat: bool = False, **kwargs) -> None:
         super().__init__(option_strings, dest, **kwargs)
@@ -76,8 +77,9 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(a: argparse.Namespace, *, out: str | None, base: RunConfig | None = None) -> RunConfig:
-    """The run flags of `a` as a validated RunConfig. Over `base` (a resumed run's config) only the flags
-    the user gave; without one, every flag's value (their defaults are the config's)."""
+    """The run flags of `a` as a validated RunConfig. Over `base` (a --config file, a resumed run's
+    config) only the flags the user gave; without one, every flag's value (their defaults are the
+    config's)."""
     given = getattr(a, GIVEN, set())
     changes: dict[str, dict] = {name: {} for name in SECTIONS}
     for key, f in RUN_FIELDS.items():
@@ -108,13 +110,16 @@ def cmd_train(a: argparse.Namespace) -> int:
         raise ConfigError(f"--resume {a.resume} and --out {a.out} name different directories; give one")
     if a.resume and a.overwrite:
         raise ConfigError("--resume keeps the run's checkpoints and --overwrite deletes them; give one")
+    if a.resume and a.config:
+        raise ConfigError("--resume continues a run with its own config and --config starts one from a file; "
+                          "give one")
     if a.resume:
         out = a.resume
         cfg = _resume_config(a)  # out: the directory, wherever it moved
         if cfg.train.runtime != "pipeline":
             raise ConfigError("--resume is for --runtime pipeline runs")
     else:
-        cfg = config_from_args(a, out=a.out)
+        cfg = config_from_args(a, out=a.out, base=read_config_toml(a.config) if a.config else None)
         out = a.out or str(Path("runs") / f"{cfg.train.method}-{time.strftime('%Y%m%d-%H%M%S')}")
         cfg = dataclasses.replace(cfg, out=out)
     if cfg.train.runtime == "pipeline" and not (a.out or a.resume) and "TORCHELASTIC_RUN_ID" in os.environ:
@@ -221,6 +226,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="delete a previous run in --out (its checkpoints included) and start again")
     p.add_argument("--resume", metavar="DIR", default=None,
                    help="continue a crashed or stopped pipeline run from its newest verified checkpoints")
+    p.add_argument("--config", metavar="FILE.toml", default=None,
+                   help="start from a run config in TOML (configs/*.toml, a run's config.toml); the run flags "
+                        "given beside it override its values")
     add_run_flags(p)
     p.set_defaults(func=cmd_train)
 
