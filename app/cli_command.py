@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from zerolock_core.runs_root import DEFAULT_RUNS
+
 from .poll_interval import DEFAULT_POLL_S, FIGURES_EVERY_S
 
 
@@ -14,7 +16,9 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--user", default="zerolock", help="user name for the password login")
     parser.add_argument("--password", default=os.environ.get("ZEROLOCK_DASHBOARD_PASSWORD"),
                         help="require this password (default: $ZEROLOCK_DASHBOARD_PASSWORD)")
-    parser.add_argument("--runs-dir", default="runs", help="where runs are written and listed (default runs/)")
+    parser.add_argument("--runs-dir", default=DEFAULT_RUNS,
+                        help=f"where runs are written and listed; the dashboard acts on runs in it only "
+                             f"(default {DEFAULT_RUNS}/)")
     parser.add_argument("--no-browser", action="store_true", help="do not open a browser tab")
     parser.add_argument("--poll", type=float, default=DEFAULT_POLL_S,
                         help=f"seconds between the Watch tab's status-line updates (default {DEFAULT_POLL_S:g}; at "

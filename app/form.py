@@ -1,5 +1,5 @@
 """The Run form's values -> one validated, preflighted RunConfig per chosen method (ConfigError
-otherwise, rendered in the form's words with `preflight.render(err, preflight.FORM)`)."""
+otherwise, rendered in the form's words with `field_words.render(err, field_words.FORM)`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,7 +7,9 @@ from typing import Any
 
 from zerolock_core.config import (CONSISTENCY_DIRECTIONS, FAILURE_MODES, LINK_PROFILE_NAMES, ConfigError, DataConfig,
                                   LinkConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig)
-from zerolock_core.preflight import FieldError, number, preflight, qualified, whole
+from zerolock_core.field_words import FieldError, number, qualified, whole
+from zerolock_core.preflight import preflight
+from zerolock_core.setting import value_text
 
 # (label shown, method); "bp" is the single-process backprop reference trainer
 METHOD_CHOICES: tuple[tuple[str, str], ...] = (
@@ -20,22 +22,24 @@ NO_FAILURE = "none"  # the failure mode of "no scheduled failure"
 
 @dataclass(kw_only=True, frozen=True)
 class RunForm:
-    """What the user picked; the defaults are the tiny run the dashboard opens with: long enough (about a
-    minute on 2 cores) to inject a failure into by hand."""
+    """What the user picked. The fields that are config fields start at the config's defaults
+    (run_fields.py): the dashboard opens on the run `zerolock train --runtime pipeline` makes, about half
+    a minute on 2 cores (K = 2: a core a stage), long enough to inject a failure into by hand. The
+    form's own fields: the methods to run one after another and a scheduled failure."""
     methods: tuple[str, ...] = ("zerolock",)
-    stages: int = 2
-    batch: int = 8
-    microbatches: int = 4
-    alpha: str = "0.5"
-    consistency: str = "reverse"
-    steps: int = 200
-    seed: int = 0
-    link: str = "none"
-    seq_len: int = 64
-    eval_size: int = 64
-    lr: float = 2e-3
-    model: str = "tiny"
-    dataset: str = "topics"
+    stages: int = TrainConfig.stages
+    batch: int = TrainConfig.batch
+    microbatches: int = TrainConfig.microbatches
+    alpha: str = value_text(ObjectiveConfig.alpha)  # as the user types it: "0.5", "1,0.5"
+    consistency: str = ObjectiveConfig.consistency
+    steps: int = TrainConfig.steps
+    seed: int = TrainConfig.seed
+    link: str = LinkConfig.profile
+    seq_len: int = DataConfig.seq_len
+    eval_size: int = DataConfig.eval_size
+    lr: float = TrainConfig.lr
+    model: str = ModelConfig.model
+    dataset: str = DataConfig.dataset
     # a failure scheduled from the form (pipeline methods): stage fail_stage fails once it has done
     # fail_step optimizer steps, in fail_mode (one of FAILURE_MODES, or NO_FAILURE)
     fail_stage: int = 1

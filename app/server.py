@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zerolock_core.config import ConfigError
+from zerolock_core.runs_root import DEFAULT_RUNS
 
 from .controller import EngineController
 from .poll_interval import DEFAULT_POLL_S, check_poll
@@ -19,7 +20,7 @@ class ServeOptions:
     port: int | None = None  # None: 7860, or the next free port
     user: str = "zerolock"
     password: str | None = None
-    runs_dir: str = "runs"
+    runs_dir: str = DEFAULT_RUNS
     open_browser: bool = True
     poll_s: float = DEFAULT_POLL_S
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from zerolock_core.config import FAILURE_MODES, ConfigError
-from zerolock_core.preflight import FIELDS, FORM, render
+from zerolock_core.field_words import FORM, render
 
 from .controller import EngineController
 from .failure_panel import MODE_LABELS
@@ -25,8 +25,8 @@ class RunTab:
 
 
 def _label(key: str, hint: str = "") -> str:
-    """The form's label of a field: the same words its error messages use (preflight.FIELDS)."""
-    return f"{FIELDS[key].label} ({hint})" if hint else FIELDS[key].label
+    """The form's label of a field: the same words its error messages use (run_fields.py defines them)."""
+    return f"{FORM.name(key)} ({hint})" if hint else FORM.name(key)
 
 
 def build_run_tab(defaults: RunForm = RunForm()) -> RunTab:
@@ -48,7 +48,7 @@ def build_run_tab(defaults: RunForm = RunForm()) -> RunTab:
                                 ("forward: KL(p_k−1 ‖ p_k), authors' code", "forward")],
                                value=d.consistency, label=_label("consistency"))
     with gr.Row():
-        link = gr.Dropdown(list(LINK_CHOICES), value=d.link, label=_label("link", "pipeline methods"))
+        link = gr.Dropdown(list(LINK_CHOICES), value=d.link, label=_label("profile", "pipeline methods"))
         seed = gr.Number(d.seed, label=_label("seed"), **whole)
     with gr.Row(equal_height=True):  # a failure at a known step: a class watches it without racing the run
         fail_mode = gr.Dropdown([("none", NO_FAILURE), *((MODE_LABELS[m], m) for m in FAILURE_MODES)],

@@ -7,13 +7,15 @@ from typing import Any
 
 import gradio as gr
 
+from zerolock_core.runs_root import DEFAULT_RUNS
+
 from . import tab_compare, tab_explain, tab_readability, tab_run, tab_runs, tab_watch
 from .controller import EngineController
 from .page_script import SHOW_WATCH_JS, WATCH_TAB_ID, launch_options
 from .poll_interval import DEFAULT_POLL_S, check_poll
 
 
-def build_app(controller: EngineController | None = None, *, runs_root: str | Path = "runs",
+def build_app(controller: EngineController | None = None, *, runs_root: str | Path = DEFAULT_RUNS,
               poll_s: float = DEFAULT_POLL_S) -> gr.Blocks:
     """The dashboard. One controller per app process: every browser session shares it."""
     check_poll(poll_s)

@@ -51,7 +51,7 @@ ARMS: dict[str, dict[str, Any]] = {
     "zerolock a=0.5 mlp adapter": _arm(readout_adapter="mlp"),
     "zerolock a=0.5 affine adapter": _arm(readout_adapter="affine"),
     "zerolock a=1 affine adapter": _arm(alpha=1.0, readout_adapter="affine"),
-    "zerolock a=0.5->1": _arm(alpha_schedule="linear:0.5->1"),
+    "zerolock a=0.5->1": _arm(alpha_ramp="linear:0.5->1"),
 }
 DEFAULT_ARMS = ("bp", "1f1b", "zerolock a=0.5 reverse", "zerolock a=0.5 forward", "zerolock a=1")
 
@@ -68,7 +68,7 @@ def arm_config(settings: BenchSettings, arm: str, *, seed: int, stages: int, bat
                           lora_targets=lora_targets, boundaries=boundaries),
         data=DataConfig(dataset=settings.dataset, seq_len=settings.seq_len, eval_size=eval_size),
         objective=ObjectiveConfig(alpha=(a["alpha"],), consistency=a["consistency"],
-                                  alpha_schedule=a.get("alpha_schedule", "")),
+                                  alpha_ramp=a.get("alpha_ramp", "")),
         train=TrainConfig(runtime=a["runtime"], method=a["method"], stages=stages, batch=batch,
                           microbatches=microbatches, steps=settings.steps, lr=settings.lr, seed=seed,
                           eval_every=eval_every if reference else 0, threads=threads, device=settings.device,

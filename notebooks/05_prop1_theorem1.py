@@ -117,14 +117,14 @@ assert not all(r[6] for r in rows)                   # C: an underestimated beta
 # ## 2. Train a short ZeroLock run and read every chunk out
 #
 # 120 steps of the reference (single-process) ZeroLock trainer, $\alpha = 0.5$, reverse consistency,
-# AdamW with lr $2\cdot10^{-3}$ (the defaults), batch 8 in 2 micro-batches. Then 64 eval examples (one answer token each) go
+# AdamW with lr $5\cdot10^{-3}$, batch 8 in 2 micro-batches. Then 64 eval examples (one answer token each) go
 # through the chunks. $p_0$ is the frozen head applied to the embedding output $h_0 = E(x)$.
 
 # %%
 run_dir = pathlib.Path(tempfile.mkdtemp(prefix="zerolock_nb5_")) / "run"
 cfg = RunConfig(data=DataConfig(seq_len=64, eval_size=64),
                 train=TrainConfig(runtime="reference", method="zerolock", stages=3, batch=8, microbatches=2,
-                                  steps=120, threads=1),
+                                  steps=120, lr=5e-3, threads=1),
                 out=str(run_dir))
 bench = build_run_setup(cfg)                                  # fresh chunks: LoRA at its initialisation
 init_state = [{n: p.detach().clone() for n, p in c.trainable_state().items()} for c in bench.chunks]

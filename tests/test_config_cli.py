@@ -11,7 +11,7 @@ BAD_FLAGS = [
     (["--batch", "8", "--microbatches", "3"], "--batch 8 is not divisible by --microbatches 3"),
     (["--alpha", "0"], r"--alpha 0.0 is outside \(0, 1\]"),
     (["--alpha", "1.5"], r"--alpha 1.5 is outside \(0, 1\]"),
-    (["--alpha", "0.5,0.5"], "--alpha has 2 values"),
+    (["--stages", "3", "--alpha", "0.5,0.5"], "--alpha has 2 values"),
     (["--method", "gpipe"], "--method 'gpipe' is not available with --runtime reference"),
     (["--method", "nope"], "--method 'nope'"),
     (["--stages", "0"], "--stages must be at least 1"),
@@ -74,7 +74,7 @@ def test_warm_standby_auto_wants_a_core_the_stages_do_not_use(monkeypatch, mode,
 
 
 def test_bad_warm_standby_is_a_config_error():
-    with pytest.raises(ConfigError, match="--warm-standby must be one of auto, on, off"):
+    with pytest.raises(ConfigError, match="--warm-standby 'maybe' is not one of auto, on, off"):
         RunConfig(train=TrainConfig(warm_standby="maybe"))
 
 

@@ -1,10 +1,12 @@
 """The import rules, read from the source (no module is imported): the engine never imports the dashboard
-or the benchmarks (the CLI's lazy hand-off to them is the one allowed place), and no module imports
-itself back through a chain of module-level imports."""
+or the benchmarks (the CLI's lazy hand-off to them is the one allowed place), no module imports
+itself back through a chain of module-level imports, and the config's modules not even through an import
+inside a function."""
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -55,15 +57,33 @@ def module_level_imports(module: str) -> set[str]:
     return {m for m in found if m in MODULES and m != module}
 
 
+def runtime_imports(module: str) -> set[str]:
+    """What `module` may import while it runs: every import statement, inside functions too, but not
+    those under `if TYPE_CHECKING:` (they never run)."""
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            return
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.update(imported(module, node))
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(MODULES[module].read_text()))
+    return {m for m in found if m in MODULES and m != module}
+
+
 def every_import(module: str) -> list[tuple[str, int]]:
     tree = ast.parse(MODULES[module].read_text())
     return [(name, node.lineno) for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
             for name in imported(module, node)]
 
 
-def import_cycles() -> list[list[str]]:
-    """The strongly connected components of more than one module (Tarjan), module-level imports only."""
-    graph = {m: sorted(module_level_imports(m)) for m in MODULES}
+def import_cycles(imports: Callable[[str], set[str]] | None = None) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), module-level imports unless
+    told otherwise."""
+    graph = {m: sorted((imports or module_level_imports)(m)) for m in MODULES}
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -119,3 +139,34 @@ def test_a_cycle_is_found_when_there_is_one(monkeypatch):
     monkeypatch.setitem(globals(), "MODULES", dict.fromkeys(fake, Path("unused")))
     monkeypatch.setitem(globals(), "module_level_imports", lambda m: fake[m])
     assert import_cycles() == [["zerolock_core.a", "zerolock_core.b"]]
+
+
+# the run config's modules, from the fields up: none may import a module above it, not even lazily
+CONFIG_MODULES = ("zerolock_core.setting", "zerolock_core.run_fields", "zerolock_core.field_words",
+                  "zerolock_core.alpha_ramp", "zerolock_core.config", "zerolock_core.preflight",
+                  "zerolock_core.config_file")
+
+
+def test_the_config_modules_are_in_no_cycle_not_even_through_an_import_inside_a_function():
+    """An import inside a function hides a cycle from the module-level check (config.validate once
+    imported preflight, which imports config)."""
+    assert set(CONFIG_MODULES) <= set(MODULES)
+    assert [c for c in import_cycles(runtime_imports) if set(c) & set(CONFIG_MODULES)] == []
+
+
+def test_an_import_inside_a_function_closes_a_cycle(tmp_path, monkeypatch):
+    """The finder itself, on source: config importing preflight inside a function, preflight importing
+    config at the top, is a cycle; the same import under `if TYPE_CHECKING:` is none."""
+    def write(name: str, text: str) -> Path:
+        (tmp_path / name).write_text(text)
+        return tmp_path / name
+
+    preflight = write("preflight.py", "from .config import RunConfig\n")
+    lazy = write("lazy.py", "def validate(cfg):\n    from . import preflight\n    return preflight\n")
+    typing_only = write("typing_only.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                          "    from .preflight import Field\n")
+    for config, cycles in [(lazy, [["zerolock_core.config", "zerolock_core.preflight"]]), (typing_only, [])]:
+        monkeypatch.setitem(globals(), "MODULES", {"zerolock_core.config": config,
+                                                   "zerolock_core.preflight": preflight})
+        assert import_cycles() == []  # no module-level cycle either way
+        assert import_cycles(runtime_imports) == cycles

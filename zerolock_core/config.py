@@ -1,35 +1,30 @@
-"""Run configuration: keyword-only dataclasses, validated before any work starts.
+"""Run configuration: the sections of run_fields.py put together into one validated `RunConfig`,
+checked before any work starts.
 
 Every user mistake is a `ConfigError` (a `ValueError`) whose message names the flag, the value
-and what is allowed, so the CLI can print one clear line instead of a traceback. The rules a Run form
-field can break raise `preflight.FieldError`, whose message the dashboard renders with its own labels.
+and what is allowed, so the CLI can print one clear line instead of a traceback. A refusal about one
+field is a `field_words.FieldError`, which the dashboard renders with its form's labels and a config
+file's reader with its keys.
 """
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from .threads import DEFAULT_THREADS
+from .alpha_ramp import AlphaRamp
+from .field_words import (ConfigError, FieldError, check_field, microbatches_below_stages, not_divisible,
+                          require as rule)
+from .run_fields import (CONSISTENCY_DIRECTIONS, LINK_PROFILE_NAMES, METHODS_BY_RUNTIME, READOUT_ADAPTERS,
+                         RUN_FIELDS, SECTIONS, WARM_STANDBY, DataConfig, LinkConfig, ModelConfig, ObjectiveConfig,
+                         TrainConfig)
+
+__all__ = ["CONSISTENCY_DIRECTIONS", "FAILURE_MODES", "HEARTBEAT_INTERVAL_S", "LINK_PROFILE_NAMES",
+           "METHODS_BY_RUNTIME", "MIN_HEARTBEAT_TIMEOUT_S", "PIPEDREAM_REFUSAL", "READOUT_ADAPTERS", "WARM_STANDBY",
+           "ConfigError", "DataConfig", "FailureSpec", "LinkConfig", "ModelConfig", "ObjectiveConfig", "RunConfig",
+           "TrainConfig", "replace", "validate"]
 
 FAILURE_MODES = ("kill", "stop", "post-step", "mid-ckpt")
-
-METHODS_BY_RUNTIME = {
-    "reference": ("bp", "zerolock"),
-    "pipeline": ("zerolock", "gpipe", "1f1b", "pipedream"),
-}
-CONSISTENCY_DIRECTIONS = ("reverse", "forward")
-# none | mlp: the paper's option (b), a residual MLP before the frozen head | affine: a tuned-lens
-# style translator h + A h + b (both the identity at initialisation)
-READOUT_ADAPTERS = ("none", "mlp", "affine")
-
-
-class ConfigError(ValueError):
-    """A bad user-supplied value; the message is meant to be shown as is."""
-
-
-WARM_STANDBY = ("auto", "on", "off")
 HEARTBEAT_INTERVAL_S = 0.2  # how often a stage beats (runtime/heartbeat.py uses this)
 MIN_HEARTBEAT_TIMEOUT_S = 1.0  # five missed beats
 PIPEDREAM_REFUSAL = ("PipeDream cannot be recovered: its unflushed pipeline keeps several weight versions "
@@ -50,92 +45,17 @@ class FailureSpec:
         try:
             spec = FailureSpec(stage=int(stage), step=int(step), mode=mode or "kill")
         except ValueError:
-            raise ConfigError(f"--fail {text!r} is not STAGE@STEP[:MODE] (e.g. 1@3:kill)") from None
+            raise FieldError("failures", lambda w: f"{w.value('failures', repr(text))} is not STAGE@STEP[:MODE] "
+                                                   f"(e.g. 1@3:kill)") from None
         if not at or spec.mode not in FAILURE_MODES:
-            raise ConfigError(f"--fail {text!r}: mode must be one of {', '.join(FAILURE_MODES)}")
+            raise FieldError("failures", lambda w: f"{w.value('failures', repr(text))}: mode must be one of "
+                                                   f"{', '.join(FAILURE_MODES)}")
         return spec
 
     @property
     def label(self) -> str:
         """The canonical text of the spec ("1@3:kill"): its name in the store and in metrics.json."""
         return f"{self.stage}@{self.step}:{self.mode}"
-
-
-@dataclass(kw_only=True, frozen=True)
-class ModelConfig:
-    model: str = "tiny"  # "tiny" (embedded), a local directory, or a hub id
-    lora_rank: int = 4
-    lora_alpha: float = 16.0
-    lora_targets: tuple[str, ...] = ("q_proj", "v_proj")
-    readout_adapter: str = "none"  # one of READOUT_ADAPTERS
-    readout_adapter_hidden: int = 64
-    boundaries: tuple[int, ...] | None = None  # first layer of chunks 2..K; None = even split
-
-
-@dataclass(kw_only=True, frozen=True)
-class DataConfig:
-    dataset: str = "topics"  # topics | needle | ag_news | csv:PATH
-    seq_len: int = 128
-    eval_size: int = 256  # eval examples scored (0 = the whole eval split)
-
-
-@dataclass(kw_only=True, frozen=True)
-class ObjectiveConfig:
-    alpha: tuple[float, ...] = (0.5,)  # one value for every chunk, or one per chunk
-    consistency: str = "reverse"  # reverse = KL(p_k || p_{k-1}) (paper Eq. 5); forward = KL(p_{k-1} || p_k)
-    alpha_schedule: str = ""  # e.g. "linear:0.5->1" (alpha_schedule.py); "" = the constant alpha above
-
-    def alpha_for(self, chunk: int) -> float:
-        return self.alpha[0] if len(self.alpha) == 1 else self.alpha[chunk]
-
-    def alpha_at(self, chunk: int, step: int, steps: int) -> float:
-        """α of `chunk` at the 0-based optimizer step `step` of a `steps`-step run."""
-        if not self.alpha_schedule:
-            return self.alpha_for(chunk)
-        from .alpha_schedule import AlphaSchedule
-
-        return AlphaSchedule.parse(self.alpha_schedule).at(step, steps)
-
-
-@dataclass(kw_only=True, frozen=True)
-class TrainConfig:
-    runtime: str = "reference"
-    method: str = "zerolock"
-    stages: int = 3
-    batch: int = 8
-    microbatches: int = 4
-    steps: int = 200
-    lr: float = 5e-3
-    weight_decay: float = 0.0
-    seed: int = 0
-    eval_every: int = 0  # 0 = evaluate at the end only
-    final_eval: bool = True  # pipeline: evaluate the final weights (off: metrics without eval, seconds sooner)
-    threads: int = DEFAULT_THREADS  # torch threads per computing process; 0 = a fair share of the cores (threads.py)
-    device: str = "cpu"
-    inflight_depth: int = 2  # bounded inbound buffer: hidden states sent but not yet consumed
-    memory_budget_bytes: int = 0  # > 0: a stage whose measured activations exceed it fails (OOM-like)
-    ckpt_every: int = 0  # pipeline: each stage checkpoints every N update windows (0 = never)
-    keep_checkpoints: int = 3
-    failures: tuple[str, ...] = ()  # injected failures, "STAGE@STEP[:MODE]"
-    heartbeat_timeout_s: float = 3.0  # a stage silent this long is declared failed
-    replay_buffer: int = 0  # hidden states an upstream stage keeps for replay (0 = what ckpt_every needs)
-    # with checkpoints, keep a spare process with its imports done for a replacement: "on", "off", or
-    # "auto" = on when the machine has more cores than stages (the spare's imports then cost no stage)
-    warm_standby: str = "auto"
-    max_restarts: int = 3  # replacements per stage before the run ends failed (a crash loop)
-    stall_timeout_s: float = 0.0  # no action anywhere for this long ends the run failed (0 = auto)
-
-
-@dataclass(kw_only=True, frozen=True)
-class LinkConfig:
-    """Link emulation between adjacent stages (a real delay on the real transfers).
-    profile: none (no emulation) | local | wifi | mobile | constrained | custom."""
-    profile: str = "none"
-    bandwidth_mbps: float | None = None  # overrides the profile's bandwidth (custom: required)
-    latency_ms: float | None = None  # overrides the profile's one-way latency (custom: required)
-
-
-LINK_PROFILE_NAMES = ("none", "local", "wifi", "mobile", "constrained", "custom")
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -162,124 +82,103 @@ class RunConfig:
                 raise ConfigError(f"unknown {cls.__name__} field(s): {', '.join(sorted(unknown))}")
             return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
 
-        model = dict(d.get("model", {}))
-        if isinstance(model.get("readout_adapter"), bool):  # run directories written before the kinds
+        # run directories written before a field was renamed or changed its kind
+        sections = {name: dict(d.get(name, {})) for name in SECTIONS}
+        model, objective = sections["model"], sections["objective"]
+        if isinstance(model.get("readout_adapter"), bool):
             model["readout_adapter"] = "mlp" if model["readout_adapter"] else "none"
-        return RunConfig(
-            model=tuples(ModelConfig, model),
-            data=tuples(DataConfig, d.get("data", {})),
-            objective=tuples(ObjectiveConfig, d.get("objective", {})),
-            train=tuples(TrainConfig, d.get("train", {})),
-            link=tuples(LinkConfig, d.get("link", {})),
-            out=d.get("out"),
-        )
+        if "alpha_schedule" in objective:  # the α ramp's old name
+            objective.setdefault("alpha_ramp", objective.pop("alpha_schedule"))
+        return RunConfig(**{name: tuples(SECTIONS[name], values) for name, values in sections.items()},
+                         out=d.get("out"))
+
+
+def validate(cfg: RunConfig) -> None:
+    """Checks everything that can be checked without loading the model (preflight.py adds what needs
+    a look at the model's config and the dataset's files): every field's own bounds and choices
+    (run_fields.py), then the rules between fields. A rule about a field raises a FieldError: its
+    message is given the words of whoever asked."""
+    from .schedule import schedulable  # the schedule builders, only when a config is checked
+
+    for key, f in RUN_FIELDS.items():
+        check_field(key, getattr(getattr(cfg, f.section), key))
+    t, o, m, lk = cfg.train, cfg.objective, cfg.model, cfg.link
+    allowed = METHODS_BY_RUNTIME[t.runtime]
+    rule(t.method in allowed, "method", lambda w: f"{w.value('method', repr(t.method))} is not available with "
+                                                  f"{w.value('runtime', t.runtime)} (choose {', '.join(allowed)})")
+    rule(t.batch % t.microbatches == 0, "microbatches",
+         lambda w: not_divisible(w, batch=t.batch, microbatches=t.microbatches))
+    rule(t.device == "cpu" or t.device.startswith("cuda"), "device",
+         lambda w: f"{w.value('device', repr(t.device))} is not 'cpu' or 'cuda[:N]'")
+    rule(schedulable(t.method, stages=t.stages, microbatches=t.microbatches), "microbatches",
+         lambda w: microbatches_below_stages(w, batch=t.batch, microbatches=t.microbatches, stages=t.stages))
+    rule(t.heartbeat_timeout_s >= MIN_HEARTBEAT_TIMEOUT_S, "heartbeat_timeout_s",
+         lambda w: f"{w.name('heartbeat_timeout_s')} must be at least {MIN_HEARTBEAT_TIMEOUT_S:g} s "
+                   f"(got {t.heartbeat_timeout_s:g}): stages beat every {HEARTBEAT_INTERVAL_S:g} s, and a shorter "
+                   f"timeout declares healthy stages dead")
+    rule(t.stall_timeout_s == 0 or t.stall_timeout_s >= 5, "stall_timeout_s",
+         lambda w: f"{w.name('stall_timeout_s')} must be 0 (auto) or at least 5 s (got {t.stall_timeout_s:g})")
+    _check_failures(t)
+    rule(lk.profile != "custom" or (lk.bandwidth_mbps is not None and lk.latency_ms is not None), "profile",
+         lambda w: f"{w.value('profile', 'custom')} needs {w.name('bandwidth_mbps')} and {w.name('latency_ms')}")
+    rule(lk.profile == "none" or t.runtime == "pipeline", "profile",
+         lambda w: f"{w.name('profile')} emulation needs {w.value('runtime', 'pipeline')}")
+    rule(len(o.alpha) >= 1, "alpha", lambda w: f"{w.name('alpha')} needs at least one value")
+    rule(len(o.alpha) in (1, t.stages), "alpha",
+         lambda w: f"{w.name('alpha')} has {len(o.alpha)} values; give one, or one per stage ({t.stages})")
+    if o.alpha_ramp:
+        AlphaRamp.parse(o.alpha_ramp)  # raises ConfigError with the reason
+        rule(len(o.alpha) == 1, "alpha_ramp",
+             lambda w: f"{w.name('alpha_ramp')} sets α for every chunk: give no per-stage {w.name('alpha')} with it")
+        rule(t.method == "zerolock", "alpha_ramp", lambda w: f"{w.name('alpha_ramp')} belongs to ZeroLock's local "
+                                                             f"objective; {w.value('method', t.method)} has no α")
+    rule(len(m.lora_targets) >= 1, "lora_targets", lambda w: f"{w.name('lora_targets')} needs at least one module name")
+    rule(m.readout_adapter == "none" or t.method == "zerolock", "readout_adapter",
+         lambda w: f"{w.name('readout_adapter')} belongs to ZeroLock's local objective; "
+                   f"{w.value('method', t.method)} has no local readout")
+    if m.boundaries is not None:
+        b = m.boundaries
+        rule(len(b) == t.stages - 1, "boundaries",
+             lambda w: f"{w.name('boundaries')} has {len(b)} values; "
+                       f"{w.value('stages', t.stages)} needs {t.stages - 1}")
+        rule(all(x > 0 for x in b) and list(b) == sorted(set(b)), "boundaries",
+             lambda w: f"{w.value('boundaries', list(b))} must be strictly increasing layer indices > 0")
+
+
+def _check_failures(t: TrainConfig) -> None:
+    """--fail: each spec well-formed, inside the run, recoverable; no stage failing more often than it may restart."""
+    specs = [(text, FailureSpec.parse(text)) for text in t.failures]
+    for text, f in specs:
+        rule(t.runtime == "pipeline", "failures",
+             lambda w: f"{w.name('failures')} needs {w.value('runtime', 'pipeline')}")
+        rule(0 <= f.stage < t.stages, "fail_stage", lambda w, f=f, text=text:
+             f"{w.value('failures', repr(text))}: stage {f.stage} is not in 0..{t.stages - 1}")
+        rule(1 <= f.step < t.steps, "fail_step", lambda w, f=f, text=text:
+             f"{w.value('failures', repr(text))}: step {f.step} must be in 1..{t.steps - 1}")
+        _require(t.method != "pipedream", PIPEDREAM_REFUSAL)  # before --ckpt-every: no checkpoint helps it
+        rule(t.ckpt_every > 0, "ckpt_every", lambda w, text=text:
+             f"{w.value('failures', repr(text))} needs checkpoints to recover from: set {w.name('ckpt_every')}")
+        if f.mode == "mid-ckpt":
+            first_ckpt = -(-f.step // t.ckpt_every) * t.ckpt_every
+            rule(first_ckpt <= t.steps, "failures", lambda w, f=f, text=text:
+                 f"{w.value('failures', repr(text))}: no checkpoint is written at or after step {f.step} "
+                 f"({w.value('ckpt_every', t.ckpt_every)}, {w.value('steps', t.steps)}), so it could never fire")
+    per_stage: dict[int, int] = {}
+    for _, f in specs:
+        per_stage[f.stage] = per_stage.get(f.stage, 0) + 1
+    for stage, n in sorted(per_stage.items()):
+        rule(n <= t.max_restarts, "max_restarts",
+             lambda w, n=n, stage=stage: f"{w.name('failures')} injects {n} failures into stage {stage} but "
+                                         f"{w.name('max_restarts')} is {t.max_restarts}: the run would end failed; "
+                                         f"raise {w.name('max_restarts')}")
+    labels = [f.label for _, f in specs]
+    rule(len(set(labels)) == len(labels), "failures",
+         lambda w: f"{w.name('failures')}: the same failure is given twice")
 
 
 def _require(ok: bool, message: str) -> None:
     if not ok:
         raise ConfigError(message)
-
-
-def validate(cfg: RunConfig) -> None:
-    """Checks everything that can be checked without loading the model (preflight.py adds what needs
-    a look at the model's config and the dataset's files)."""
-    from . import preflight  # imported here: preflight builds on this module
-    from .schedule import schedulable
-    rule = preflight.require  # a rule about a form field: its message is given the audience's words
-    t, o, m, d = cfg.train, cfg.objective, cfg.model, cfg.data
-    _require(t.runtime in METHODS_BY_RUNTIME,
-             f"--runtime {t.runtime!r} is not one of {', '.join(METHODS_BY_RUNTIME)}")
-    allowed = METHODS_BY_RUNTIME[t.runtime]
-    _require(t.method in allowed,
-             f"--method {t.method!r} is not available with --runtime {t.runtime} (choose {', '.join(allowed)})")
-    for key in ("stages", "batch", "microbatches", "steps"):
-        value = getattr(t, key)
-        rule(value >= 1, key, lambda w, key=key, value=value: f"{w.name(key)} must be at least 1 (got {value})")
-    rule(t.batch % t.microbatches == 0, "microbatches",
-          lambda w: preflight.not_divisible(w, batch=t.batch, microbatches=t.microbatches))
-    rule(math.isfinite(t.lr) and t.lr > 0, "lr", lambda w: f"{w.name('lr')} must be positive and finite (got {t.lr})")
-    _require(t.weight_decay >= 0, f"--weight-decay must be >= 0 (got {t.weight_decay})")
-    _require(t.eval_every >= 0, f"--eval-every must be >= 0 (got {t.eval_every})")
-    _require(t.threads >= 0, f"--threads must be >= 0 (got {t.threads})")
-    _require(t.device == "cpu" or t.device.startswith("cuda"),
-             f"--device {t.device!r} is not 'cpu' or 'cuda[:N]'")
-    rule(schedulable(t.method, stages=t.stages, microbatches=t.microbatches), "microbatches",
-         lambda w: preflight.microbatches_below_stages(w, batch=t.batch, microbatches=t.microbatches, stages=t.stages))
-    _require(t.ckpt_every >= 0, f"--ckpt-every must be >= 0 (got {t.ckpt_every})")
-    _require(t.keep_checkpoints >= 2, f"--keep-checkpoints must be at least 2 (got {t.keep_checkpoints})")
-    _require(t.warm_standby in WARM_STANDBY, f"--warm-standby must be one of {', '.join(WARM_STANDBY)} "
-             f"(got {t.warm_standby!r})")
-    _require(t.heartbeat_timeout_s >= MIN_HEARTBEAT_TIMEOUT_S,
-             f"--heartbeat-timeout must be at least {MIN_HEARTBEAT_TIMEOUT_S:g} s (got {t.heartbeat_timeout_s:g}): "
-             f"stages beat every {HEARTBEAT_INTERVAL_S:g} s, and a shorter timeout declares healthy stages dead")
-    _require(t.max_restarts >= 0, f"--max-restarts must be >= 0 (got {t.max_restarts})")
-    _require(t.stall_timeout_s == 0 or t.stall_timeout_s >= 5,
-             f"--stall-timeout must be 0 (auto) or at least 5 s (got {t.stall_timeout_s:g})")
-    _require(t.replay_buffer >= 0, f"--replay-buffer must be >= 0 (got {t.replay_buffer})")
-    for text in t.failures:
-        f = FailureSpec.parse(text)
-        _require(t.runtime == "pipeline", "--fail needs --runtime pipeline")
-        rule(0 <= f.stage < t.stages, "fail_stage", lambda w, f=f, text=text:
-              f"{w.value('failures', repr(text))}: stage {f.stage} is not in 0..{t.stages - 1}")
-        rule(1 <= f.step < t.steps, "fail_step", lambda w, f=f, text=text:
-              f"{w.value('failures', repr(text))}: step {f.step} must be in 1..{t.steps - 1}")
-        _require(t.method != "pipedream", PIPEDREAM_REFUSAL)  # before --ckpt-every: no checkpoint helps it
-        _require(t.ckpt_every > 0, f"--fail {text!r} needs checkpoints to recover from: set --ckpt-every")
-        if f.mode == "mid-ckpt":
-            first_ckpt = -(-f.step // max(1, t.ckpt_every)) * max(1, t.ckpt_every)
-            _require(t.ckpt_every == 0 or first_ckpt <= t.steps,
-                     f"--fail {text!r}: no checkpoint is written at or after step {f.step} "
-                     f"(--ckpt-every {t.ckpt_every}, --steps {t.steps}), so it could never fire")
-    per_stage = {}
-    for text in t.failures:
-        f = FailureSpec.parse(text)
-        per_stage[f.stage] = per_stage.get(f.stage, 0) + 1
-    for stage, n in sorted(per_stage.items()):
-        _require(n <= t.max_restarts, f"--fail injects {n} failures into stage {stage} but --max-restarts is "
-                                      f"{t.max_restarts}: the run would end failed; raise --max-restarts")
-    labels = [FailureSpec.parse(x).label for x in t.failures]
-    _require(len(set(labels)) == len(labels), "--fail: the same failure is given twice")
-    _require(t.inflight_depth >= 1, f"--inflight-depth must be at least 1 (got {t.inflight_depth})")
-    _require(t.memory_budget_bytes >= 0, f"--memory-budget must be >= 0 (got {t.memory_budget_bytes})")
-    lk = cfg.link
-    _require(lk.profile in LINK_PROFILE_NAMES,
-             f"--link {lk.profile!r} is not one of {', '.join(LINK_PROFILE_NAMES)}")
-    _require(lk.profile != "custom" or (lk.bandwidth_mbps is not None and lk.latency_ms is not None),
-             "--link custom needs --link-bandwidth-mbps and --link-latency-ms")
-    _require(lk.bandwidth_mbps is None or lk.bandwidth_mbps > 0,
-             f"--link-bandwidth-mbps must be positive (got {lk.bandwidth_mbps})")
-    _require(lk.latency_ms is None or lk.latency_ms >= 0, f"--link-latency-ms must be >= 0 (got {lk.latency_ms})")
-    _require(lk.profile == "none" or t.runtime == "pipeline", "--link emulation needs --runtime pipeline")
-    _require(len(o.alpha) >= 1, "--alpha needs at least one value")
-    for a in o.alpha:
-        rule(0.0 < a <= 1.0, "alpha", lambda w, a=a: f"{w.value('alpha', a)} is outside (0, 1]")
-    rule(len(o.alpha) in (1, t.stages), "alpha",
-          lambda w: f"{w.name('alpha')} has {len(o.alpha)} values; give one, or one per stage ({t.stages})")
-    if o.alpha_schedule:
-        from .alpha_schedule import AlphaSchedule
-
-        AlphaSchedule.parse(o.alpha_schedule)  # raises ConfigError with the reason
-        _require(len(o.alpha) == 1, "--alpha-schedule sets α for every chunk: give no per-stage --alpha with it")
-        _require(t.method == "zerolock", f"--alpha-schedule belongs to ZeroLock's local objective; "
-                                         f"--method {t.method} has no α")
-    _require(o.consistency in CONSISTENCY_DIRECTIONS,
-             f"--consistency {o.consistency!r} is not one of {', '.join(CONSISTENCY_DIRECTIONS)}")
-    _require(m.lora_rank >= 1, f"--lora-rank must be at least 1 (got {m.lora_rank})")
-    _require(m.lora_alpha > 0, f"--lora-alpha must be positive (got {m.lora_alpha})")
-    _require(len(m.lora_targets) >= 1, "--lora-targets needs at least one module name")
-    _require(m.readout_adapter in READOUT_ADAPTERS,
-             f"--readout-adapter {m.readout_adapter!r} is not one of {', '.join(READOUT_ADAPTERS)}")
-    _require(m.readout_adapter == "none" or t.method == "zerolock",
-             f"--readout-adapter belongs to ZeroLock's local objective; --method {t.method} has no local readout")
-    _require(m.readout_adapter_hidden >= 1,
-             f"--readout-adapter-hidden must be at least 1 (got {m.readout_adapter_hidden})")
-    if m.boundaries is not None:
-        _require(len(m.boundaries) == t.stages - 1,
-                 f"--boundaries has {len(m.boundaries)} values; --stages {t.stages} needs {t.stages - 1}")
-        _require(all(b > 0 for b in m.boundaries) and list(m.boundaries) == sorted(set(m.boundaries)),
-                 f"--boundaries {list(m.boundaries)} must be strictly increasing layer indices > 0")
-    rule(d.seq_len >= 8, "seq_len", lambda w: f"{w.name('seq_len')} must be at least 8 (got {d.seq_len})")
-    rule(d.eval_size >= 0, "eval_size", lambda w: f"{w.name('eval_size')} must be >= 0 (got {d.eval_size})")
 
 
 def replace(cfg: RunConfig, **sections: dict[str, Any]) -> RunConfig:

@@ -1,166 +1,22 @@
 """Preflight: everything checked before a run directory, a file or a process exists, in the words of
 whoever asked. The CLI (`zerolock train`) and the dashboard's Run form call the same code.
 
-A refusal about one field is a `FieldError` (a `ConfigError`): the field's key and a message built
-from `FIELDS`, rendered with the CLI's flags (`--microbatches`) or the Run form's labels ("micro-batches
-m"). `config.validate` raises it for the rules a form field can break; `preflight(cfg)` adds what needs a
-look outside the config: the model (its path, its layer count from its config or GGUF header, never its
-weights), K and `--boundaries` against those layers, the dataset spec and the head of a CSV file.
+A refusal about one field is a `field_words.FieldError` (a `ConfigError`), rendered with the CLI's flags
+(`--microbatches`) or the Run form's labels ("micro-batches m"). `config.validate` checks the config by
+itself; `preflight(cfg)` adds what needs a look outside it: the model (its path, its layer count from its
+config or GGUF header, never its weights), K and `--boundaries` against those layers, the dataset spec
+and the head of a CSV file.
 """
 from __future__ import annotations
 
 import json
-import math
 import struct
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
-from .config import ConfigError, RunConfig
+from .config import RunConfig
+from .field_words import FieldError, require
 
 CSV_HEAD_ROWS = 20  # a malformed CSV shows in its first rows; the whole file is read by the run
-
-
-@dataclass(kw_only=True, frozen=True)
-class Field:
-    flag: str  # the CLI's name
-    label: str  # the Run form's label
-    symbol: str = ""  # the short name the form's suggestions use ("m = 2"); "" = the label
-
-
-FIELDS: dict[str, Field] = {
-    "method": Field(flag="--method", label="method"),
-    "stages": Field(flag="--stages", label="stages K", symbol="K"),
-    "batch": Field(flag="--batch", label="batch b", symbol="b"),
-    "microbatches": Field(flag="--microbatches", label="micro-batches m", symbol="m"),
-    "steps": Field(flag="--steps", label="steps"),
-    "alpha": Field(flag="--alpha", label="α"),
-    "consistency": Field(flag="--consistency", label="consistency direction"),
-    "lr": Field(flag="--lr", label="learning rate"),
-    "seed": Field(flag="--seed", label="seed"),
-    "link": Field(flag="--link", label="link between stages"),
-    "seq_len": Field(flag="--seq-len", label="sequence length"),
-    "eval_size": Field(flag="--eval-size", label="eval examples"),
-    "model": Field(flag="--model", label="model"),
-    "dataset": Field(flag="--dataset", label="dataset"),
-    "boundaries": Field(flag="--boundaries", label="chunk boundaries"),
-    "failures": Field(flag="--fail", label="scheduled failure"),
-    # the Run form schedules one failure from three fields; the CLI writes them as --fail STAGE@STEP:MODE
-    "fail_stage": Field(flag="--fail STAGE", label="failure stage"),
-    "fail_step": Field(flag="--fail @STEP", label="failure step"),
-}
-
-
-@dataclass(kw_only=True, frozen=True)
-class Words:
-    """How one audience names a field: the CLI by its flag, the Run form by its label."""
-    form: bool
-
-    def name(self, key: str) -> str:
-        f = FIELDS[key]
-        return f.label if self.form else f.flag
-
-    def value(self, key: str, value: object) -> str:
-        """The field holding a value: "--batch 6" | "batch b = 6" (text: "method 1f1b")."""
-        sep = " = " if self.form and isinstance(value, (int, float)) else " "
-        return f"{self.name(key)}{sep}{value}"
-
-    def suggest(self, key: str, value: object) -> str:
-        """A value to try: "--batch 8" | "b = 8"."""
-        f = FIELDS[key]
-        return f"{f.symbol or f.label} = {value}" if self.form else f"{f.flag} {value}"
-
-
-CLI, FORM = Words(form=False), Words(form=True)
-
-
-class FieldError(ConfigError):
-    """A refusal about one field; `str()` is the CLI's wording, `render(FORM)` the Run form's."""
-
-    def __init__(self, field: str, say: Callable[[Words], str]) -> None:
-        super().__init__(say(CLI))
-        self.field, self.say = field, say
-
-    def render(self, words: Words) -> str:
-        return self.say(words)
-
-    def __reduce__(self):  # `say` is a closure: across processes the error travels as its CLI text
-        return ConfigError, (str(self),)
-
-
-def render(err: ConfigError, words: Words) -> str:
-    """Any ConfigError in `words`: a FieldError speaks them; the others have one wording (the CLI's)."""
-    return err.render(words) if isinstance(err, FieldError) else str(err)
-
-
-def qualified(err: ConfigError, prefix: str) -> ConfigError:
-    """`err` with "PREFIX: " in front (which of several runs it is about), still renderable."""
-    if isinstance(err, FieldError):
-        return FieldError(err.field, lambda w: f"{prefix}: {err.say(w)}")
-    return ConfigError(f"{prefix}: {err}")
-
-
-def require(ok: bool, field: str, say: Callable[[Words], str]) -> None:
-    if not ok:
-        raise FieldError(field, say)
-
-
-# ---- the messages of rules that suggest a valid value -------------------------------------------
-def _or(values: list[int]) -> str:
-    text = [str(v) for v in values]
-    return text[0] if len(text) == 1 else f"{', '.join(text[:-1])} or {text[-1]}"
-
-
-def _divisors(n: int) -> list[int]:
-    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]  # O(sqrt n): any --batch is quick
-    return sorted({*small, *(n // d for d in small)})
-
-
-def not_divisible(w: Words, *, batch: int, microbatches: int) -> str:
-    """ "--batch 6 is not divisible by --microbatches 4; try --microbatches 2, 3 or 6, or --batch 8"."""
-    near = [d for d in _divisors(batch) if d > 1] or [1]
-    near = sorted(sorted(near, key=lambda d: (abs(d - microbatches), d))[:3])
-    up = -(-batch // microbatches) * microbatches
-    return (f"{w.value('batch', batch)} is not divisible by {w.value('microbatches', microbatches)}; "
-            f"try {w.suggest('microbatches', _or(near))}, or {w.suggest('batch', up)}")
-
-
-def microbatches_below_stages(w: Words, *, batch: int, microbatches: int, stages: int) -> str:
-    """1F1B's warm-up forwards K micro-batches before the first backward, so it needs m >= K."""
-    fits = [d for d in _divisors(batch) if d >= stages]
-    if fits:
-        fix = w.suggest("microbatches", fits[0])
-    else:  # no m >= K divides b: grow b as well
-        fix = f"{w.suggest('microbatches', stages)} with {w.suggest('batch', -(-batch // stages) * stages)}"
-    return (f"{w.value('method', '1f1b')} needs {w.name('microbatches')} >= {w.name('stages')} "
-            f"(got m={microbatches}, K={stages}); try {fix}, or {w.suggest('stages', microbatches)}")
-
-
-# ---- the form's fields ----------------------------------------------------------------------------
-def whole(key: str, value: object) -> int:
-    """An integer field's value, or a FieldError: K = 2.5 must not run as K = 2."""
-    if value is None or value == "":
-        raise FieldError(key, lambda w: f"{w.name(key)} is empty")
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise FieldError(key, lambda w: f"{w.name(key)} must be a whole number (got {value!r})") from None
-    if not math.isfinite(number):
-        raise FieldError(key, lambda w: f"{w.name(key)} must be a whole number (got {value})")
-    if number != int(number):
-        low = math.floor(number)
-        raise FieldError(key, lambda w: f"{w.value(key, number)} is not a whole number; "
-                                        f"try {w.suggest(key, low)} or {low + 1}")
-    return int(number)
-
-
-def number(key: str, value: object) -> float:
-    if value is None or value == "":
-        raise FieldError(key, lambda w: f"{w.name(key)} is empty")
-    try:
-        return float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise FieldError(key, lambda w: f"{w.name(key)} must be a number (got {value!r})") from None
 
 
 # ---- what needs a look outside the config ---------------------------------------------------------

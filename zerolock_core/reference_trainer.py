@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import torch
 
-from .alpha_schedule import alpha_by_step
+from .alpha_ramp import alpha_by_step
 from .artifacts import save_final_weights
 from .config import RunConfig
 from .evaluation import evaluate_chunks

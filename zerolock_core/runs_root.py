@@ -14,6 +14,7 @@ from pathlib import Path, PurePosixPath
 from .run_dir import RunDir
 
 MAX_ID_CHARS = 255
+DEFAULT_RUNS = "runs"  # the runs folder when none is named: `zerolock train` without --out, the dashboard
 
 
 class NotARun(ValueError):

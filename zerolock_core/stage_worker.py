@@ -34,7 +34,7 @@ class StageWorker:
                  lr: float, weight_decay: float, alpha_at: Callable[[int], float] | None = None) -> None:
         self.chunk = chunk
         self.alpha = alpha
-        self.alpha_at = alpha_at  # α by optimizer step (an α schedule); None = the constant `alpha`
+        self.alpha_at = alpha_at  # α by optimizer step (an α ramp); None = the constant `alpha`
         self.consistency = consistency
         self.microbatches = microbatches
         self.params = [p for p in chunk.parameters() if p.requires_grad]

@@ -29,7 +29,7 @@ from ..run_dir import RunDir
 from ..config import FailureSpec, RunConfig
 from ..threads import threads_for
 from ..schedule import Action, iter_stage_actions
-from ..alpha_schedule import alpha_by_step
+from ..alpha_ramp import alpha_by_step
 from ..stage_worker import StageWorker
 from ..telemetry import Event, EventWriter
 from ..telemetry.lifecycle import StartupClock, write_lifecycle
