@@ -66,19 +66,6 @@ def span_s(events: Events) -> float:
     return (time_end(events) - time_origin(events)) / 1e9 if events else 0.0
 
 
-def first_steps_ms(events: Events, steps: int) -> float | None:
-    """Milliseconds from the first event until every stage finished its `steps`-th optimizer step
-    (None if the run has not got that far): a readable initial zoom for long runs."""
-    done: dict[int, int] = {}
-    for e in events:
-        if e["kind"] == "STEP" and e.get("step", 0) == steps:
-            done[e["stage"]] = max(done.get(e["stage"], 0), e["t1"])
-    stages = {e["stage"] for e in events}
-    if not events or set(done) != stages:
-        return None
-    return to_ms(max(done.values()), time_origin(events))
-
-
 def first_steps_s(events: Events, steps: int, *, origin_ns: int | None = None) -> float | None:
     """Seconds from `origin_ns` (default: the earliest event) until every stage that acts finished
     its `steps`-th optimizer step; None if the run has not got that far."""

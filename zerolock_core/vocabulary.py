@@ -47,7 +47,6 @@ def kinds_in(cat: Category) -> frozenset[str]:
 
 
 BUSY_KINDS = kinds_in(Category.COMPUTE)
-RECOVERY_KINDS = kinds_in(Category.RECOVERY)
 
 
 def is_busy(kind: str) -> bool:
