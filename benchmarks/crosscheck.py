@@ -15,8 +15,8 @@ from . import plots
 from .crosscheck_worker import SCHEDULES, run_rank
 from .machine import free_port
 from .meter_overhead import meter_overhead
-from .runner import Experiment
-from .runs import PipelineRuns
+from .experiment import Experiment
+from .pipeline_runs import PipelineRuns
 from .settings import BenchSettings, report_header
 from .table import markdown_table, pct, preamble
 from .spans import busy_per_stage, spans_from_events, throughput, window_start

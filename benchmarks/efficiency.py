@@ -17,8 +17,8 @@ from zerolock_core.schedule import textbook_bubble
 from . import plots
 from .machine import oversubscribed
 from .measure import skip_windows
-from .runner import Experiment
-from .runs import PipelineRuns, RunOutcome
+from .experiment import Experiment
+from .pipeline_runs import PipelineRuns, RunOutcome
 from .settings import METHODS, BenchSettings, report_header
 from .table import joined, markdown_table, preamble
 from .spans import busy_per_stage, compute_per_microbatch, spans_from_events, throughput, window_start

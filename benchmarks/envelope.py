@@ -16,8 +16,8 @@ from typing import Any, Callable
 
 from zerolock_core.arg_types import bytes_arg
 from . import paper, plots
-from .runner import Experiment
-from .runs import PipelineRuns
+from .experiment import Experiment
+from .pipeline_runs import PipelineRuns
 from .settings import METHODS, BenchSettings, report_header
 from .table import markdown_table, mib, preamble
 

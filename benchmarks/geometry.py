@@ -15,8 +15,8 @@ from zerolock_core.schedule import schedulable
 from zerolock_core.arg_types import ints_arg
 from . import paper, plots
 from .measure import Probes, best_estimate, measure_all
-from .runner import Experiment
-from .runs import PipelineRuns
+from .experiment import Experiment
+from .pipeline_runs import PipelineRuns
 from .settings import METHOD_COLOURS, METHODS, BenchSettings, report_header
 from .table import markdown_table, mib, preamble
 

@@ -16,8 +16,8 @@ from . import paper, plots
 from .comparison import BASELINES, advantage, advantage_table
 from .measure import best_estimate, measured_blocks
 from .prediction import link_for
-from .runner import Experiment
-from .runs import PipelineRuns
+from .experiment import Experiment
+from .pipeline_runs import PipelineRuns
 from .settings import METHOD_COLOURS, METHODS, BenchSettings, choices_arg, report_header
 from .table import markdown_table, preamble
 

@@ -16,7 +16,7 @@ from zerolock_core.config import LinkConfig
 from zerolock_core.schedule import schedulable
 from .machine import oversubscribed
 from .prediction import link_for, predict
-from .runs import PipelineRuns, RunOutcome
+from .pipeline_runs import PipelineRuns, RunOutcome
 from .settings import BenchSettings
 from .spans import spans_from_events, throughput
 

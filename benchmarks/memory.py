@@ -15,8 +15,8 @@ from typing import Any
 
 from . import paper, plots
 from .machine import oversubscribed
-from .runner import Experiment
-from .runs import PipelineRuns
+from .experiment import Experiment
+from .pipeline_runs import PipelineRuns
 from .settings import METHODS, BenchSettings, report_header
 from .table import markdown_table, mib, pct, preamble
 

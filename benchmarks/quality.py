@@ -30,8 +30,8 @@ from zerolock_core.threads import DEFAULT_THREADS, threads_for
 from zerolock_core.arg_types import ints_arg
 from . import paper, plots
 from .presets import resolve_bench_model
-from .runner import Experiment
-from .runs import PipelineRuns
+from .experiment import Experiment
+from .pipeline_runs import PipelineRuns
 from .settings import BenchSettings, report_header
 from .table import joined, markdown_table, preamble
 

@@ -26,7 +26,7 @@ from zerolock_core.run_setup import build_run_setup
 from zerolock_core.threads import DEFAULT_THREADS, pin_threads, threads_for
 from . import plots
 from .presets import resolve_bench_model
-from .runner import Experiment
+from .experiment import Experiment
 from .settings import BenchSettings, report_header
 from .table import markdown_table
 
@@ -63,23 +63,23 @@ def measure_condition(cfg: RunConfig, *, run_dir: Path | None, fit: TranslatorFi
                       eval_size: int, progress=_bar) -> dict[str, Any]:
     """Lens (and tuned-lens) curves of one set of weights: the pretrained model or a run's.
     `progress(label)` returns a `(done, total)` callback (the terminal's lines, or the dashboard's bar)."""
-    bench = build_run_setup(cfg)
+    setup = build_run_setup(cfg)
     if run_dir is not None:
-        load_trained_weights(bench.chunks, run_dir)
+        load_trained_weights(setup.chunks, run_dir)
     name = "pretrained" if run_dir is None else cfg.train.method
     t0 = time.perf_counter()
-    lens = lens_scores(bench.chunks, bench.eval, bench.label_first_tokens, limit=eval_size,
+    lens = lens_scores(setup.chunks, setup.eval, setup.label_first_tokens, limit=eval_size,
                        progress=progress(f"{name}: lens over eval batches"))
     result: dict[str, Any] = {"lens": lens}
     if fit is not None:
-        answers = torch.unique(torch.cat([s.labels[s.labels != -100] for s in (bench.train, bench.eval)]))
-        translators = fit_translators(bench.chunks, bench.train, answers, fit,
+        answers = torch.unique(torch.cat([s.labels[s.labels != -100] for s in (setup.train, setup.eval)]))
+        translators = fit_translators(setup.chunks, setup.train, answers, fit,
                                       progress=progress(f"{name}: translators fitted (of {len(lens)} layers)"))
-        result["tuned"] = lens_scores(bench.chunks, bench.eval, bench.label_first_tokens, limit=eval_size,
+        result["tuned"] = lens_scores(setup.chunks, setup.eval, setup.label_first_tokens, limit=eval_size,
                                       translators=translators)
         result["answer_vocab"] = int(answers.numel())
     result["seconds"] = round(time.perf_counter() - t0, 1)
-    result["chance"] = majority_rate(bench.eval, eval_size)
+    result["chance"] = majority_rate(setup.eval, eval_size)
     return result
 
 

@@ -26,7 +26,7 @@ from zerolock_core.telemetry import ActivationMeter
 from zerolock_core.arg_types import ints_arg
 from . import plots
 from .probe import in_process_config, pinned_threads, probe_costs, timed
-from .runner import Experiment
+from .experiment import Experiment
 from .settings import BenchSettings, report_header
 from .table import markdown_table, mib, preamble
 
@@ -113,13 +113,13 @@ def engine_readout_rows(settings: BenchSettings, *, batch: int, microbatches: in
     from zerolock_core.stage_worker import answer_positions
     from zerolock_core.run_setup import build_run_setup
 
-    bench = build_run_setup(in_process_config(settings, method="zerolock", stages=2, batch=batch,
+    setup = build_run_setup(in_process_config(settings, method="zerolock", stages=2, batch=batch,
                                               microbatches=microbatches))
-    mb = bench.microbatches(0)[0]
+    mb = setup.microbatches(0)[0]
     omega, _ = answer_positions(mb)
     with torch.no_grad():
-        h = bench.chunks[0](mb["input_ids"], mb["attention_mask"])
-        logits = bench.chunks[0].readout(h, omega)
+        h = setup.chunks[0](mb["input_ids"], mb["attention_mask"])
+        logits = setup.chunks[0].readout(h, omega)
     return {
         "batch_shape": list(mb["input_ids"].shape),
         "answer_positions": int(omega.sum()),

@@ -35,8 +35,8 @@ from .machine import oversubscribed
 from .measure import depth_cases, skip_windows
 from .prediction import link_for, predict
 from .probe import probe_costs
-from .runner import Experiment
-from .runs import PipelineRuns
+from .experiment import Experiment
+from .pipeline_runs import PipelineRuns
 from .settings import METHODS, BenchSettings, report_header
 from .table import markdown_table, mib, pct, preamble
 from .spans import (activation_per_microbatch, costs_from_spans, held_activation_peak, mean_costs, spans_from_events,

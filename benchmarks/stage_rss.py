@@ -19,7 +19,7 @@ from zerolock_core.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from zerolock_core.arg_types import ints_arg
 from .presets import resolve_bench_model
 from . import plots
-from .runner import Experiment
+from .experiment import Experiment
 from .settings import BenchSettings, report_header
 from .table import markdown_table, mib
 

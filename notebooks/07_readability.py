@@ -41,21 +41,21 @@ from zerolock_core.run_setup import build_run_setup
 torch.manual_seed(0)
 torch.set_num_threads(1)
 EXAMPLES = 64
-bench = build_run_setup(RunConfig(data=DataConfig(seq_len=48, eval_size=EXAMPLES), train=TrainConfig(stages=3)))
-print("chunks:", [c.layer_range for c in bench.chunks])
+setup = build_run_setup(RunConfig(data=DataConfig(seq_len=48, eval_size=EXAMPLES), train=TrainConfig(stages=3)))
+print("chunks:", [c.layer_range for c in setup.chunks])
 
 # %% [markdown]
 # ## The lens after every layer
 # At each chunk's last layer the lens *is* the chunk's readout, so it must give the evaluator's numbers.
 
 # %%
-lens = lens_scores(bench.chunks, bench.eval, bench.label_first_tokens, limit=EXAMPLES)
-per_chunk = evaluate_chunks(bench.chunks, bench.eval, bench.label_first_tokens, limit=EXAMPLES)
-for chunk, ref in zip(bench.chunks, per_chunk):
+lens = lens_scores(setup.chunks, setup.eval, setup.label_first_tokens, limit=EXAMPLES)
+per_chunk = evaluate_chunks(setup.chunks, setup.eval, setup.label_first_tokens, limit=EXAMPLES)
+for chunk, ref in zip(setup.chunks, per_chunk):
     at_end = lens[chunk.layer_range[1] - 1]
     assert at_end["label_accuracy"] == ref["label_accuracy"]
     assert abs(at_end["nll"] - ref["nll"]) < 1e-5 * ref["nll"]
-chance = majority_rate(bench.eval, EXAMPLES)
+chance = majority_rate(setup.eval, EXAMPLES)
 print(f"majority class: {chance:.3f}")
 for row in lens:
     print(f"layer {row['layer']}: label accuracy {row['label_accuracy']:.3f}, NLL {row['nll']:.2f}")
@@ -65,12 +65,12 @@ for row in lens:
 # Zero-initialised, a translator changes nothing; fitted on training rows it can only lower their loss.
 
 # %%
-answers = torch.unique(bench.train.labels[bench.train.labels != -100])
-untrained = fit_translators(bench.chunks, bench.train, answers, TranslatorFit(steps=0, examples=32))
-assert lens_scores(bench.chunks, bench.eval, bench.label_first_tokens, limit=EXAMPLES,
+answers = torch.unique(setup.train.labels[setup.train.labels != -100])
+untrained = fit_translators(setup.chunks, setup.train, answers, TranslatorFit(steps=0, examples=32))
+assert lens_scores(setup.chunks, setup.eval, setup.label_first_tokens, limit=EXAMPLES,
                    translators=untrained) == lens
-translators = fit_translators(bench.chunks, bench.train, answers, TranslatorFit(steps=60, examples=64, lr=3e-3))
-tuned = lens_scores(bench.chunks, bench.eval, bench.label_first_tokens, limit=EXAMPLES, translators=translators)
+translators = fit_translators(setup.chunks, setup.train, answers, TranslatorFit(steps=60, examples=64, lr=3e-3))
+tuned = lens_scores(setup.chunks, setup.eval, setup.label_first_tokens, limit=EXAMPLES, translators=translators)
 for a, b in zip(lens, tuned):
     print(f"layer {a['layer']}: frozen head {a['label_accuracy']:.3f}  ->  translator {b['label_accuracy']:.3f}")
 

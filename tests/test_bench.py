@@ -14,7 +14,7 @@ from benchmarks import BENCHMARKS
 from benchmarks.envelope import Probe, run_envelope, search_largest
 from benchmarks.image_export import png_export_error, save_figures
 from benchmarks.memory import run_memory, stage_breakdown
-from benchmarks.runs import PipelineRuns
+from benchmarks.pipeline_runs import PipelineRuns
 from benchmarks.settings import METHODS, BenchSettings
 from zerolock_core.config import LinkConfig
 from zerolock_core.runtime.link_emulation import EmulatedHop, link_model
@@ -461,7 +461,7 @@ def test_readout_command_end_to_end(tmp_path, capsys):
 
 
 def test_repeats_run_round_robin_and_keep_the_best(tmp_path, monkeypatch):
-    from benchmarks.runs import RunOutcome
+    from benchmarks.pipeline_runs import RunOutcome
 
     order: list[tuple[str, int]] = []
     speed = {("gpipe", 0): 10.0, ("gpipe", 1): 30.0, ("zerolock", 0): 25.0, ("zerolock", 1): 20.0}

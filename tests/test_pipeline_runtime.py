@@ -183,8 +183,8 @@ def test_pipeline_zerolock_with_readout_adapters_equals_reference_bitwise(tmp_pa
         assert ref[k].keys() == pipe[k].keys()
         for name in ref[k]:
             assert torch.equal(ref[k][name], pipe[k][name]), (k, name)
-    bench = build_run_setup(ref_cfg)
-    rows = sum(int((mb["labels"] != -100).sum()) for step in range(STEPS) for mb in bench.microbatches(step))
+    setup = build_run_setup(ref_cfg)
+    rows = sum(int((mb["labels"] != -100).sum()) for step in range(STEPS) for mb in setup.microbatches(step))
     hidden = 128
     h_bytes = (BATCH // M) * SEQ * hidden * 4 * STEPS * M
     assert [s["bytes_sent"] for s in got["per_stage"]] == [h_bytes + rows * hidden * 4, 0]

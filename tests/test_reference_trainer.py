@@ -43,12 +43,12 @@ def test_zerolock_with_one_chunk_and_alpha_one_is_ordinary_fine_tuning(tmp_path)
     got = load_final_weights(tmp_path)[0]
 
     # ordinary LoRA fine-tuning: the whole model's logits, CE over Ω, AdamW, accumulation over m
-    bench = build_run_setup(cfg)
-    chunk = bench.chunks[0]
+    setup = build_run_setup(cfg)
+    chunk = setup.chunks[0]
     params = [p for p in chunk.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.train.lr, weight_decay=0.0, foreach=False)
     for step in range(cfg.train.steps):
-        for mb in bench.microbatches(step):
+        for mb in setup.microbatches(step):
             omega, targets = answer_positions(mb)
             h = chunk(mb["input_ids"], mb["attention_mask"])
             logits = chunk.lm_head(chunk.norm(h))

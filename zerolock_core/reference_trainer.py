@@ -19,12 +19,12 @@ from .run_setup import RunSetup, build_run_setup
 from .threads import pin_threads
 
 
-def make_workers(bench: RunSetup) -> list[StageWorker]:
-    cfg = bench.cfg
+def make_workers(setup: RunSetup) -> list[StageWorker]:
+    cfg = setup.cfg
     return [StageWorker(chunk=c, alpha=cfg.objective.alpha_for(c.index), consistency=cfg.objective.consistency,
                         microbatches=cfg.train.microbatches, lr=cfg.train.lr, weight_decay=cfg.train.weight_decay,
                         alpha_at=alpha_by_step(cfg, c.index))
-            for c in bench.chunks]
+            for c in setup.chunks]
 
 
 def zerolock_microbatch(workers: list[StageWorker], mb: dict[str, torch.Tensor]) -> list[StepLoss]:
@@ -51,8 +51,8 @@ def train_reference(cfg: RunConfig, *, progress: bool = True,
                     on_step: Callable[[int, dict[str, Any]], None] | None = None) -> dict[str, Any]:
     threads = pin_threads(cfg.train.threads)  # the one policy: threads.py
     t0 = time.perf_counter()
-    bench = build_run_setup(cfg)
-    workers = make_workers(bench)
+    setup = build_run_setup(cfg)
+    workers = make_workers(setup)
     setup_s = time.perf_counter() - t0
     method, steps = cfg.train.method, cfg.train.steps
     names = [f"chunk{k}" for k in range(len(workers))] if method == "zerolock" else ["global"]
@@ -63,7 +63,7 @@ def train_reference(cfg: RunConfig, *, progress: bool = True,
     t_train = time.perf_counter()
     for step in range(steps):
         per_chunk: dict[str, list[StepLoss]] = {n: [] for n in names}
-        for mb in bench.microbatches(step):
+        for mb in setup.microbatches(step):
             if method == "zerolock":
                 for name, loss in zip(names, zerolock_microbatch(workers, mb)):
                     per_chunk[name].append(loss)
@@ -74,7 +74,7 @@ def train_reference(cfg: RunConfig, *, progress: bool = True,
         curves.add(step + 1, per_chunk)
         last = curves.values[names[-1]]["loss"][-1]
         if cfg.train.eval_every and (step + 1) % cfg.train.eval_every == 0 and step + 1 < steps:
-            history.append({"step": step + 1, **eval_block(_evaluate(bench))})
+            history.append({"step": step + 1, **eval_block(_evaluate(setup))})
         if on_step is not None:
             on_step(step + 1, {"loss": last})
         bar.set_postfix(loss=f"{last:.3f}")
@@ -82,7 +82,7 @@ def train_reference(cfg: RunConfig, *, progress: bool = True,
     train_s = time.perf_counter() - t_train
     bar.close()
 
-    final_eval = eval_block(_evaluate(bench))
+    final_eval = eval_block(_evaluate(setup))
     history.append({"step": steps, **final_eval})
     metrics = {
         "config": cfg.to_dict(),
@@ -93,17 +93,17 @@ def train_reference(cfg: RunConfig, *, progress: bool = True,
         "wall_s": train_s,
         "samples_per_s": steps * cfg.train.batch / train_s,
         "threads": threads,
-        "layers": [list(c.layer_range) for c in bench.chunks],
+        "layers": [list(c.layer_range) for c in setup.chunks],
     }
     if cfg.out:
-        for c in bench.chunks:
+        for c in setup.chunks:
             save_final_weights(cfg.out, c.index, c.trainable_state())
         write_json_atomic(Path(cfg.out) / "metrics.json", metrics)
     return metrics
 
 
-def _evaluate(bench: RunSetup) -> list[dict[str, float]]:
-    return evaluate_chunks(bench.chunks, bench.eval, bench.label_first_tokens, limit=bench.cfg.data.eval_size)
+def _evaluate(setup: RunSetup) -> list[dict[str, float]]:
+    return evaluate_chunks(setup.chunks, setup.eval, setup.label_first_tokens, limit=setup.cfg.data.eval_size)
 
 
 def _progress(total: int, *, enabled: bool, desc: str):

@@ -26,7 +26,7 @@ START_METHODS = ("forkserver", "spawn")
 PRELOAD = (
     "torch", "torch.distributed", "transformers", "transformers.models.llama.modeling_llama",
     "transformers.models.auto.tokenization_auto", "peft", "safetensors.torch",
-    "zerolock_core.runtime.stage_process", "zerolock_core.runtime.evaluate_run", "zerolock_core.run_setup",
+    "zerolock_core.runtime.stage_process", "zerolock_core.runtime.final_eval", "zerolock_core.run_setup",
 )
 
 

@@ -33,7 +33,7 @@ from ..config import FAILURE_MODES, PIPEDREAM_REFUSAL, RunConfig
 from ..telemetry import read_events
 from . import protocol, run_dir
 from .checkpoint import CheckpointStore
-from .evaluate_run import evaluate_run
+from .final_eval import evaluate_run
 from .processes import start_process
 from .recovery_policy import Decision, Observed, StageView, common_step, decide
 from .recovery_records import RecoveryBook

@@ -155,7 +155,7 @@ def _fault_tolerant(cfg_dict: dict[str, Any]) -> bool:
 class Built:
     cfg: RunConfig
     device: torch.device
-    bench: Any  # the RunSetup, holding only this stage's chunk
+    setup: Any  # the RunSetup, holding only this stage's chunk
     worker: StageWorker
     hidden_shape: tuple[int, int, int]
     events: EventWriter
@@ -165,16 +165,16 @@ def build(cfg: RunConfig, launch: StageLaunch, store: dist.Store) -> Built:
     t = cfg.train
     torch.set_num_threads(stage_threads(cfg))
     device = stage_device(cfg, launch.stage)
-    bench = build_run_setup(cfg, stage=launch.stage)  # reads only this stage's weights
-    chunk = bench.chunks[0].to(device)
-    bench.chunks = [chunk]
+    setup = build_run_setup(cfg, stage=launch.stage)  # reads only this stage's weights
+    chunk = setup.chunks[0].to(device)
+    setup.chunks = [chunk]
     gc.collect()
     worker = StageWorker(chunk=chunk, alpha=cfg.objective.alpha_for(launch.stage),
                          consistency=cfg.objective.consistency, microbatches=t.microbatches, lr=t.lr,
                          weight_decay=t.weight_decay, alpha_at=alpha_by_step(cfg, launch.stage))
     shape = (t.batch // t.microbatches, cfg.data.seq_len, chunk.config.hidden_size)
     store.set(protocol.HIDDEN_BYTES, str(shape[0] * shape[1] * shape[2] * 4))
-    return Built(cfg=cfg, device=device, bench=bench, worker=worker, hidden_shape=shape,
+    return Built(cfg=cfg, device=device, setup=setup, worker=worker, hidden_shape=shape,
                  events=EventWriter(Path(launch.run_dir) / "events.jsonl"))
 
 
@@ -374,7 +374,7 @@ def _microbatch_source(b: Built):
         step, i = divmod(mb, m)
         if step not in cache:
             cache.clear()
-            cache[step] = [{k: v.to(b.device) for k, v in d.items()} for d in b.bench.microbatches(step)]
+            cache[step] = [{k: v.to(b.device) for k, v in d.items()} for d in b.setup.microbatches(step)]
         return cache[step][i]
     return microbatch_data
 

@@ -27,7 +27,7 @@ def standby_main(conn: Connection) -> None:
     import peft  # noqa: F401  (the imports are the point: they are what a replacement would wait for)
     import transformers  # noqa: F401
 
-    from . import evaluate_run, stage_process  # noqa: F401
+    from . import final_eval, stage_process  # noqa: F401
     from .. import run_setup  # noqa: F401
 
     try:

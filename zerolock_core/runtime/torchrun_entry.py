@@ -164,7 +164,7 @@ def _report(store: dist.Store, cfg: RunConfig, d: Path, *, t0: float, since_ns: 
     state = "failed" if errors else ("finished" if all(v == "done" for v in states.values()) else "stopped")
     eval_block = None
     if state == "finished" and cfg.train.final_eval:
-        from .evaluate_run import evaluate_run
+        from .final_eval import evaluate_run
         evaluate_run(cfg.to_dict(), str(d))
         eval_block = json.loads((d / "eval.json").read_text())
     metrics = pipeline_metrics(cfg, d, eval_block=eval_block, state=state, setup_s=time.monotonic() - t0,

@@ -1,4 +1,5 @@
-"""Evaluate a finished run from its saved final weights (in its own process, not the caller's)."""
+"""A pipeline run's final evaluation, in its own child process: the saved final weights scored on the
+eval split (eval.json), its progress in the run directory for the dashboard."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,12 +19,12 @@ def evaluate_run(cfg_dict: dict[str, Any], run_dir: str) -> None:
     pin_threads(cfg.train.threads)  # after the stages have exited: it computes alone
     progress_path = Path(run_dir) / EVAL_PROGRESS
     write_json_atomic(progress_path, {"phase": "loading", "scored": 0, "total": None})
-    bench = build_run_setup(cfg)
-    load_trained_weights(bench.chunks, run_dir)
+    setup = build_run_setup(cfg)
+    load_trained_weights(setup.chunks, run_dir)
 
     def progress(scored: int, total: int) -> None:
         write_json_atomic(progress_path, {"phase": "scoring", "scored": scored, "total": total})
 
-    per_chunk = evaluate_chunks(bench.chunks, bench.eval, bench.label_first_tokens, limit=cfg.data.eval_size,
+    per_chunk = evaluate_chunks(setup.chunks, setup.eval, setup.label_first_tokens, limit=cfg.data.eval_size,
                                 progress=progress)
     write_json_atomic(Path(run_dir) / "eval.json", eval_block(per_chunk))
