@@ -5,7 +5,7 @@ times), on one common time axis in seconds, so the lengths of the runs and the p
 wait can be compared by eye. Under each measured timeline, the schedule simulator's prediction for
 the same method, K and m, costed with the run's own mean action times (`predicted_events`).
 
-Colours (app/palette.py): bars by action kind, runs by method (loss curves, peaks, summary bars),
+Colours (zerolock_core/palette.py): bars by action kind, runs by method (loss curves, peaks, summary bars),
 stages by a slate shade with a dash pattern."""
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from plotly.subplots import make_subplots
 from .layout import amount, frame
 from .memory import DETAIL_MAX_EVENTS, MEASURES, MemoryGrid, add_memory_traces, envelope_trace, memory_grid, \
     step_peaks, with_failures
-from .palette import NEUTRAL, method_colour, method_label, stage_dash
+from zerolock_core.palette import NEUTRAL, method_colour, method_label, stage_dash
 from .training_figures import placeholder_figure
 from .simulated import events_from_simulation
 from .timebase import STARTUP, first_steps_s, time_end, training_origin, to_s

@@ -23,7 +23,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .layout import amount, fast_figure, subplot_title
-from .palette import FAILURE_COLOURS, STARTUP_KIND, stage_colour, stage_dash, with_alpha
+from zerolock_core.palette import FAILURE_COLOURS, STARTUP_KIND, stage_colour, stage_dash, with_alpha
 from .timebase import Events, time_origin, to_ms, to_s
 from .step_view import step_of
 from .timeline import X_TITLE, lane_axis

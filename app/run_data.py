@@ -9,7 +9,7 @@ from typing import Any
 
 from zerolock_core.telemetry import read_events
 
-from .palette import method_label
+from zerolock_core.palette import method_label
 
 APP_RECORD = "dashboard.json"  # written by the app next to the engine's files: batch, method, runtime
 

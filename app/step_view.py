@@ -8,7 +8,7 @@ from typing import Any, Sequence
 import plotly.graph_objects as go
 
 from .layout import fast_figure
-from .palette import FAILURE_COLOURS, NEUTRAL, STARTUP_KIND, kind_colour, kind_label, kind_sort_key
+from zerolock_core.palette import FAILURE_COLOURS, NEUTRAL, STARTUP_KIND, kind_colour, kind_label, kind_sort_key
 from .timebase import Events
 from .timeline import WEBGL_THRESHOLD, failure_word
 

@@ -36,8 +36,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .layout import fast_figure
-from .palette import (THICK_KINDS, FAILURE_COLOURS, NEUTRAL, ALWAYS_VISIBLE_KINDS, STARTUP_KIND,
-                      kind_colour, kind_label, kind_sort_key)
+from zerolock_core.palette import (THICK_KINDS, FAILURE_COLOURS, NEUTRAL, ALWAYS_VISIBLE_KINDS, STARTUP_KIND,
+                                   kind_colour, kind_label, kind_sort_key)
 from .timebase import Events, recent, time_end, time_origin, to_ms, to_s
 
 WEBGL_THRESHOLD = 3000  # bars per figure

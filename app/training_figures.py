@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 
 from .layout import fast_figure, subplot_title
 from zerolock_core.telemetry.activity import StageStats
-from .palette import NEUTRAL, stage_colour, stage_dash
+from zerolock_core.palette import NEUTRAL, stage_colour, stage_dash
 from .timeline import lane_axis
 
 

@@ -1,4 +1,4 @@
-"""The figure pieces every benchmark draws with, in the dashboard's method colours (app/palette.py).
+"""The figure pieces every benchmark draws with, in the method colours of zerolock_core/palette.py.
 
 plotly is imported on first use: `zerolock bench NAME --help` must not pay for it.
 """

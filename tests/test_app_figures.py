@@ -9,7 +9,7 @@ from app.explain import explain
 from app.figures import KIND_COLOURS, METHOD_COLOURS, memory_figure, simulated_events, timeline_figure
 from zerolock_core.telemetry.activity import bubble_fraction, live_throughput, stage_stats
 from app.memory import memory_grid
-from app.palette import kind_label
+from zerolock_core.palette import kind_label
 from app.training_figures import activity_figure, training_figure
 from app.timeline import X_TITLE, lane_bars
 from zerolock_core.schedule import Costs, Kind, LinkProfile, build_schedule

@@ -1,14 +1,15 @@
-"""One palette, one meaning per colour family (app/palette.py): no colour string in two families,
+"""One palette, one meaning per colour family (zerolock_core/palette.py): no colour string in two families,
 and each family in its own band of saturation / lightness."""
 from __future__ import annotations
 
 import colorsys
 import re
+from pathlib import Path
 
 import pytest
 
-from app import palette
-from app.palette import FAMILIES, KIND_COLOURS, METHOD_COLOURS, STAGE_RAMP, stage_colour
+from zerolock_core import palette
+from zerolock_core.palette import FAMILIES, KIND_COLOURS, METHOD_COLOURS, STAGE_RAMP, stage_colour
 
 HEX = re.compile(r"^#[0-9a-f]{6}$")
 
@@ -74,10 +75,8 @@ def test_the_reported_clashes_are_gone():
 
 
 def test_app_figures_use_no_colour_outside_the_palette():
-    """The figure modules take every colour from app/palette.py (one definition of each colour)."""
-    from pathlib import Path
-
-    app = Path(palette.__file__).parent
+    """The figure modules take every colour from zerolock_core/palette.py (one definition of each colour)."""
+    app = Path(__file__).resolve().parents[1] / "app"
     for name in ("timeline.py", "memory.py", "compare_figures.py", "training_figures.py", "explain.py", "exports.py",
                  "simulated.py"):
         text = (app / name).read_text()

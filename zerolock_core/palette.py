@@ -1,4 +1,6 @@
-"""Colours and names shared by every view (Watch, Compare, Explain, Runs, exports, notebooks).
+"""Colours and names shared by every view (Watch, Compare, Explain, Runs, exports, notebooks) and by
+the benchmarks' figures. It lives in the engine, below the dashboard and the benchmarks, because
+its colours name the engine's action kinds, stages and methods. Pure Python: no plotly, no torch.
 
 One palette, one meaning per colour family. Each family lives in its own band of HSL saturation /
 lightness, so a colour's family can be told at a glance and no colour string is ever used by two
