@@ -19,9 +19,10 @@ from .layout import amount, frame
 from .memory import DETAIL_MAX_EVENTS, MEASURES, MemoryGrid, add_memory_traces, envelope_trace, memory_grid, \
     step_peaks, with_failures
 from zerolock_core.palette import NEUTRAL, method_colour, method_label, stage_dash
+from zerolock_core.vocabulary import Kind
 from .training_figures import placeholder_figure
 from .simulated import events_from_simulation
-from .timebase import STARTUP, first_steps_s, time_end, training_origin, to_s
+from .timebase import first_steps_s, time_end, training_origin, to_s
 from .timeline import LANE_HEIGHT_PX, WEBGL_THRESHOLD, add_timeline_traces, style_lanes
 
 COMPARE_X_TITLE = "seconds since the run's first action (start-up before 0)"
@@ -87,7 +88,7 @@ def predicted_events(s: Series, *, windows: int = 3) -> list[dict[str, Any]] | N
 
     train = s.run_config.get("train") or {}
     method = train.get("method", s.method)
-    acts = [e for e in s.events if e["kind"] != STARTUP]
+    acts = [e for e in s.events if e["kind"] != Kind.STARTUP]
     if method not in SIMULATED_METHODS or not acts or not train.get("microbatches"):
         return None
     m, steps = int(train["microbatches"]), int(train.get("steps") or windows)
@@ -97,7 +98,7 @@ def predicted_events(s: Series, *, windows: int = 3) -> list[dict[str, Any]] | N
         skip = window_start(spans, microbatches=m, skip_windows=1)
     except ValueError:
         skip = 0.0
-    hidden = max((e.get("sent") or 0 for e in acts if e["kind"] == "SF"), default=0)
+    hidden = max((e.get("sent") or 0 for e in acts if e["kind"] == Kind.SF), default=0)
     try:
         costs = costs_from_spans(spans, stages=s.stages, hidden_bytes=hidden,
                                  grad_bytes=0 if method == "zerolock" else hidden, skip_before=skip)

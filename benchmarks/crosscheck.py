@@ -11,6 +11,7 @@ from typing import Any
 
 import torch.multiprocessing as mp
 
+from zerolock_core.schedule import RECV_KINDS, SEND_KINDS
 from . import plots
 from .crosscheck_worker import SCHEDULES, run_rank
 from .machine import free_port
@@ -55,7 +56,7 @@ def _ours_breakdown(events: list[dict[str, Any]], *, stages: int, microbatches: 
     start = window_start(spans, microbatches=microbatches, skip_windows=skip)
     span = max(s.t1 for s in spans) - start
     busy = busy_per_stage(spans, skip_before=start)
-    comm = {st: sum(s.seconds for s in spans if s.t0 >= start and s.stage == st and s.kind in ("SF", "SB", "RF", "RB"))
+    comm = {st: sum(s.seconds for s in spans if s.t0 >= start and s.stage == st and s.kind in SEND_KINDS | RECV_KINDS)
             for st in range(stages)}
     return {
         "span_s": span,

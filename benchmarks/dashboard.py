@@ -35,6 +35,7 @@ import psutil
 
 from app.poll_interval import DEFAULT_POLL_S
 from zerolock_core.arg_types import floats_arg
+from zerolock_core.vocabulary import Kind
 from .machine import free_port
 from .publish import publish
 from .settings import report_header, results_dir
@@ -183,7 +184,7 @@ def watched_run(url: str, root: Path, app: CpuSampler, steps: int) -> dict:
 def step_ends(run_dir: Path) -> list[int]:
     """When stage 0 ended each optimizer step (monotonic ns, the clock of the benchmark's own marks)."""
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line]
-    return sorted(e["t1"] for e in events if e["kind"] == "STEP" and e["stage"] == 0)
+    return sorted(e["t1"] for e in events if e["kind"] == Kind.STEP and e["stage"] == 0)
 
 
 def segment_rates(ends_ns: list[int], segments: list[tuple[bool, int, int]]) -> dict[bool, float]:

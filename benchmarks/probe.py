@@ -18,7 +18,7 @@ from typing import Iterator
 import torch
 
 from zerolock_core.config import replace
-from zerolock_core.schedule import Costs
+from zerolock_core.schedule import Costs, Kind
 from zerolock_core.stage_worker import StageWorker
 from zerolock_core.run_setup import build_run_setup
 from .settings import BenchSettings
@@ -34,7 +34,7 @@ class ProbedCosts:
         """ZeroLock's forward is the one without an input gradient (F_local)."""
         local = method == "zerolock"
         per_stage = {
-            s: {"F": c["F_local"] if local else c["F"], "L": c["L"], "B": c["B"], "STEP": c["STEP"]}
+            s: {Kind.F: c["F_local"] if local else c["F"], Kind.L: c["L"], Kind.B: c["B"], Kind.STEP: c["STEP"]}
             for s, c in self.per_stage.items()
         }
         return Costs(

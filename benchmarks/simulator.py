@@ -27,7 +27,7 @@ import argparse
 from functools import partial
 from typing import Any
 
-from zerolock_core.schedule import LINK_PROFILES, Costs, build_schedule, schedulable, simulate
+from zerolock_core.schedule import LINK_PROFILES, Costs, Kind, build_schedule, schedulable, simulate
 from zerolock_core.arg_types import ints_arg
 from . import plots
 from .comparison import BASELINES
@@ -60,7 +60,7 @@ def validate_one(settings: BenchSettings, runs: PipelineRuns, *, method: str, st
     steps, skip = settings.steps, skip_windows(settings.steps)
     spans = spans_from_events(o.events)
     start = window_start(spans, microbatches=microbatches, skip_windows=skip)
-    hidden = max((e["sent"] for e in o.events if e["kind"] == "SF"), default=0)
+    hidden = max((e["sent"] for e in o.events if e["kind"] == Kind.SF), default=0)
     grad = 0 if method == "zerolock" else hidden
     costs = costs_from_spans(spans, stages=stages, hidden_bytes=hidden, grad_bytes=grad, skip_before=start)
     forecast = partial(predict, method=method, stages=stages, batch=batch, microbatches=microbatches, windows=steps,
@@ -94,7 +94,7 @@ def validate_one(settings: BenchSettings, runs: PipelineRuns, *, method: str, st
 
 def _probe_costs_for(method: str, probe: dict[int, dict[str, float]]) -> dict[int, dict[str, float]]:
     forward = "F_local" if method == "zerolock" else "F"
-    return {s: {"F": c[forward], "L": c["L"], "B": c["B"], "STEP": c["STEP"]} for s, c in probe.items()}
+    return {s: {Kind.F: c[forward], Kind.L: c["L"], Kind.B: c["B"], Kind.STEP: c["STEP"]} for s, c in probe.items()}
 
 
 def extrapolate(base: dict[str, dict[int, dict[str, float]]], *, hidden_bytes: int, microbatch_size: int,

@@ -33,6 +33,7 @@ from ..telemetry import Event, EventWriter
 from ..telemetry.lifecycle import StartupClock, write_lifecycle
 from ..telemetry.process_memory import peak_rss_bytes
 from ..run_setup import build_run_setup
+from ..vocabulary import Kind
 from . import protocol
 from .checkpoint import CheckpointStore, restore
 from .errors import LinkBroken, LinkRebuilt, StopRequested
@@ -221,7 +222,7 @@ def restore_phase(b: Built, launch: StageLaunch, store: dist.Store) -> Restored:
         out.losses = ckpt.meta.get("losses", {})
         out.replay_floor = ckpt.step * t.microbatches
     nbytes = ckpt.nbytes if ckpt else 0
-    b.events.write(Event(stage=stage, kind="RESTORE", mb=None, t0=t0, t1=time.monotonic_ns(),
+    b.events.write(Event(stage=stage, kind=Kind.RESTORE, mb=None, t0=t0, t1=time.monotonic_ns(),
                          step=out.start_step, gen=launch.generation, recv=nbytes))
     store.set(protocol.restored(stage, launch.generation), f"{time.monotonic_ns()} {out.start_step} {nbytes}")
     return out
