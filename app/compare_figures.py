@@ -79,12 +79,12 @@ def predicted_events(s: Series, *, windows: int = 3) -> list[dict[str, Any]] | N
     """The schedule simulator's timeline for run `s`: its method, K, m (from its config), the first
     `windows` optimizer steps, each action costed with the run's own mean duration per stage and
     kind (after its first step when it has more), its hidden-state bytes and its link profile
-    (benchmarks: the same costing as the simulator benchmark). None when the run is not a
+    (zerolock_core.schedule.spans: the simulator benchmark's costing). None when the run is not a
     pipeline run of a simulated method, or has no config or no actions yet."""
-    from benchmarks.prediction import link_for
-    from benchmarks.spans import costs_from_spans, spans_from_events, window_start
     from zerolock_core.config import LinkConfig
+    from zerolock_core.runtime.link_emulation import link_for
     from zerolock_core.schedule import build_schedule, simulate
+    from zerolock_core.schedule.spans import costs_from_spans, spans_from_events, window_start
 
     train = s.run_config.get("train") or {}
     method = train.get("method", s.method)

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zerolock_core.config import ConfigError
+from zerolock_core.poll_interval import DEFAULT_POLL_S, check_poll
 
 from .controller import EngineController
-from .poll_interval import DEFAULT_POLL_S, check_poll
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 

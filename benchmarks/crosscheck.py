@@ -12,6 +12,7 @@ from typing import Any
 import torch.multiprocessing as mp
 
 from zerolock_core.schedule import RECV_KINDS, SEND_KINDS
+from zerolock_core.schedule.spans import busy_per_stage, spans_from_events, throughput, window_start
 from . import plots
 from .crosscheck_worker import SCHEDULES, run_rank
 from .machine import free_port
@@ -20,7 +21,6 @@ from .experiment import Experiment
 from .pipeline_runs import PipelineRuns
 from .settings import BenchSettings, report_header
 from .table import markdown_table, pct, preamble
-from .spans import busy_per_stage, spans_from_events, throughput, window_start
 
 LOSS_RTOL = 1e-4
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from zerolock_core.schedule import textbook_bubble
+from zerolock_core.schedule.spans import (busy_per_stage, compute_per_microbatch, spans_from_events, throughput,
+                                          window_start)
 from . import plots
 from .machine import oversubscribed
 from .measure import skip_windows
@@ -21,7 +23,6 @@ from .experiment import Experiment
 from .pipeline_runs import PipelineRuns, RunOutcome
 from .settings import METHODS, BenchSettings, report_header
 from .table import joined, markdown_table, preamble
-from .spans import busy_per_stage, compute_per_microbatch, spans_from_events, throughput, window_start
 
 
 def efficiency_of(o: RunOutcome, *, stages: int, batch: int, microbatches: int, steps: int) -> dict[str, Any]:

@@ -12,10 +12,10 @@ import argparse
 from typing import Any
 
 from zerolock_core.config import LinkConfig
+from zerolock_core.runtime.link_emulation import link_for
 from . import paper, plots
 from .comparison import BASELINES, advantage, advantage_table
 from .measure import best_estimate, measured_blocks
-from .prediction import link_for
 from .experiment import Experiment
 from .pipeline_runs import PipelineRuns
 from .settings import METHOD_COLOURS, METHODS, BenchSettings, choices_arg, report_header

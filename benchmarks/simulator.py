@@ -27,20 +27,21 @@ import argparse
 from functools import partial
 from typing import Any
 
-from zerolock_core.schedule import LINK_PROFILES, Costs, Kind, build_schedule, schedulable, simulate
 from zerolock_core.arg_types import ints_arg
+from zerolock_core.runtime.link_emulation import link_for
+from zerolock_core.schedule import LINK_PROFILES, Costs, Kind, build_schedule, schedulable, simulate
+from zerolock_core.schedule.spans import (activation_per_microbatch, costs_from_spans, held_activation_peak, mean_costs,
+                                          spans_from_events, throughput, window_start)
 from . import plots
 from .comparison import BASELINES
 from .machine import oversubscribed
 from .measure import depth_cases, skip_windows
-from .prediction import link_for, predict
+from .prediction import predict
 from .probe import probe_costs
 from .experiment import Experiment
 from .pipeline_runs import PipelineRuns
 from .settings import METHODS, BenchSettings, report_header
 from .table import markdown_table, mib, pct, preamble
-from .spans import (activation_per_microbatch, costs_from_spans, held_activation_peak, mean_costs, spans_from_events,
-                    throughput, window_start)
 
 TOLERANCE = 0.10
 EXTRAPOLATE_LINKS = ("ideal", "local", "wifi", "mobile", "constrained")

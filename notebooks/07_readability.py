@@ -30,12 +30,11 @@
 # %%
 import torch
 
-from benchmarks.readability import assemble_report, figures
-from benchmarks.settings import BenchSettings
 from zerolock_core.config import DataConfig, RunConfig, TrainConfig
 from zerolock_core.evaluation import evaluate_chunks
 from zerolock_core.readability import (TranslatorFit, fit_translators, lens_scores, majority_rate,
-                                       suggest_boundaries)
+                                       readability_summary, suggest_boundaries)
+from zerolock_core.readability_figures import readability_figures
 from zerolock_core.run_setup import build_run_setup
 
 torch.manual_seed(0)
@@ -86,6 +85,6 @@ for name, curve in (("frozen head", lens), ("translator", tuned)):
 assert suggest_boundaries([0.9] * 8, stages=3, chance=0.25)["boundaries"] == [3, 6]  # all readable: even split
 
 # %%
-report = assemble_report(BenchSettings(), {"pretrained": {"lens": lens, "tuned": tuned, "chance": chance}},
-                         stages=3, boundaries=None, fit=TranslatorFit(), finetune_steps=0, eval_size=EXAMPLES)
-figures(report)["readability_label_accuracy"]
+summary = readability_summary({"pretrained": {"lens": lens, "tuned": tuned, "chance": chance}}, stages=3,
+                              boundaries=None)
+readability_figures(summary, model="tiny", dataset="topics", stages=3)["readability_label_accuracy"]

@@ -121,7 +121,7 @@ def test_simulated_timeline_round_trips_through_the_measurement_code():
     """Treat a simulation as if it were measured: the costs read back equal the costs put in, and the
     prediction from them equals the 'measured' throughput."""
     from benchmarks.prediction import predict
-    from benchmarks.spans import costs_from_spans, spans_from_sim, throughput, window_start
+    from zerolock_core.schedule.spans import costs_from_spans, spans_from_sim, throughput, window_start
 
     per_stage = {
         0: {"F": 0.01, "B": 0.02, "L": 0.015, "STEP": 0.001},

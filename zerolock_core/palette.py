@@ -108,6 +108,8 @@ NEUTRAL: dict[str, str] = {
     "chance": "#555555",  # chance / majority-class lines
     "idle": "#E3E3E3",  # idle / unrecorded time
     "panel": "#FAFAFA",  # the range slider's background
+    "base": "#808080",  # the pretrained model before any fine-tune (readability curves)
+    "boundary": "#BBBBBB",  # chunk boundaries (readability figures)
 }
 
 # Every family, for tests/test_palette.py and for anyone who needs to check a new colour.
