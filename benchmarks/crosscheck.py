@@ -11,6 +11,7 @@ from typing import Any
 
 import torch.multiprocessing as mp
 
+from zerolock_core.palette import estimate_colour, method_colour
 from zerolock_core.schedule import RECV_KINDS, SEND_KINDS
 from zerolock_core.schedule.spans import busy_per_stage, spans_from_events, throughput, window_start
 from . import plots
@@ -154,17 +155,18 @@ def format_report(report: dict[str, Any]) -> str:
 def figures(report: dict[str, Any]):
     res = report["results"]
     traces = []
-    for name, r in res.items():
-        steps = list(range(1, len(r["ours_losses"]) + 1))
-        traces += [plots.curve(f"ours {name}", steps, r["ours_losses"]),
-                   plots.curve(f"torch {name}", steps, r["torch_losses"], mode="markers",
-                               marker={"symbol": "x", "size": 12})]
+    for name, r in res.items():  # a schedule: its method's colour, torch's the fainter estimate
+        steps, colour = list(range(1, len(r["ours_losses"]) + 1)), method_colour(name)
+        traces += [plots.curve(f"ours {name}", steps, r["ours_losses"], color=colour),
+                   plots.curve(f"torch {name}", steps, r["torch_losses"], color=estimate_colour(colour, 1),
+                               mode="markers", marker={"symbol": "x", "size": 12})]
     loss = plots.figure(
         traces, title="Training loss per step: ours vs torch.distributed.pipelining", xaxis_title="step",
         yaxis_title="task cross-entropy")
     tput = plots.figure(
-        [plots.bar(label, res, [r[key] for r in res.values()]) for label, key in
-         (("ours", "ours_steady_samples_per_s"), ("torch.distributed.pipelining", "torch_steady_samples_per_s"))],
+        [plots.method_bars(label, list(res), [r[key] for r in res.values()], estimate=i) for i, (label, key) in
+         enumerate((("ours", "ours_steady_samples_per_s"),
+                    ("torch.distributed.pipelining", "torch_steady_samples_per_s")))],
         title=f"Steady-state throughput, K=2 ({report['machine']})", yaxis_title="samples/s", barmode="group")
     return {"crosscheck_loss": loss, "crosscheck_throughput": tput}
 

@@ -88,13 +88,13 @@ def figures(report: dict[str, Any]):
     res, c = report["results"], report["config"]
     column = lambda key: [r[key] for r in res.values()]  # noqa: E731
     bound = plots.figure(
-        [plots.bar("measured", res, column("samples_per_s")),
-         plots.bar("slowest-stage bound", res, column("bound_samples_per_s"))],
+        [plots.method_bars("measured", list(res), column("samples_per_s")),
+         plots.method_bars("slowest-stage bound", list(res), column("bound_samples_per_s"), estimate=1)],
         barmode="group", yaxis_title="samples/s",
         title=f"Throughput against the slowest-stage bound, K={c['stages']}, b={c['batch']}, m={c['microbatches']}")
     bubble = plots.figure(
-        [plots.bar("measured bubble", res, column("bubble_fraction")),
-         plots.bar("textbook", res, column("textbook_bubble"))],
+        [plots.method_bars("measured bubble", list(res), column("bubble_fraction")),
+         plots.method_bars("textbook", list(res), column("textbook_bubble"), estimate=1)],
         barmode="group", yaxis_title="fraction", title="Bubble fraction: measured vs textbook")
     return {"efficiency_bound": bound, "efficiency_bubble": bubble}
 

@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from zerolock_core.objectives import local_loss
+from zerolock_core.palette import estimate_colour, method_colour
 from zerolock_core.telemetry import ActivationMeter
 from zerolock_core.arg_types import ints_arg
 from . import plots
@@ -181,7 +182,8 @@ def format_report(report: dict[str, Any]) -> str:
 def figures(report: dict[str, Any]):
     fig = plots.panels(("time (fwd + bwd)", "transient peak memory"))
     panels = ((lambda r: r["time_s"] * 1e3, "ms"), (lambda r: r["transient_peak_bytes"] / 2**20, "MiB"))
-    for var, color in zip(VARIANTS, ("#636efa", "#ef553b")):
+    zerolock = method_colour("zerolock")  # the engine's readout; the authors' code the fainter estimate
+    for var, color in zip(VARIANTS, (zerolock, estimate_colour(zerolock, 1))):
         rs = [r for r in report["results"] if r["variant"] == var]
         name = "Ω only (engine)" if var == "omega" else "full S×V (authors' code)"
         for col, (value, _) in enumerate(panels, 1):  # one legend entry per variant

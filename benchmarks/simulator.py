@@ -28,6 +28,7 @@ from functools import partial
 from typing import Any
 
 from zerolock_core.arg_types import ints_arg
+from zerolock_core.palette import dash, method_colour
 from zerolock_core.runtime.link_emulation import link_for
 from zerolock_core.schedule import LINK_PROFILES, Costs, Kind, build_schedule, schedulable, simulate
 from zerolock_core.schedule.spans import (activation_per_microbatch, costs_from_spans, held_activation_peak, mean_costs,
@@ -188,15 +189,18 @@ def figures(report: dict[str, Any]):
     series = [("measured", "measured_samples_per_s"), ("simulated (event costs)", "predicted_samples_per_s")]
     if all("probe_predicted_samples_per_s" in r for r in v):
         series.append(("simulated (probe costs)", "probe_predicted_samples_per_s"))
-    figs = {"simulator_validation": plots.figure([plots.bar(name, labels, [r[key] for r in v]) for name, key in series],
-                                                 barmode="group", yaxis_title="samples/s",
-                                                 title="Simulator vs measured")}
+    methods = [r["method"] for r in v]
+    figs = {"simulator_validation": plots.figure(
+        [plots.method_bars(name, labels, [r[key] for r in v], methods=methods, estimate=i)
+         for i, (name, key) in enumerate(series)],
+        barmode="group", yaxis_title="samples/s", title="Simulator vs measured")}
     if preds := report["predictions"]:
         methods = list(preds[0]["samples_per_s"])
         traces = []
-        for k in sorted({p["stages"] for p in preds}):
+        for j, k in enumerate(sorted({p["stages"] for p in preds})):  # a method's colour, a dash per K
             ps = [p for p in preds if p["stages"] == k]
-            traces += [plots.curve(f"K={k} {m}", [p["link"] for p in ps], [p["samples_per_s"][m] for p in ps])
+            traces += [plots.curve(f"K={k} {m}", [p["link"] for p in ps], [p["samples_per_s"][m] for p in ps],
+                                   color=method_colour(m), line={"dash": dash(j)})
                        for m in methods]
         figs["simulator_predictions"] = plots.figure(traces, yaxis_title="samples/s (PREDICTED)",
                                                      title="PREDICTION: deeper pipelines and slower links")

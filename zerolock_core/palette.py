@@ -22,6 +22,11 @@ families (tests/test_palette.py checks both):
 * **Structure** (`NEUTRAL`): pure greys (saturation 0) for everything that carries no data
   meaning: step boundaries, idle time, chance lines, muted text, the whole-model loss line.
 
+The benchmarks' figures draw with the same families: a method's series in its method colour, a
+stage's (or chunk's) in its slate shade, and a second estimate of what a series measured (a bound,
+the textbook or paper value, a simulation, another implementation) as a fainter tint of the same
+colour (`estimate_colour`); lines that share a colour differ by dash (`dash`).
+
 So orange is only ever B, green only L, and the methods never borrow a kind's hue at a kind's
 lightness. Do not add a second colour table elsewhere: add a name here.
 """
@@ -81,7 +86,8 @@ FAILURE_COLOURS: dict[str, str] = {
 STAGE_RAMP: tuple[str, ...] = ("#3F5566", "#4D6373", "#5C7180", "#6A7F8D", "#798C99", "#8799A5", "#95A6B1",
                                "#A3B3BD")
 STAGE_COLOURS = STAGE_RAMP  # the name older callers import
-STAGE_DASHES: tuple[str, ...] = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+# line dashes: a second cue where lines share a colour (a stage's shade; the variants of one method)
+DASHES: tuple[str, ...] = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 
 # --- methods: dark, saturated earth tones ---------------------------------------------------------------
 METHOD_LABELS: dict[str, str] = {
@@ -111,6 +117,10 @@ NEUTRAL: dict[str, str] = {
     "base": "#808080",  # the pretrained model before any fine-tune (readability curves)
     "boundary": "#BBBBBB",  # chunk boundaries (readability figures)
 }
+
+# A benchmark's second estimate of what it measured (a bound, the textbook or paper value, a simulation,
+# another implementation) is a translucent tint of the measurement's colour: the same family, fainter.
+ESTIMATE_ALPHAS: tuple[float, ...] = (0.45, 0.2)
 
 # Every family, for tests/test_palette.py and for anyone who needs to check a new colour.
 FAMILIES: dict[str, tuple[str, ...]] = {
@@ -147,9 +157,20 @@ def with_alpha(colour: str, alpha: float) -> str:
     return f"rgba({r},{g},{b},{alpha:g})"
 
 
+def dash(i: int) -> str:
+    """The `i`-th line dash."""
+    return DASHES[i % len(DASHES)]
+
+
 def stage_dash(stage: int) -> str:
     """The line dash of stage `stage` (a second cue next to its shade)."""
-    return STAGE_DASHES[stage % len(STAGE_DASHES)]
+    return dash(stage)
+
+
+def estimate_colour(colour: str, nth: int) -> str:
+    """The colour of the `nth` estimate of one quantity drawn beside its measurement (nth = 0: the
+    measurement itself, in `colour`): the same colour, fainter for each further estimate."""
+    return colour if nth == 0 else with_alpha(colour, ESTIMATE_ALPHAS[min(nth, len(ESTIMATE_ALPHAS)) - 1])
 
 
 def method_colour(method: str) -> str:
