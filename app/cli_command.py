@@ -4,9 +4,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from zerolock_core.poll_interval import DEFAULT_POLL_S, FIGURES_EVERY_S
 from zerolock_core.runs_root import DEFAULT_RUNS
-
-from .poll_interval import DEFAULT_POLL_S, FIGURES_EVERY_S
 
 
 def register(parser: argparse.ArgumentParser) -> None:

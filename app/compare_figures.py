@@ -5,7 +5,7 @@ times), on one common time axis in seconds, so the lengths of the runs and the p
 wait can be compared by eye. Under each measured timeline, the schedule simulator's prediction for
 the same method, K and m, costed with the run's own mean action times (`predicted_events`).
 
-Colours (app/palette.py): bars by action kind, runs by method (loss curves, peaks, summary bars),
+Colours (zerolock_core/palette.py): bars by action kind, runs by method (loss curves, peaks, summary bars),
 stages by a slate shade with a dash pattern."""
 from __future__ import annotations
 
@@ -18,10 +18,11 @@ from plotly.subplots import make_subplots
 from .layout import amount, frame
 from .memory import DETAIL_MAX_EVENTS, MEASURES, MemoryGrid, add_memory_traces, envelope_trace, memory_grid, \
     step_peaks, with_failures
-from .palette import NEUTRAL, method_colour, method_label, stage_dash
+from zerolock_core.palette import NEUTRAL, method_colour, method_label, stage_dash
+from zerolock_core.vocabulary import Kind
 from .training_figures import placeholder_figure
 from .simulated import events_from_simulation
-from .timebase import STARTUP, first_steps_s, time_end, training_origin, to_s
+from .timebase import first_steps_s, time_end, training_origin, to_s
 from .timeline import LANE_HEIGHT_PX, WEBGL_THRESHOLD, add_timeline_traces, style_lanes
 
 COMPARE_X_TITLE = "seconds since the run's first action (start-up before 0)"
@@ -78,16 +79,16 @@ def predicted_events(s: Series, *, windows: int = 3) -> list[dict[str, Any]] | N
     """The schedule simulator's timeline for run `s`: its method, K, m (from its config), the first
     `windows` optimizer steps, each action costed with the run's own mean duration per stage and
     kind (after its first step when it has more), its hidden-state bytes and its link profile
-    (benchmarks: the same costing as the simulator benchmark). None when the run is not a
+    (zerolock_core.schedule.spans: the simulator benchmark's costing). None when the run is not a
     pipeline run of a simulated method, or has no config or no actions yet."""
-    from benchmarks.prediction import link_for
-    from benchmarks.spans import costs_from_spans, spans_from_events, window_start
     from zerolock_core.config import LinkConfig
+    from zerolock_core.runtime.link_emulation import link_for
     from zerolock_core.schedule import build_schedule, simulate
+    from zerolock_core.schedule.spans import costs_from_spans, spans_from_events, window_start
 
     train = s.run_config.get("train") or {}
     method = train.get("method", s.method)
-    acts = [e for e in s.events if e["kind"] != STARTUP]
+    acts = [e for e in s.events if e["kind"] != Kind.STARTUP]
     if method not in SIMULATED_METHODS or not acts or not train.get("microbatches"):
         return None
     m, steps = int(train["microbatches"]), int(train.get("steps") or windows)
@@ -97,7 +98,7 @@ def predicted_events(s: Series, *, windows: int = 3) -> list[dict[str, Any]] | N
         skip = window_start(spans, microbatches=m, skip_windows=1)
     except ValueError:
         skip = 0.0
-    hidden = max((e.get("sent") or 0 for e in acts if e["kind"] == "SF"), default=0)
+    hidden = max((e.get("sent") or 0 for e in acts if e["kind"] == Kind.SF), default=0)
     try:
         costs = costs_from_spans(spans, stages=s.stages, hidden_bytes=hidden,
                                  grad_bytes=0 if method == "zerolock" else hidden, skip_before=skip)

@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 from zerolock_core.schedule import Costs, LinkProfile, build_schedule, simulate
 
 from .compare_figures import Series, compare_memory_figure, compare_timeline_figure
-from .palette import method_label  # bar colours: palette.KIND_COLOURS, named in the text below
+from zerolock_core.palette import method_label  # bar colours: palette.KIND_COLOURS, named in the text below
 from .simulated import events_from_simulation
 
 # Assumed costs: a backward costs about two forwards; ZeroLock's local step (readout + local loss

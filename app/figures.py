@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .compare_figures import Series, compare_memory_figure, compare_summary_figure, compare_timeline_figure
 from .memory import MemoryGrid, memory_figure, memory_grid
-from .palette import KIND_COLOURS, KIND_LABELS, METHOD_COLOURS, STAGE_COLOURS
+from zerolock_core.palette import KIND_COLOURS, KIND_LABELS, METHOD_COLOURS, STAGE_COLOURS
 from .training_figures import activity_figure, training_figure
 from .simulated import events_from_simulation, simulated_events
 from .timeline import WEBGL_THRESHOLD, lane_bars, timeline_figure

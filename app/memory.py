@@ -23,7 +23,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .layout import amount, fast_figure, subplot_title
-from .palette import FAILURE_COLOURS, STARTUP_KIND, stage_colour, stage_dash, with_alpha
+from zerolock_core.palette import FAILURE_COLOURS, stage_colour, stage_dash, with_alpha
+from zerolock_core.vocabulary import Kind
 from .timebase import Events, time_origin, to_ms, to_s
 from .step_view import step_of
 from .timeline import X_TITLE, lane_axis
@@ -128,7 +129,7 @@ def step_peaks(events: Events, *, stages: int, measure: str = "act_bytes", origi
     are left out. With `window_s`, only actions ending in the last `window_s` seconds."""
     _, _, scale = _check_measure(measure)
     origin = time_origin(events) if origin_ns is None else origin_ns
-    acts = [e for e in events if e["kind"] != STARTUP_KIND]
+    acts = [e for e in events if e["kind"] != Kind.STARTUP]
     if window_s is not None and acts:
         cutoff = max(e["t1"] for e in acts) - int(window_s * 1e9)
         acts = [e for e in acts if e["t1"] >= cutoff]

@@ -10,7 +10,7 @@ from zerolock_core.metrics import Metrics
 from zerolock_core.run_dir import RunDir
 from zerolock_core.telemetry import read_events
 
-from .palette import method_label
+from zerolock_core.palette import method_label
 
 
 @dataclass(kw_only=True)

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zerolock_core.config import ConfigError
+from zerolock_core.poll_interval import DEFAULT_POLL_S, check_poll
 from zerolock_core.runs_root import DEFAULT_RUNS
 
 from .controller import EngineController
-from .poll_interval import DEFAULT_POLL_S, check_poll
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 

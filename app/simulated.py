@@ -35,8 +35,8 @@ def events_from_simulation(result: SimResult, *, bytes_per_microbatch: int = 2**
         out.append({"stage": s, "kind": a.kind.value, "mb": a.microbatch,
                     "t0": round(r.start_s * 1e9), "t1": round(r.end_s * 1e9),
                     "act_bytes": len(held[s]) * bytes_per_microbatch, "inflight": len(held[s]),
-                    "sent": {"SF": hidden_bytes, "SB": grad_bytes}.get(a.kind.value, 0),
-                    "recv": {"RF": hidden_bytes, "RB": grad_bytes}.get(a.kind.value, 0), "step": steps[s], "gen": 0})
+                    "sent": {Kind.SF: hidden_bytes, Kind.SB: grad_bytes}.get(a.kind, 0),
+                    "recv": {Kind.RF: hidden_bytes, Kind.RB: grad_bytes}.get(a.kind, 0), "step": steps[s], "gen": 0})
     return out
 
 

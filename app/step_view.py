@@ -8,7 +8,8 @@ from typing import Any, Sequence
 import plotly.graph_objects as go
 
 from .layout import fast_figure
-from .palette import FAILURE_COLOURS, NEUTRAL, STARTUP_KIND, kind_colour, kind_label, kind_sort_key
+from zerolock_core.palette import FAILURE_COLOURS, NEUTRAL, kind_colour, kind_label, kind_sort_key
+from zerolock_core.vocabulary import Kind
 from .timebase import Events
 from .timeline import WEBGL_THRESHOLD, failure_word
 
@@ -27,7 +28,7 @@ def step_of(e: dict[str, Any]) -> int:
     """The 1-based optimizer step an action belongs to: `step` counts the steps done when it ended,
     so a STEP action closes step `step` and every other action works on step `step + 1`."""
     done = e.get("step") or 0
-    return done if e["kind"] == "STEP" else done + 1
+    return done if e["kind"] == Kind.STEP else done + 1
 
 
 def step_totals(events: Events, *, stages: int) -> dict[int, dict[int, dict[str, float]]]:
@@ -37,7 +38,7 @@ def step_totals(events: Events, *, stages: int) -> dict[int, dict[int, dict[str,
     out: dict[int, dict[int, dict[str, float]]] = {s: {} for s in range(stages)}
     ends: dict[int, dict[int, tuple[int, int]]] = {s: {} for s in range(stages)}
     for e in events:
-        if e["kind"] == STARTUP_KIND:
+        if e["kind"] == Kind.STARTUP:
             continue
         s = e["stage"]
         if not 0 <= s < stages:
@@ -118,7 +119,7 @@ def step_aggregate_figure(events: Events, *, stages: int, title: str = "", uirev
     for s, t in origin_steps:
         if not 0 <= s < stages:
             continue
-        hit = [step_of(e) for e in events if e["stage"] == s and e["kind"] != STARTUP_KIND and e["t1"] <= t]
+        hit = [step_of(e) for e in events if e["stage"] == s and e["kind"] != Kind.STARTUP and e["t1"] <= t]
         n = (max(hit) if hit else 1)
         ax = "" if s == 0 else str(s + 1)
         word = next((failure_word(r) for r in recoveries if r.get("t_fail_ns") == t), "failure")

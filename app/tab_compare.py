@@ -11,7 +11,7 @@ from zerolock_core.runs_root import NotARun
 
 from .compare_figures import Series, compare_memory_figure, compare_summary_figure, compare_timeline_figure
 from .controller import EngineController
-from .palette import METHOD_LABELS
+from zerolock_core.palette import METHOD_LABELS
 from .run_data import load_run
 from .runs_index import list_runs
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import gradio as gr
 
+SEQ_LEN = 64  # the examples' length: short, so a measurement takes seconds
+
 
 @dataclass(kw_only=True)
 class ReadabilityTab:
@@ -19,7 +21,7 @@ def build_readability_tab() -> ReadabilityTab:
     gr.Markdown("Every ZeroLock chunk reads its hidden state out through the **frozen** final norm + LM head. "
                 "This measures whether the head can: label accuracy after each layer, read through the "
                 "frozen head (solid) and through a small translator fitted per layer (dotted). Dashed lines "
-                "are the chunk boundaries at K; the red line is always answering the most frequent label.")
+                "are the chunk boundaries at K; the grey dotted line is always answering the most frequent label.")
     with gr.Row():
         model = gr.Textbox("tiny", label="model (tiny, smollm2-135m, a directory)", elem_id="read-model")
         dataset = gr.Textbox("topics", label="dataset", elem_id="read-dataset")
@@ -34,14 +36,14 @@ def build_readability_tab() -> ReadabilityTab:
 
 def measure(model: str, dataset: str, stages: float, examples: float, fit: bool,
             progress: gr.Progress = gr.Progress()) -> tuple:
-    from benchmarks.readability import assemble_report, figures, lens_config, measure_condition
-    from benchmarks.settings import BenchSettings
-    from zerolock_core.readability import TranslatorFit
+    from zerolock_core.readability import TranslatorFit, lens_config, measure_condition, readability_summary
+    from zerolock_core.readability_figures import readability_figures
 
     k, n = int(stages), int(examples)
+    model, dataset = model.strip(), dataset.strip()
     try:
-        settings = BenchSettings(model=model.strip(), dataset=dataset.strip(), seq_len=64, threads=1)
-        cfg = lens_config(settings, method="bp", stages=k, steps=1, eval_size=n, out=None, boundaries=None)
+        cfg = lens_config(model=model, dataset=dataset, seq_len=SEQ_LEN, method="bp", stages=k, steps=1,
+                          eval_size=n, out=None, boundaries=None)
     except ValueError as err:
         return f"⚠️ {err}", None
     translator = TranslatorFit(steps=100, examples=128) if fit else None
@@ -54,13 +56,13 @@ def measure(model: str, dataset: str, stages: float, examples: float, fit: bool,
         condition = measure_condition(cfg, run_dir=None, fit=translator, eval_size=n, progress=bar)
     except ValueError as err:  # ConfigError: a bad model / dataset name, a missing extra
         return f"⚠️ {err}", None
-    report = assemble_report(settings, {"pretrained": condition}, stages=k, boundaries=None, fit=translator,
-                             finetune_steps=0, eval_size=n)
+    summary = readability_summary({"pretrained": condition}, stages=k, boundaries=None)
     lines = [f"**{model}** on **{dataset}**, {n} eval examples, {condition['seconds']:.0f} s. "
-             f"Majority class: {report['chance']:.2f}; last layer: "
+             f"Majority class: {summary['chance']:.2f}; last layer: "
              f"{condition['lens'][-1]['label_accuracy']:.2f} (frozen head)."]
-    for curve, s in report["suggestions"]["pretrained"].items():
+    for curve, s in summary["suggestions"]["pretrained"].items():
         where = "no cut works" if s["boundaries"] is None else \
             f"`--boundaries {','.join(str(b) for b in s['boundaries'])}`" if s["boundaries"] else "—"
         lines.append(f"- cut suggestion ({'frozen head' if curve == 'lens' else 'translator'}): {where} — {s['why']}")
-    return "\n".join(lines), figures(report)["readability_label_accuracy"]
+    figure = readability_figures(summary, model=model, dataset=dataset, stages=k)["readability_label_accuracy"]
+    return "\n".join(lines), figure

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from zerolock_core.telemetry.lifecycle import STARTUP  # the kind of a stage's start-up span (not an action)
+from zerolock_core.vocabulary import Kind
 
 Events = Sequence[dict[str, Any]]
 NS_PER_MS = 1e6
@@ -51,7 +51,7 @@ def tail_since(events: Events, cutoff_ns: int, *, stages: int) -> list[dict[str,
 def training_origin(events: Events) -> int:
     """The first action's start (start-ups left out; 0 if there are none): time zero when runs are
     compared from their first micro-batch."""
-    return min((e["t0"] for e in events if e["kind"] != STARTUP), default=time_origin(events))
+    return min((e["t0"] for e in events if e["kind"] != Kind.STARTUP), default=time_origin(events))
 
 
 def to_ms(t_ns: int, origin_ns: int) -> float:
@@ -66,27 +66,14 @@ def span_s(events: Events) -> float:
     return (time_end(events) - time_origin(events)) / 1e9 if events else 0.0
 
 
-def first_steps_ms(events: Events, steps: int) -> float | None:
-    """Milliseconds from the first event until every stage finished its `steps`-th optimizer step
-    (None if the run has not got that far): a readable initial zoom for long runs."""
-    done: dict[int, int] = {}
-    for e in events:
-        if e["kind"] == "STEP" and e.get("step", 0) == steps:
-            done[e["stage"]] = max(done.get(e["stage"], 0), e["t1"])
-    stages = {e["stage"] for e in events}
-    if not events or set(done) != stages:
-        return None
-    return to_ms(max(done.values()), time_origin(events))
-
-
 def first_steps_s(events: Events, steps: int, *, origin_ns: int | None = None) -> float | None:
     """Seconds from `origin_ns` (default: the earliest event) until every stage that acts finished
     its `steps`-th optimizer step; None if the run has not got that far."""
     done: dict[int, int] = {}
     for e in events:
-        if e["kind"] == "STEP" and e.get("step", 0) == steps:
+        if e["kind"] == Kind.STEP and e.get("step", 0) == steps:
             done[e["stage"]] = max(done.get(e["stage"], 0), e["t1"])
-    stages = {e["stage"] for e in events if e["kind"] != STARTUP}
+    stages = {e["stage"] for e in events if e["kind"] != Kind.STARTUP}
     if not stages or set(done) != stages:
         return None
     return to_s(max(done.values()), time_origin(events) if origin_ns is None else origin_ns)

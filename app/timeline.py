@@ -36,8 +36,9 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .layout import fast_figure
-from .palette import (THICK_KINDS, FAILURE_COLOURS, NEUTRAL, ALWAYS_VISIBLE_KINDS, STARTUP_KIND,
-                      kind_colour, kind_label, kind_sort_key)
+from zerolock_core.palette import (THICK_KINDS, FAILURE_COLOURS, NEUTRAL, ALWAYS_VISIBLE_KINDS, kind_colour, kind_label,
+                                   kind_sort_key)
+from zerolock_core.vocabulary import Kind
 from .timebase import Events, recent, time_end, time_origin, to_ms, to_s
 
 WEBGL_THRESHOLD = 3000  # bars per figure
@@ -54,7 +55,7 @@ LABEL_MIN_PX = 16  # on those at least this wide at the default width
 STEP_LINES_MAX = 2000  # step boundary lines up to this many STEP actions in view
 STEP_LABELS_MAX = 24  # step numbers over the plot: at most this many (every n-th step past it)
 X_TITLE = "seconds since the run started (start-up included)"
-LABELLED_KINDS = frozenset({"F", "L", "B", "REPLAY"})  # kinds whose bars carry "F3"
+LABELLED_KINDS = frozenset({Kind.F, Kind.L, Kind.B, Kind.REPLAY})  # kinds whose bars carry "F3"
 FAILURE_WORDS = {"kill": "kill", "stop": "hang", "post-step": "kill after step", "mid-ckpt": "kill in checkpoint",
                  "crash": "crash"}
 
@@ -110,7 +111,7 @@ def duration_text(ms: float) -> str:
 
 def _what(lane: KindLane, i: int) -> str:
     s, mb = lane.stage[i], lane.mb[i]
-    if lane.kind == STARTUP_KIND:
+    if lane.kind == Kind.STARTUP:
         return f"stage {s} · start-up" if not lane.gen[i] else f"stage {s} · restart (process {lane.gen[i]})"
     return f"stage {s} · {lane.kind}{'' if mb is None else mb}"
 
@@ -132,7 +133,7 @@ def _bar_trace(lane: KindLane, *, showlegend: bool, outline: bool, min_w_s: floa
                labels: bool = False, label_min_s: float = 0.0) -> dict[str, Any]:
     start = np.round(np.asarray(lane.start_ms) / 1e3, 6)  # µs precision keeps the JSON small
     drawn = np.round(_drawn_widths(lane, min_w_s), 6)
-    if lane.kind == STARTUP_KIND:  # a few spans: text columns (what, duration, phases)
+    if lane.kind == Kind.STARTUP:  # a few spans: text columns (what, duration, phases)
         custom: Any = [[_what(lane, i), duration_text(d), _phases_text(p)]
                        for i, (d, p) in enumerate(zip(lane.dur_ms, lane.phases))]
         hover = "%{customdata[0]}<br>start %{base:.3f} s · duration %{customdata[1]}"
@@ -149,17 +150,17 @@ def _bar_trace(lane: KindLane, *, showlegend: bool, outline: bool, min_w_s: floa
             hover += f"<br>%{{customdata[3]:,.0f}} bytes {way}"
     trace = dict(
         type="bar", base=start, x=drawn, y=np.asarray(lane.stage), orientation="h",
-        width=COMPUTE_WIDTH if lane.kind in THICK_KINDS or lane.kind == STARTUP_KIND else COMM_WIDTH,
+        width=COMPUTE_WIDTH if lane.kind in THICK_KINDS or lane.kind == Kind.STARTUP else COMM_WIDTH,
         name=kind_label(lane.kind), legendgroup=lane.kind, showlegend=showlegend,
         # a thin white edge keeps back-to-back bars of one kind apart (F0 F1 F2 in GPipe)
         marker=dict(color=kind_colour(lane.kind), line=dict(color="white", width=1 if outline else 0)),
         customdata=custom, hovertemplate=hover + "<extra></extra>")
-    if lane.kind == STARTUP_KIND:
+    if lane.kind == Kind.STARTUP:
         trace["marker"]["pattern"] = dict(shape="/", fillmode="overlay", fgcolor="white", fgopacity=0.9, size=8,
                                           solidity=0.3)
     if labels and lane.kind in LABELLED_KINDS and any(mb is not None for mb in lane.mb):
         # only on bars wide enough to read it at the default width (plotly would shrink it to a smudge)
-        code = "R" if lane.kind == "REPLAY" else lane.kind
+        code = "R" if lane.kind == Kind.REPLAY else lane.kind
         trace.update(text=[f"{code}{mb}" if mb is not None and w >= label_min_s else ""
                            for mb, w in zip(lane.mb, drawn)],
                      textposition="inside", insidetextanchor="middle", textangle=0,
@@ -239,7 +240,7 @@ def timeline_traces(events: Events, *, stages: int, origin_ns: int, webgl: bool,
 
 def step_line_trace(events: Events, *, origin_ns: int, showlegend: bool = True) -> dict[str, Any] | None:
     """Thin dotted vertical lines on each lane where a STEP ends (None: no STEP, or too many)."""
-    ends = [(e["stage"], to_s(e["t1"], origin_ns)) for e in events if e["kind"] == "STEP"]
+    ends = [(e["stage"], to_s(e["t1"], origin_ns)) for e in events if e["kind"] == Kind.STEP]
     if not ends or len(ends) > STEP_LINES_MAX:
         return None
     xs: list[float | None] = []
@@ -255,7 +256,7 @@ def step_label_annotations(events: Events, *, origin_ns: int, xref: str = "x", v
                            width: int | None = None) -> list[dict[str, Any]]:
     """Step numbers over the plot, at the end of each STEP of the first stage that steps: at most
     STEP_LABELS_MAX, none closer than about 28 px to the previous one at the default width."""
-    steps = [e for e in events if e["kind"] == "STEP"]
+    steps = [e for e in events if e["kind"] == Kind.STEP]
     if not steps:
         return []
     first = min(e["stage"] for e in steps)
@@ -296,11 +297,11 @@ def recovery_bar_annotations(events: Events, *, stages: int, origin_ns: int, vie
     for lane in lane_bars([e for e in events if e["kind"] in ALWAYS_VISIBLE_KINDS], stages=stages, origin_ns=origin_ns):
         for s, t0, t1, n in _clusters(lane, gap_ms)[-limit:]:
             count = f" ×{n}" if n > 1 else ""
-            left = lane.kind == "RESTORE" or (right_edge_s is not None and t0 / 1e3 > right_edge_s - room_s)
+            left = lane.kind == Kind.RESTORE or (right_edge_s is not None and t0 / 1e3 > right_edge_s - room_s)
             out.append(dict(text=f"{lane.kind}{count} · {duration_text(t1 - t0).split(' (')[0]}",
                             x=round(t0 / 1e3, 6), y=s, xref="x", yref="y", showarrow=True, arrowhead=0,
                             arrowwidth=1, arrowcolor=kind_colour(lane.kind), ax=-28 if left else 28,
-                            ay=-34 if left and lane.kind != "RESTORE" else -20, xanchor="right" if left else "left",
+                            ay=-34 if left and lane.kind != Kind.RESTORE else -20, xanchor="right" if left else "left",
                             font=dict(size=10, color=kind_colour(lane.kind)), bgcolor="rgba(255,255,255,0.85)",
                             name=f"{lane.kind}-label"))
     return out
@@ -308,7 +309,7 @@ def recovery_bar_annotations(events: Events, *, stages: int, origin_ns: int, vie
 
 def startup_annotations(events: Events, *, origin_ns: int, limit: int = 40) -> list[dict[str, Any]]:
     """"start-up" (first process) or "restart" (a later one) in the middle of each STARTUP span."""
-    spans = [e for e in events if e["kind"] == STARTUP_KIND][-limit:]
+    spans = [e for e in events if e["kind"] == Kind.STARTUP][-limit:]
     return [dict(text="start-up" if not e.get("gen") else "restart", x=round(to_s((e["t0"] + e["t1"]) // 2,
                                                                                   origin_ns), 6),
                  y=e["stage"], xref="x", yref="y", showarrow=False, font=dict(size=10, color=NEUTRAL["ink"]))
@@ -431,7 +432,7 @@ def style_lanes(fig: go.Figure, *, stages: int, row: int | None = None, col: int
 def _merge_startups(events: Events, startups: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     if not startups:
         return list(events)
-    have = {(e["stage"], e.get("gen") or 0) for e in events if e["kind"] == STARTUP_KIND}
+    have = {(e["stage"], e.get("gen") or 0) for e in events if e["kind"] == Kind.STARTUP}
     return [*(s for s in startups if (s["stage"], s.get("gen") or 0) not in have), *events]
 
 

@@ -7,9 +7,9 @@ import plotly.graph_objects as go
 
 from zerolock_core.metrics import Metrics
 from zerolock_core.telemetry.activity import StageStats
+from zerolock_core.palette import NEUTRAL, stage_colour, stage_dash
 
 from .layout import fast_figure, subplot_title
-from .palette import NEUTRAL, stage_colour, stage_dash
 from .timeline import lane_axis
 
 

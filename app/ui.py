@@ -7,12 +7,12 @@ from typing import Any
 
 import gradio as gr
 
+from zerolock_core.poll_interval import DEFAULT_POLL_S, check_poll
 from zerolock_core.runs_root import DEFAULT_RUNS
 
 from . import tab_compare, tab_explain, tab_readability, tab_run, tab_runs, tab_watch
 from .controller import EngineController
 from .page_script import SHOW_WATCH_JS, WATCH_TAB_ID, launch_options
-from .poll_interval import DEFAULT_POLL_S, check_poll
 
 
 def build_app(controller: EngineController | None = None, *, runs_root: str | Path = DEFAULT_RUNS,

@@ -15,7 +15,7 @@ from .controller import failures as failures_of
 from .live_loss import live_loss_curves
 from zerolock_core.telemetry.activity import bubble_fraction, live_throughput
 from .memory import memory_figure
-from .palette import method_label
+from zerolock_core.palette import method_label
 from .training_figures import activity_figure, placeholder_figure, training_figure
 from .watch_parts import PARTS
 from .timebase import recent, tail_since

@@ -11,15 +11,17 @@ from typing import Any
 
 import torch.multiprocessing as mp
 
+from zerolock_core.palette import estimate_colour, method_colour
+from zerolock_core.schedule import RECV_KINDS, SEND_KINDS
+from zerolock_core.schedule.spans import busy_per_stage, spans_from_events, throughput, window_start
 from . import plots
 from .crosscheck_worker import SCHEDULES, run_rank
 from .machine import free_port
 from .meter_overhead import meter_overhead
-from .runner import Experiment
-from .runs import PipelineRuns
+from .experiment import Experiment
+from .pipeline_runs import PipelineRuns
 from .settings import BenchSettings, report_header
 from .table import markdown_table, pct, preamble
-from .spans import busy_per_stage, spans_from_events, throughput, window_start
 
 LOSS_RTOL = 1e-4
 
@@ -55,7 +57,7 @@ def _ours_breakdown(events: list[dict[str, Any]], *, stages: int, microbatches: 
     start = window_start(spans, microbatches=microbatches, skip_windows=skip)
     span = max(s.t1 for s in spans) - start
     busy = busy_per_stage(spans, skip_before=start)
-    comm = {st: sum(s.seconds for s in spans if s.t0 >= start and s.stage == st and s.kind in ("SF", "SB", "RF", "RB"))
+    comm = {st: sum(s.seconds for s in spans if s.t0 >= start and s.stage == st and s.kind in SEND_KINDS | RECV_KINDS)
             for st in range(stages)}
     return {
         "span_s": span,
@@ -153,17 +155,18 @@ def format_report(report: dict[str, Any]) -> str:
 def figures(report: dict[str, Any]):
     res = report["results"]
     traces = []
-    for name, r in res.items():
-        steps = list(range(1, len(r["ours_losses"]) + 1))
-        traces += [plots.curve(f"ours {name}", steps, r["ours_losses"]),
-                   plots.curve(f"torch {name}", steps, r["torch_losses"], mode="markers",
-                               marker={"symbol": "x", "size": 12})]
+    for name, r in res.items():  # a schedule: its method's colour, torch's the fainter estimate
+        steps, colour = list(range(1, len(r["ours_losses"]) + 1)), method_colour(name)
+        traces += [plots.curve(f"ours {name}", steps, r["ours_losses"], color=colour),
+                   plots.curve(f"torch {name}", steps, r["torch_losses"], color=estimate_colour(colour, 1),
+                               mode="markers", marker={"symbol": "x", "size": 12})]
     loss = plots.figure(
         traces, title="Training loss per step: ours vs torch.distributed.pipelining", xaxis_title="step",
         yaxis_title="task cross-entropy")
     tput = plots.figure(
-        [plots.bar(label, res, [r[key] for r in res.values()]) for label, key in
-         (("ours", "ours_steady_samples_per_s"), ("torch.distributed.pipelining", "torch_steady_samples_per_s"))],
+        [plots.method_bars(label, list(res), [r[key] for r in res.values()], estimate=i) for i, (label, key) in
+         enumerate((("ours", "ours_steady_samples_per_s"),
+                    ("torch.distributed.pipelining", "torch_steady_samples_per_s")))],
         title=f"Steady-state throughput, K=2 ({report['machine']})", yaxis_title="samples/s", barmode="group")
     return {"crosscheck_loss": loss, "crosscheck_throughput": tput}
 

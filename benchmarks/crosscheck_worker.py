@@ -71,12 +71,12 @@ def run_rank(rank: int, cfg_dict: dict[str, Any], port: int, out_dir: str, sched
     results: dict[str, Any] = {}
     try:
         for name in schedules:
-            bench = build_run_setup(cfg)  # fresh: every schedule starts from the same weights
-            chunk = bench.chunks[rank]
+            setup = build_run_setup(cfg)  # fresh: every schedule starts from the same weights
+            chunk = setup.chunks[rank]
             worker = StageWorker(chunk=chunk, alpha=1.0, consistency="reverse", microbatches=t.microbatches, lr=t.lr,
                                  weight_decay=t.weight_decay)
             module = MaskedStage(chunk)
-            first = bench.microbatches(0)[0]
+            first = setup.microbatches(0)[0]
             # static shapes and dtypes for torch's stage (no shape-inference forward)
             hidden = torch.zeros(first["input_ids"].shape[0], cfg.data.seq_len, chunk.config.hidden_size,
                                  requires_grad=True)
@@ -95,7 +95,7 @@ def run_rank(rank: int, cfg_dict: dict[str, Any], port: int, out_dir: str, sched
             dist.barrier()
             t0 = time.perf_counter()
             for step in range(t.steps):
-                batches = bench.microbatches(step)
+                batches = setup.microbatches(step)
                 module.start_step(batches)
                 if rank == 0:
                     sched.step(torch.cat([b["input_ids"] for b in batches]))

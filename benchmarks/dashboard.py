@@ -33,8 +33,10 @@ from typing import Any, Iterator
 
 import psutil
 
-from app.poll_interval import DEFAULT_POLL_S
 from zerolock_core.arg_types import floats_arg
+from zerolock_core.config import RunConfig
+from zerolock_core.poll_interval import DEFAULT_POLL_S
+from zerolock_core.vocabulary import Kind
 from .machine import free_port
 from .publish import publish
 from .settings import report_header, results_dir
@@ -131,12 +133,13 @@ def first_event_written_ns(run_dir: Path) -> int:
 def unwatched_run(url: str, root: Path, app: CpuSampler, steps: int) -> dict:
     from gradio_client import Client
 
-    from app.form import RunForm
-
-    d = RunForm(steps=steps)
+    d = RunConfig()  # the run the Run form opens with: it takes its defaults from the same config dataclasses
+    t, o = d.train, d.objective
+    alpha = ",".join(f"{a:g}" for a in o.alpha)  # the form's alpha is text
     before = set(root.iterdir())
-    Client(url, verbose=False).predict(list(d.methods), d.stages, d.batch, d.microbatches, d.alpha, d.consistency,
-                                       d.steps, d.seed, d.link, d.seq_len, d.eval_size, d.lr, api_name="/start_run")
+    Client(url, verbose=False).predict([t.method], t.stages, t.batch, t.microbatches, alpha, o.consistency, steps,
+                                       t.seed, d.link.profile, d.data.seq_len, d.data.eval_size, t.lr,
+                                       api_name="/start_run")
     run_dir = newest_run(root, before)
     metrics = wait_metrics(run_dir)
     t0, t1 = training_window(run_dir)
@@ -183,7 +186,7 @@ def watched_run(url: str, root: Path, app: CpuSampler, steps: int) -> dict:
 def step_ends(run_dir: Path) -> list[int]:
     """When stage 0 ended each optimizer step (monotonic ns, the clock of the benchmark's own marks)."""
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line]
-    return sorted(e["t1"] for e in events if e["kind"] == "STEP" and e["stage"] == 0)
+    return sorted(e["t1"] for e in events if e["kind"] == Kind.STEP and e["stage"] == 0)
 
 
 def segment_rates(ends_ns: list[int], segments: list[tuple[bool, int, int]]) -> dict[bool, float]:
@@ -262,6 +265,13 @@ class Server:
                 self.proc.wait(10)
 
 
+def default_run_words() -> str:
+    """The runs, in the report's words: the Run form's defaults, which are the engine's config defaults."""
+    d = RunConfig()
+    return (f"the Run form's defaults ({d.model.model}, K={d.train.stages}, b={d.train.batch}, "
+            f"m={d.train.microbatches}, seq {d.data.seq_len})")
+
+
 def run_dashboard_bench(*, steps: int, repeats: int, polls: tuple[float, ...] = (DEFAULT_POLL_S,),
                         keep: bool = False) -> dict[str, Any]:
     """Rounds of: one unwatched run, then one watched run per --poll value (each on its own dashboard
@@ -292,7 +302,7 @@ def run_dashboard_bench(*, steps: int, repeats: int, polls: tuple[float, ...] = 
             for s in servers}
     interleaved = [r["interleaved"]["cost"] for r in rounds if r["interleaved"]["cost"] is not None]
     return report_header("dashboard", None, config={
-        "runs": "the Run form's defaults (tiny, K=2, b=8, m=4, seq 64)", "steps": steps,
+        "runs": default_run_words(), "steps": steps,
         "polls_s": [s.poll for s in servers], "default_poll_s": DEFAULT_POLL_S, "repeats": repeats,
         "segment_s": SEGMENT_S},
         rounds=rounds, watching_cost=cost,

@@ -14,14 +14,15 @@ from __future__ import annotations
 from typing import Any
 
 from zerolock_core.schedule import textbook_bubble
+from zerolock_core.schedule.spans import (busy_per_stage, compute_per_microbatch, spans_from_events, throughput,
+                                          window_start)
 from . import plots
 from .machine import oversubscribed
 from .measure import skip_windows
-from .runner import Experiment
-from .runs import PipelineRuns, RunOutcome
+from .experiment import Experiment
+from .pipeline_runs import PipelineRuns, RunOutcome
 from .settings import METHODS, BenchSettings, report_header
 from .table import joined, markdown_table, preamble
-from .spans import busy_per_stage, compute_per_microbatch, spans_from_events, throughput, window_start
 
 
 def efficiency_of(o: RunOutcome, *, stages: int, batch: int, microbatches: int, steps: int) -> dict[str, Any]:
@@ -87,13 +88,13 @@ def figures(report: dict[str, Any]):
     res, c = report["results"], report["config"]
     column = lambda key: [r[key] for r in res.values()]  # noqa: E731
     bound = plots.figure(
-        [plots.bar("measured", res, column("samples_per_s")),
-         plots.bar("slowest-stage bound", res, column("bound_samples_per_s"))],
+        [plots.method_bars("measured", list(res), column("samples_per_s")),
+         plots.method_bars("slowest-stage bound", list(res), column("bound_samples_per_s"), estimate=1)],
         barmode="group", yaxis_title="samples/s",
         title=f"Throughput against the slowest-stage bound, K={c['stages']}, b={c['batch']}, m={c['microbatches']}")
     bubble = plots.figure(
-        [plots.bar("measured bubble", res, column("bubble_fraction")),
-         plots.bar("textbook", res, column("textbook_bubble"))],
+        [plots.method_bars("measured bubble", list(res), column("bubble_fraction")),
+         plots.method_bars("textbook", list(res), column("textbook_bubble"), estimate=1)],
         barmode="group", yaxis_title="fraction", title="Bubble fraction: measured vs textbook")
     return {"efficiency_bound": bound, "efficiency_bubble": bubble}
 

@@ -16,8 +16,8 @@ from typing import Any, Callable
 
 from zerolock_core.arg_types import bytes_arg
 from . import paper, plots
-from .runner import Experiment
-from .runs import PipelineRuns
+from .experiment import Experiment
+from .pipeline_runs import PipelineRuns
 from .settings import METHODS, BenchSettings, report_header
 from .table import markdown_table, mib, preamble
 
@@ -98,8 +98,9 @@ def format_report(report: dict[str, Any]) -> str:
 def figures(report: dict[str, Any]):
     res, c = report["results"], report["config"]
     fig = plots.figure(
-        [plots.bar("ours: largest b that fits", res, [r["largest_batch"] for r in res.values()]),
-         plots.bar("paper: b at OOM", res, [report["paper_oom_at_batch"].get(m) for m in res])],
+        [plots.method_bars("ours: largest b that fits", list(res), [r["largest_batch"] for r in res.values()]),
+         plots.method_bars("paper: b at OOM", list(res), [report["paper_oom_at_batch"].get(m) for m in res],
+                           estimate=1)],
         barmode="group", yaxis_title="physical batch b",
         title=f"Batch envelope under {c['budget_bytes'] / 2**20:.0f} MiB of activations per stage, "
               f"K={c['stages']}, m={c['microbatches']}")

@@ -13,11 +13,12 @@ from typing import Any
 
 from zerolock_core.schedule import schedulable
 from zerolock_core.arg_types import ints_arg
+from zerolock_core.palette import method_colour
 from . import paper, plots
 from .measure import Probes, best_estimate, measure_all
-from .runner import Experiment
-from .runs import PipelineRuns
-from .settings import METHOD_COLOURS, METHODS, BenchSettings, report_header
+from .experiment import Experiment
+from .pipeline_runs import PipelineRuns
+from .settings import METHODS, BenchSettings, report_header
 from .table import markdown_table, mib, preamble
 
 
@@ -100,7 +101,7 @@ def figures(report: dict[str, Any]):
                 pts = sorted((r for r in res if series_of(r) == s and r["method"] == m),
                              key=lambda r: r["microbatch_size"])
                 fig.add_trace(plots.curve(m, [r["microbatch_size"] for r in pts], map(value, pts),
-                                          color=METHOD_COLOURS[m], showlegend=i == 1), row=1, col=i)
+                                          color=method_colour(m), showlegend=i == 1), row=1, col=i)
             fig.update_xaxes(title_text="b/m", type="log", row=1, col=i)
         figs[name] = fig.update_yaxes(title_text=y_title, row=1, col=1).update_layout(title=title)
     return figs

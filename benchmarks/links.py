@@ -12,13 +12,14 @@ import argparse
 from typing import Any
 
 from zerolock_core.config import LinkConfig
+from zerolock_core.palette import method_colour
+from zerolock_core.runtime.link_emulation import link_for
 from . import paper, plots
 from .comparison import BASELINES, advantage, advantage_table
 from .measure import best_estimate, measured_blocks
-from .prediction import link_for
-from .runner import Experiment
-from .runs import PipelineRuns
-from .settings import METHOD_COLOURS, METHODS, BenchSettings, choices_arg, report_header
+from .experiment import Experiment
+from .pipeline_runs import PipelineRuns
+from .settings import METHODS, BenchSettings, choices_arg, report_header
 from .table import markdown_table, preamble
 
 PROFILES = ("local", "wifi", "mobile", "constrained")
@@ -76,7 +77,7 @@ def figures(report: dict[str, Any]):
     fig = plots.bars_and_crosses(groups, f"Throughput per link profile, K={c['stages']} (cf. paper Fig. 6b); "
                                          "bars measured, x simulated")
     adv = plots.figure([plots.curve(f"vs {b}", res, [100 * r["zerolock_vs"].get(b, float("nan")) for r in res.values()],
-                                    color=METHOD_COLOURS[b]) for b in BASELINES],
+                                    color=method_colour(b)) for b in BASELINES],
                        yaxis_title="ZeroLock throughput gain (%)", title="ZeroLock's advantage as the link slows")
     return {"links_throughput": fig, "links_advantage": adv}
 

@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from zerolock_core.config import LinkConfig
+from zerolock_core.runtime.link_emulation import link_for
 from zerolock_core.schedule import schedulable
+from zerolock_core.schedule.spans import spans_from_events, throughput
 from .machine import oversubscribed
-from .prediction import link_for, predict
-from .runs import PipelineRuns, RunOutcome
+from .prediction import predict
+from .pipeline_runs import PipelineRuns, RunOutcome
 from .settings import BenchSettings
-from .spans import spans_from_events, throughput
 
 if TYPE_CHECKING:
     from .probe import ProbedCosts

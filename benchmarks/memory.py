@@ -15,8 +15,8 @@ from typing import Any
 
 from . import paper, plots
 from .machine import oversubscribed
-from .runner import Experiment
-from .runs import PipelineRuns
+from .experiment import Experiment
+from .pipeline_runs import PipelineRuns
 from .settings import METHODS, BenchSettings, report_header
 from .table import markdown_table, mib, pct, preamble
 
@@ -107,13 +107,15 @@ def figures(report: dict[str, Any]):
     x = [[m for m, _, _ in stages], [f"stage {i}" for _, i, _ in stages]]
     parts = (("model_state_bytes", "model + state"), ("weight_cache_bytes", "weight cache"),
              ("activation_bytes", "activations"))
-    per_stage = plots.figure(
-        [plots.bar(label, x, [s[key] / 2**20 for _, _, s in stages]) for key, label in parts],
+    per_stage = plots.figure(  # each bar in its method's colour, the parts told apart by fill pattern
+        [plots.method_bars(label, x, [s[key] / 2**20 for _, _, s in stages], methods=x[0], pattern=i)
+         for i, (key, label) in enumerate(parts)],
         barmode="stack", yaxis_title="MiB",
         title=f"Per-stage peak memory, K={c['stages']}, b={c['batch']}, m={c['microbatches']} ({report['machine']})")
     summary = plots.figure(
-        [plots.bar(label, res, [r["summary"][key] / 2**20 for r in res.values()])
-         for key, label in (("mean_peak_bytes", "mean over stages"), ("max_peak_bytes", "max over stages"))],
+        [plots.method_bars(label, list(res), [r["summary"][key] / 2**20 for r in res.values()], pattern=i)
+         for i, (key, label) in enumerate((("mean_peak_bytes", "mean over stages"),
+                                           ("max_peak_bytes", "max over stages")))],
         barmode="group", yaxis_title="MiB", title="Peak memory per stage: mean and max (cf. paper Fig. 4)")
     return {"memory_per_stage": per_stage, "memory_mean_max": summary}
 

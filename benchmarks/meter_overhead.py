@@ -24,15 +24,15 @@ from .settings import BenchSettings
 def meter_overhead(settings: BenchSettings, *, batch: int, microbatches: int, repeats: int = 9) -> dict[str, Any]:
     """Median seconds of stage 1's forward + BP backward (K=2) with and without the meter."""
     with pinned_threads(settings.threads):
-        bench = build_run_setup(in_process_config(settings, method="gpipe", stages=2, batch=batch,
+        setup = build_run_setup(in_process_config(settings, method="gpipe", stages=2, batch=batch,
                                                   microbatches=microbatches))
-        chunk = bench.chunks[1]
+        chunk = setup.chunks[1]
         worker = StageWorker(chunk=chunk, alpha=1.0, consistency="reverse", microbatches=microbatches, lr=settings.lr,
                              weight_decay=0.0)
         meter = ActivationMeter([*chunk.parameters(), *chunk.buffers()])
-        mb = bench.microbatches(0)[0]
+        mb = setup.microbatches(0)[0]
         with torch.no_grad():
-            h_in = bench.chunks[0](mb["input_ids"], mb["attention_mask"])
+            h_in = setup.chunks[0](mb["input_ids"], mb["attention_mask"])
 
         def once(metered: bool) -> float:
             x = h_in.detach().requires_grad_(True)

@@ -13,7 +13,6 @@ MEMORY_VS = {  # Fig. 4
 }
 THROUGHPUT_VS = {"gpipe": 0.558, "1f1b": 0.628, "pipedream": 0.049}  # at b=8, m=4
 OOM_AT_BATCH = {"gpipe": 10, "1f1b": 20, "pipedream": 20, "zerolock": 28}  # m=4 (first b that failed)
-ACTIVE_FRACTION_VS_PIPEDREAM = 0.137  # Fig. 7: ZeroLock's active fraction 13.7 % higher
 DIRECTIONS = {
     "geometry": "as b/m grows, GPipe's memory grows sharply, ZeroLock's slowly (Fig. 5)",
     "throughput": "ZeroLock's advantage grows with stages, 2 -> 4 (Fig. 6a)",

@@ -1,4 +1,5 @@
-"""The figure pieces every benchmark draws with, in the dashboard's method colours (app/palette.py).
+"""The figure pieces every benchmark draws with, in the colours of zerolock_core/palette.py (a method's
+series in its colour, a second estimate of the same quantity fainter: `palette.estimate_colour`).
 
 plotly is imported on first use: `zerolock bench NAME --help` must not pay for it.
 """
@@ -7,10 +8,12 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
-from .settings import METHOD_COLOURS
+from zerolock_core.palette import NEUTRAL, estimate_colour, method_colour
 
-# the simulated (or measured) value drawn as a black cross over its method's bar
-CROSS = {"symbol": "x", "size": 10, "color": "black"}
+# the simulated (or measured) value drawn as a dark cross over its method's bar
+CROSS = {"symbol": "x", "size": 10, "color": NEUTRAL["ink"]}
+# bar fill patterns: a second cue where bars of one method stack or stand side by side
+PATTERNS = ("", "/", ".", "x")
 
 
 def figure(traces: Iterable[Any] = (), **layout: Any):
@@ -28,12 +31,22 @@ def panels(titles: Sequence[str], **options: Any):
 
 
 def bar(name: str, x: Iterable[Any], y: Iterable[Any], *, method: str | None = None, **options: Any):
-    """A bar trace; `method` colours it (and groups it) as that method everywhere."""
+    """A bar trace; `method` colours it as that method everywhere."""
     import plotly.graph_objects as go
 
     if method is not None:
-        options.setdefault("marker_color", METHOD_COLOURS[method])
+        options.setdefault("marker_color", method_colour(method))
     return go.Bar(name=name, x=list(x), y=list(y), **options)
+
+
+def method_bars(name: str, x: Sequence[Any], y: Iterable[Any], *, methods: Sequence[str] | None = None,
+                estimate: int = 0, pattern: int = 0, **options: Any):
+    """Bars over `x`, each in the colour of its method (`methods`, default x itself: one bar per method);
+    `estimate` > 0: the estimate-th other estimate of the quantity, fainter; `pattern`: its fill pattern."""
+    colours = [estimate_colour(method_colour(m), estimate) for m in (x if methods is None else methods)]
+    if pattern:
+        options["marker_pattern_shape"] = PATTERNS[pattern]
+    return bar(name, x, y, marker_color=colours, **options)
 
 
 def cross(name: str, x: Iterable[Any], y: Iterable[Any], *, group: str):
@@ -58,7 +71,7 @@ def curve(name: str, x: Iterable[Any], y: Iterable[Any], *, color: str | None = 
 def bars_and_crosses(groups: list[tuple[str, list[str], tuple[str, list[Any]], tuple[str, list[Any]] | None]],
                      title: str):
     """Per (method, x, (name, bar heights), (name, crosses) or None): the method's bars, one estimate of the
-    samples/s, with the other estimate as black crosses over them."""
+    samples/s, with the other estimate as dark crosses over them."""
     traces = []
     for m, x, (bar_name, bars), crosses in groups:
         traces.append(bar(bar_name, x, bars, method=m, offsetgroup=m))

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from zerolock_core.config import LinkConfig
-from zerolock_core.runtime.link_emulation import link_model
-from zerolock_core.schedule import LINK_PROFILES, Costs, LinkProfile, build_schedule, simulate
-from .spans import spans_from_sim, throughput
+from zerolock_core.schedule import Costs, LinkProfile, build_schedule, simulate
+from zerolock_core.schedule.spans import spans_from_sim, throughput
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -16,11 +14,6 @@ class Prediction:
     inflight_peak: tuple[int, ...]
     active_fraction: tuple[float, ...]
     bubble_fraction: float
-
-
-def link_for(cfg: LinkConfig) -> LinkProfile:
-    model = link_model(cfg)
-    return model if model is not None else LINK_PROFILES["ideal"]
 
 
 def predict(

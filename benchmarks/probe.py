@@ -18,7 +18,7 @@ from typing import Iterator
 import torch
 
 from zerolock_core.config import replace
-from zerolock_core.schedule import Costs
+from zerolock_core.schedule import Costs, Kind
 from zerolock_core.stage_worker import StageWorker
 from zerolock_core.run_setup import build_run_setup
 from .settings import BenchSettings
@@ -34,7 +34,7 @@ class ProbedCosts:
         """ZeroLock's forward is the one without an input gradient (F_local)."""
         local = method == "zerolock"
         per_stage = {
-            s: {"F": c["F_local"] if local else c["F"], "L": c["L"], "B": c["B"], "STEP": c["STEP"]}
+            s: {Kind.F: c["F_local"] if local else c["F"], Kind.L: c["L"], Kind.B: c["B"], Kind.STEP: c["STEP"]}
             for s, c in self.per_stage.items()
         }
         return Costs(
@@ -84,13 +84,13 @@ def probe_costs(settings: BenchSettings, *, stages: int, batch: int, microbatche
     """Median seconds of F, L (ZeroLock), B (BP) and STEP for every stage of a K-way split."""
     cfg = in_process_config(settings, method="zerolock", stages=stages, batch=batch, microbatches=microbatches)
     with pinned_threads(settings.threads):
-        bench = build_run_setup(cfg)
+        setup = build_run_setup(cfg)
         device = torch.device(settings.device)
-        mb = {k: v.to(device) for k, v in bench.microbatches(0)[0].items()}
+        mb = {k: v.to(device) for k, v in setup.microbatches(0)[0].items()}
         per_stage: dict[int, dict[str, float]] = {}
         x = mb["input_ids"]
         hidden_bytes = 0
-        for s, chunk in enumerate(bench.chunks):
+        for s, chunk in enumerate(setup.chunks):
             chunk.to(device)
             w = StageWorker(chunk=chunk, alpha=settings.alpha, consistency=settings.consistency,
                             microbatches=microbatches, lr=settings.lr, weight_decay=0.0)
@@ -118,4 +118,4 @@ def probe_costs(settings: BenchSettings, *, stages: int, batch: int, microbatche
             hidden_bytes = x.numel() * x.element_size()
             chunk.to("cpu")
         return ProbedCosts(per_stage=per_stage, hidden_bytes=hidden_bytes,
-                           layers=[list(c.layer_range) for c in bench.chunks])
+                           layers=[list(c.layer_range) for c in setup.chunks])

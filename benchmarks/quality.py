@@ -25,13 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from zerolock_core.config import DataConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig
+from zerolock_core.palette import dash, method_colour, stage_colour, stage_dash
 from zerolock_core.reference_trainer import train_reference
 from zerolock_core.threads import DEFAULT_THREADS, threads_for
 from zerolock_core.arg_types import ints_arg
 from . import paper, plots
 from .presets import resolve_bench_model
-from .runner import Experiment
-from .runs import PipelineRuns
+from .experiment import Experiment
+from .pipeline_runs import PipelineRuns
 from .settings import BenchSettings, report_header
 from .table import joined, markdown_table, preamble
 
@@ -148,21 +149,32 @@ def format_report(report: dict[str, Any]) -> str:
     return "\n".join([*lines, markdown_table(heads, rows), f"paper: {report['paper']}"])
 
 
-# one colour per arm, not per method: most arms are ZeroLock
-PALETTE = ("#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3", "#ff6692", "#b6e880", "#8c564b")
 # (x, y, panel) of every arm's curves: eval accuracy, eval NLL, then the training loss (thin, no markers)
 PANELS = (("step", "accuracy", 1), ("step", "nll", 2), ("train_step", "train_loss", 3))
 
 
+def arm_styles(results: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """(colour, dash) of every arm: its method's colour; the arms of one method (most are ZeroLock's
+    variants) told apart by dash, in the order they ran."""
+    seen: dict[str, int] = {}
+    styles = {}
+    for name, r in results.items():
+        method = ARMS.get(r["arm"], {}).get("method", "")  # "": an arm no longer defined (unknown colour)
+        seen[method] = seen.get(method, -1) + 1
+        styles[name] = (method_colour(method), dash(seen[method]))
+    return styles
+
+
 def figures(report: dict[str, Any]):
     fig = plots.panels(("accuracy (eval)", "NLL per answer token (eval)", "training task loss"))
-    for i, (arm, r) in enumerate(report["results"].items()):
-        color = PALETTE[i % len(PALETTE)]
+    styles = arm_styles(report["results"])
+    for arm, r in report["results"].items():
+        color, line_dash = styles[arm]
         for j, c in enumerate(r["curves"]):
             for x, y, col in PANELS:
-                thin = {"markers": False, "line": {"width": 1}} if col == 3 else {}
-                fig.add_trace(plots.curve(arm, c[x], c[y], color=color, legendgroup=arm,
-                                          showlegend=j == 0 and col == 1, **thin), row=1, col=col)
+                line = {"dash": line_dash, "width": 1} if col == 3 else {"dash": line_dash}
+                fig.add_trace(plots.curve(arm, c[x], c[y], color=color, legendgroup=arm, line=line,
+                                          markers=col != 3, showlegend=j == 0 and col == 1), row=1, col=col)
     fig.update_xaxes(title_text="step")
     fig.update_layout(title=f"Quality over training, {report['settings']['dataset']} "
                             f"({len(report['config']['seeds'])} seeds; cf. paper Fig. 3)")
@@ -178,13 +190,13 @@ def _per_chunk_figure(report: dict[str, Any]):
     rows = max(1, -(-len(arms) // cols))
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=[name for name, _ in arms] or ["(no eval history)"],
                         shared_yaxes=True)
-    shades = ("#c6dbef", "#6baed6", "#2171b5", "#08306b", "#000000")
     for i, (name, r) in enumerate(arms):
         c = r["curves"][0]
         per_step = c["per_chunk_label_accuracy"]
-        for k in range(len(per_step[0])):
+        chunks = len(per_step[0])
+        for k in range(chunks):  # a chunk is a stage: its slate shade and dash
             fig.add_trace(plots.curve(f"chunk {k}", c["step"], [row[k] for row in per_step], legendgroup=f"chunk {k}",
-                                      showlegend=i == 0, color=shades[max(0, len(shades) - len(per_step[0]) + k)]),
+                                      showlegend=i == 0, color=stage_colour(k, chunks), line={"dash": stage_dash(k)}),
                           row=i // cols + 1, col=i % cols + 1)
     fig.update_layout(title="Label accuracy of each chunk's own readout over training (first seed)",
                       height=320 * rows)

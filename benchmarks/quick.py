@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from .machine import oversubscribed
-from .runner import Experiment
-from .runs import PipelineRuns
+from .experiment import Experiment
+from .pipeline_runs import PipelineRuns
 from .settings import METHODS, BenchSettings, report_header
 from .table import joined, mib, pct, preamble
 

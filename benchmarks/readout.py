@@ -22,11 +22,12 @@ import torch
 from torch import nn
 
 from zerolock_core.objectives import local_loss
+from zerolock_core.palette import estimate_colour, method_colour
 from zerolock_core.telemetry import ActivationMeter
 from zerolock_core.arg_types import ints_arg
 from . import plots
 from .probe import in_process_config, pinned_threads, probe_costs, timed
-from .runner import Experiment
+from .experiment import Experiment
 from .settings import BenchSettings, report_header
 from .table import markdown_table, mib, preamble
 
@@ -113,13 +114,13 @@ def engine_readout_rows(settings: BenchSettings, *, batch: int, microbatches: in
     from zerolock_core.stage_worker import answer_positions
     from zerolock_core.run_setup import build_run_setup
 
-    bench = build_run_setup(in_process_config(settings, method="zerolock", stages=2, batch=batch,
+    setup = build_run_setup(in_process_config(settings, method="zerolock", stages=2, batch=batch,
                                               microbatches=microbatches))
-    mb = bench.microbatches(0)[0]
+    mb = setup.microbatches(0)[0]
     omega, _ = answer_positions(mb)
     with torch.no_grad():
-        h = bench.chunks[0](mb["input_ids"], mb["attention_mask"])
-        logits = bench.chunks[0].readout(h, omega)
+        h = setup.chunks[0](mb["input_ids"], mb["attention_mask"])
+        logits = setup.chunks[0].readout(h, omega)
     return {
         "batch_shape": list(mb["input_ids"].shape),
         "answer_positions": int(omega.sum()),
@@ -181,7 +182,8 @@ def format_report(report: dict[str, Any]) -> str:
 def figures(report: dict[str, Any]):
     fig = plots.panels(("time (fwd + bwd)", "transient peak memory"))
     panels = ((lambda r: r["time_s"] * 1e3, "ms"), (lambda r: r["transient_peak_bytes"] / 2**20, "MiB"))
-    for var, color in zip(VARIANTS, ("#636efa", "#ef553b")):
+    zerolock = method_colour("zerolock")  # the engine's readout; the authors' code the fainter estimate
+    for var, color in zip(VARIANTS, (zerolock, estimate_colour(zerolock, 1))):
         rs = [r for r in report["results"] if r["variant"] == var]
         name = "Ω only (engine)" if var == "omega" else "full S×V (authors' code)"
         for col, (value, _) in enumerate(panels, 1):  # one legend entry per variant

@@ -14,7 +14,7 @@ from typing import Any
 
 from zerolock_core.config import RunConfig, replace
 from zerolock_core.runtime.run import Run
-from .runner import Experiment
+from .experiment import Experiment
 from .settings import BenchSettings, report_header
 from .table import preamble
 

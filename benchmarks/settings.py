@@ -11,7 +11,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from app.palette import method_colour
 from zerolock_core.threads import DEFAULT_THREADS
 from zerolock_core.config import DataConfig, LinkConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig
 
@@ -19,8 +18,6 @@ from .machine import machine_line
 from .presets import resolve_bench_model
 
 METHODS = ("gpipe", "1f1b", "pipedream", "zerolock")
-# one colour per method in every figure, the dashboard's (app/palette.py: one meaning per colour)
-METHOD_COLOURS = {m: method_colour(m) for m in METHODS}
 
 
 @dataclass(kw_only=True, frozen=True)

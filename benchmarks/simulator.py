@@ -27,20 +27,22 @@ import argparse
 from functools import partial
 from typing import Any
 
-from zerolock_core.schedule import LINK_PROFILES, Costs, build_schedule, schedulable, simulate
 from zerolock_core.arg_types import ints_arg
+from zerolock_core.palette import dash, method_colour
+from zerolock_core.runtime.link_emulation import link_for
+from zerolock_core.schedule import LINK_PROFILES, Costs, Kind, build_schedule, schedulable, simulate
+from zerolock_core.schedule.spans import (activation_per_microbatch, costs_from_spans, held_activation_peak, mean_costs,
+                                          spans_from_events, throughput, window_start)
 from . import plots
 from .comparison import BASELINES
 from .machine import oversubscribed
 from .measure import depth_cases, skip_windows
-from .prediction import link_for, predict
+from .prediction import predict
 from .probe import probe_costs
-from .runner import Experiment
-from .runs import PipelineRuns
+from .experiment import Experiment
+from .pipeline_runs import PipelineRuns
 from .settings import METHODS, BenchSettings, report_header
 from .table import markdown_table, mib, pct, preamble
-from .spans import (activation_per_microbatch, costs_from_spans, held_activation_peak, mean_costs, spans_from_events,
-                    throughput, window_start)
 
 TOLERANCE = 0.10
 EXTRAPOLATE_LINKS = ("ideal", "local", "wifi", "mobile", "constrained")
@@ -60,7 +62,7 @@ def validate_one(settings: BenchSettings, runs: PipelineRuns, *, method: str, st
     steps, skip = settings.steps, skip_windows(settings.steps)
     spans = spans_from_events(o.events)
     start = window_start(spans, microbatches=microbatches, skip_windows=skip)
-    hidden = max((e["sent"] for e in o.events if e["kind"] == "SF"), default=0)
+    hidden = max((e["sent"] for e in o.events if e["kind"] == Kind.SF), default=0)
     grad = 0 if method == "zerolock" else hidden
     costs = costs_from_spans(spans, stages=stages, hidden_bytes=hidden, grad_bytes=grad, skip_before=start)
     forecast = partial(predict, method=method, stages=stages, batch=batch, microbatches=microbatches, windows=steps,
@@ -94,7 +96,7 @@ def validate_one(settings: BenchSettings, runs: PipelineRuns, *, method: str, st
 
 def _probe_costs_for(method: str, probe: dict[int, dict[str, float]]) -> dict[int, dict[str, float]]:
     forward = "F_local" if method == "zerolock" else "F"
-    return {s: {"F": c[forward], "L": c["L"], "B": c["B"], "STEP": c["STEP"]} for s, c in probe.items()}
+    return {s: {Kind.F: c[forward], Kind.L: c["L"], Kind.B: c["B"], Kind.STEP: c["STEP"]} for s, c in probe.items()}
 
 
 def extrapolate(base: dict[str, dict[int, dict[str, float]]], *, hidden_bytes: int, microbatch_size: int,
@@ -187,15 +189,18 @@ def figures(report: dict[str, Any]):
     series = [("measured", "measured_samples_per_s"), ("simulated (event costs)", "predicted_samples_per_s")]
     if all("probe_predicted_samples_per_s" in r for r in v):
         series.append(("simulated (probe costs)", "probe_predicted_samples_per_s"))
-    figs = {"simulator_validation": plots.figure([plots.bar(name, labels, [r[key] for r in v]) for name, key in series],
-                                                 barmode="group", yaxis_title="samples/s",
-                                                 title="Simulator vs measured")}
+    methods = [r["method"] for r in v]
+    figs = {"simulator_validation": plots.figure(
+        [plots.method_bars(name, labels, [r[key] for r in v], methods=methods, estimate=i)
+         for i, (name, key) in enumerate(series)],
+        barmode="group", yaxis_title="samples/s", title="Simulator vs measured")}
     if preds := report["predictions"]:
         methods = list(preds[0]["samples_per_s"])
         traces = []
-        for k in sorted({p["stages"] for p in preds}):
+        for j, k in enumerate(sorted({p["stages"] for p in preds})):  # a method's colour, a dash per K
             ps = [p for p in preds if p["stages"] == k]
-            traces += [plots.curve(f"K={k} {m}", [p["link"] for p in ps], [p["samples_per_s"][m] for p in ps])
+            traces += [plots.curve(f"K={k} {m}", [p["link"] for p in ps], [p["samples_per_s"][m] for p in ps],
+                                   color=method_colour(m), line={"dash": dash(j)})
                        for m in methods]
         figs["simulator_predictions"] = plots.figure(traces, yaxis_title="samples/s (PREDICTED)",
                                                      title="PREDICTION: deeper pipelines and slower links")

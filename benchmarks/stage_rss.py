@@ -17,9 +17,10 @@ from typing import Any
 
 from zerolock_core.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from zerolock_core.arg_types import ints_arg
+from zerolock_core.palette import estimate_colour, stage_colour
 from .presets import resolve_bench_model
 from . import plots
-from .runner import Experiment
+from .experiment import Experiment
 from .settings import BenchSettings, report_header
 from .table import markdown_table, mib
 
@@ -68,11 +69,13 @@ def format_report(report: dict[str, Any]) -> str:
 
 def figures(report: dict[str, Any]):
     traces = []
-    for mode, color in zip(MODES, ("#636efa", "#bbbbbb")):
-        bars = [(f"K={r['stages']} s{s}", (st["rss"] - st["floor_rss"]) / 2**20) for r in report["results"].values()
-                if r["mode"] == mode for s, st in enumerate(r["per_stage"])]
+    for i, mode in enumerate(MODES):  # each stage's bar in its shade; a full load the fainter estimate
+        bars = [(f"K={r['stages']} s{s}", (st["rss"] - st["floor_rss"]) / 2**20,
+                 estimate_colour(stage_colour(s, r["stages"]), i))
+                for r in report["results"].values() if r["mode"] == mode for s, st in enumerate(r["per_stage"])]
         if bars:
-            traces.append(plots.bar(f"{mode} load", *zip(*bars), marker_color=color))
+            x, y, colours = zip(*bars)
+            traces.append(plots.bar(f"{mode} load", x, y, marker_color=list(colours)))
     return {"stage_rss": plots.figure(traces, barmode="group", yaxis_title="MiB beyond the runtime floor",
                                       title=f"Per-stage resident memory after loading, {report['settings']['model']}")}
 

@@ -40,12 +40,12 @@ def main() -> None:
     load_tokenizer(cfg.model.model)
     floor = _status("VmRSS")
     if mode == "partial":
-        bench = build_run_setup(cfg, stage=stage)
-        chunk = bench.chunks[0]
+        setup = build_run_setup(cfg, stage=stage)
+        chunk = setup.chunks[0]
     else:  # what stages did before: load everything, keep one chunk
-        bench = build_run_setup(cfg)
-        chunk = bench.chunks[stage]
-        bench.chunks = [chunk]
+        setup = build_run_setup(cfg)
+        chunk = setup.chunks[stage]
+        setup.chunks = [chunk]
     gc.collect()
     loaded = _status("VmRSS")
     with torch.no_grad():  # touch every weight, as the first forward will: memory-mapped pages come in

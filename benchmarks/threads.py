@@ -18,7 +18,7 @@ from typing import Any
 from zerolock_core.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from .machine import cores
 from .presets import resolve_bench_model
-from .runner import Experiment
+from .experiment import Experiment
 from .settings import BenchSettings, report_header
 from .table import markdown_table, preamble
 

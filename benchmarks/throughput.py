@@ -16,8 +16,8 @@ from typing import Any
 from . import paper, plots
 from .comparison import advantage, advantage_table
 from .measure import best_estimate, depth_cases, measured_blocks
-from .runner import Experiment
-from .runs import PipelineRuns
+from .experiment import Experiment
+from .pipeline_runs import PipelineRuns
 from .settings import METHODS, BenchSettings, report_header
 from .table import joined, markdown_table, preamble
 

@@ -126,15 +126,15 @@ cfg = RunConfig(data=DataConfig(seq_len=64, eval_size=64),
                 train=TrainConfig(runtime="reference", method="zerolock", stages=3, batch=8, microbatches=2,
                                   steps=120, lr=5e-3, threads=1),
                 out=str(run_dir))
-bench = build_run_setup(cfg)                                  # fresh chunks: LoRA at its initialisation
-init_state = [{n: p.detach().clone() for n, p in c.trainable_state().items()} for c in bench.chunks]
-ro_init = R.readouts_of_run(bench=bench, examples=64)
+setup = build_run_setup(cfg)                                  # fresh chunks: LoRA at its initialisation
+init_state = [{n: p.detach().clone() for n, p in c.trainable_state().items()} for c in setup.chunks]
+ro_init = R.readouts_of_run(setup=setup, examples=64)
 
 t0 = time.perf_counter()
 metrics = train_reference(cfg, progress=False)
 print(f"trained 120 steps in {time.perf_counter() - t0:.1f} s; eval label accuracy per chunk:",
       [round(c["label_accuracy"], 3) for c in metrics.eval["per_chunk"]])
-ro = R.readouts_of_run(run_dir, bench=bench, examples=64)    # same chunks, trained weights loaded
+ro = R.readouts_of_run(run_dir, setup=setup, examples=64)    # same chunks, trained weights loaded
 
 print(f"readouts: {ro.chunks + 1} distributions x {ro.tokens} answer tokens x {ro.vocab} words")
 print(f"{'':>9}" + "".join(f"{'p_' + str(k):>9}" for k in range(ro.chunks + 1)))
@@ -259,9 +259,9 @@ assert np.all(gaps >= -1e-9) and np.all(gaps < gaps_init)
 # stage computes alone; **without** the stop-gradient (backprop through the boundaries) it does not.
 
 # %%
-for c, st in zip(bench.chunks, init_state):                   # back to the initial LoRA weights
+for c, st in zip(setup.chunks, init_state):                   # back to the initial LoRA weights
     c.load_state_dict(st, strict=False)
-res3 = S.lemma3_residuals(bench.chunks, R.eval_batch(bench.eval, 8), alpha, "reverse")
+res3 = S.lemma3_residuals(setup.chunks, R.eval_batch(setup.eval, 8), alpha, "reverse")
 print("max |grad_k R - grad L_k| per chunk, detached boundaries:", res3["detached"])
 print("                          backprop through boundaries:  ", np.round(res3["through_boundaries"], 4))
 assert res3["detached"] == [0.0, 0.0, 0.0]
@@ -293,8 +293,8 @@ assert e_breg < 1e-7 and e_rev > 1e-3
 # (at 0.5 the loss already jumps back up once in the first steps).
 
 # %%
-probe = R.eval_batch(bench.eval, 12, start=500)
-trace = S.run_surrogate_sgd(bench, steps=60, eta0=0.3, gamma=1.0, probe=probe)
+probe = R.eval_batch(setup.eval, 12, start=500)
+trace = S.run_surrogate_sgd(setup, steps=60, eta0=0.3, gamma=1.0, probe=probe)
 T = trace.horizons
 avg_train, avg_probe = trace.running_average("train"), trace.running_average("probe")
 c_train, c_probe = trace.exponent("train", start=5), trace.exponent("probe", start=5)

@@ -30,32 +30,31 @@
 # %%
 import torch
 
-from benchmarks.readability import assemble_report, figures
-from benchmarks.settings import BenchSettings
 from zerolock_core.config import DataConfig, RunConfig, TrainConfig
 from zerolock_core.evaluation import evaluate_chunks
 from zerolock_core.readability import (TranslatorFit, fit_translators, lens_scores, majority_rate,
-                                       suggest_boundaries)
+                                       readability_summary, suggest_boundaries)
+from zerolock_core.readability_figures import readability_figures
 from zerolock_core.run_setup import build_run_setup
 
 torch.manual_seed(0)
 torch.set_num_threads(1)
 EXAMPLES = 64
-bench = build_run_setup(RunConfig(data=DataConfig(seq_len=48, eval_size=EXAMPLES), train=TrainConfig(stages=3)))
-print("chunks:", [c.layer_range for c in bench.chunks])
+setup = build_run_setup(RunConfig(data=DataConfig(seq_len=48, eval_size=EXAMPLES), train=TrainConfig(stages=3)))
+print("chunks:", [c.layer_range for c in setup.chunks])
 
 # %% [markdown]
 # ## The lens after every layer
 # At each chunk's last layer the lens *is* the chunk's readout, so it must give the evaluator's numbers.
 
 # %%
-lens = lens_scores(bench.chunks, bench.eval, bench.label_first_tokens, limit=EXAMPLES)
-per_chunk = evaluate_chunks(bench.chunks, bench.eval, bench.label_first_tokens, limit=EXAMPLES)
-for chunk, ref in zip(bench.chunks, per_chunk):
+lens = lens_scores(setup.chunks, setup.eval, setup.label_first_tokens, limit=EXAMPLES)
+per_chunk = evaluate_chunks(setup.chunks, setup.eval, setup.label_first_tokens, limit=EXAMPLES)
+for chunk, ref in zip(setup.chunks, per_chunk):
     at_end = lens[chunk.layer_range[1] - 1]
     assert at_end["label_accuracy"] == ref["label_accuracy"]
     assert abs(at_end["nll"] - ref["nll"]) < 1e-5 * ref["nll"]
-chance = majority_rate(bench.eval, EXAMPLES)
+chance = majority_rate(setup.eval, EXAMPLES)
 print(f"majority class: {chance:.3f}")
 for row in lens:
     print(f"layer {row['layer']}: label accuracy {row['label_accuracy']:.3f}, NLL {row['nll']:.2f}")
@@ -65,12 +64,12 @@ for row in lens:
 # Zero-initialised, a translator changes nothing; fitted on training rows it can only lower their loss.
 
 # %%
-answers = torch.unique(bench.train.labels[bench.train.labels != -100])
-untrained = fit_translators(bench.chunks, bench.train, answers, TranslatorFit(steps=0, examples=32))
-assert lens_scores(bench.chunks, bench.eval, bench.label_first_tokens, limit=EXAMPLES,
+answers = torch.unique(setup.train.labels[setup.train.labels != -100])
+untrained = fit_translators(setup.chunks, setup.train, answers, TranslatorFit(steps=0, examples=32))
+assert lens_scores(setup.chunks, setup.eval, setup.label_first_tokens, limit=EXAMPLES,
                    translators=untrained) == lens
-translators = fit_translators(bench.chunks, bench.train, answers, TranslatorFit(steps=60, examples=64, lr=3e-3))
-tuned = lens_scores(bench.chunks, bench.eval, bench.label_first_tokens, limit=EXAMPLES, translators=translators)
+translators = fit_translators(setup.chunks, setup.train, answers, TranslatorFit(steps=60, examples=64, lr=3e-3))
+tuned = lens_scores(setup.chunks, setup.eval, setup.label_first_tokens, limit=EXAMPLES, translators=translators)
 for a, b in zip(lens, tuned):
     print(f"layer {a['layer']}: frozen head {a['label_accuracy']:.3f}  ->  translator {b['label_accuracy']:.3f}")
 
@@ -86,6 +85,6 @@ for name, curve in (("frozen head", lens), ("translator", tuned)):
 assert suggest_boundaries([0.9] * 8, stages=3, chance=0.25)["boundaries"] == [3, 6]  # all readable: even split
 
 # %%
-report = assemble_report(BenchSettings(), {"pretrained": {"lens": lens, "tuned": tuned, "chance": chance}},
-                         stages=3, boundaries=None, fit=TranslatorFit(), finetune_steps=0, eval_size=EXAMPLES)
-figures(report)["readability_label_accuracy"]
+summary = readability_summary({"pretrained": {"lens": lens, "tuned": tuned, "chance": chance}}, stages=3,
+                              boundaries=None)
+readability_figures(summary, model="tiny", dataset="topics", stages=3)["readability_label_accuracy"]

@@ -12,10 +12,10 @@ from app.explain import explain
 from app.figures import KIND_COLOURS, METHOD_COLOURS, memory_figure, simulated_events, timeline_figure
 from zerolock_core.telemetry.activity import bubble_fraction, live_throughput, stage_stats
 from app.memory import memory_grid
-from app.palette import kind_label
+from zerolock_core.palette import kind_label
 from app.training_figures import activity_figure, training_figure
 from app.timeline import X_TITLE, lane_bars
-from zerolock_core.schedule import Costs, Kind, LinkProfile, build_schedule
+from zerolock_core.schedule import Costs, LinkProfile, build_schedule
 
 MS = 1_000_000  # ns
 
@@ -63,11 +63,6 @@ def test_live_figures_are_valid_plotly():
                 memory_figure(ZEROLOCK_2X2, stages=2, measure="inflight"), activity_figure(stats, bubble=0.1),
                 training_figure(None, live_curves=CURVES), training_figure(FINAL_METRICS, title="t")):
         go.Figure(fig.to_dict())  # raises ValueError on an unknown property or a bad value
-
-
-def test_kind_colours_cover_every_schedule_kind_and_differ():
-    assert {k.value for k in Kind} <= set(KIND_COLOURS)
-    assert len(set(KIND_COLOURS.values())) == len(KIND_COLOURS)
 
 
 @pytest.mark.parametrize("kind, stage_counts", [

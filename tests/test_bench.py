@@ -14,7 +14,7 @@ from benchmarks import BENCHMARKS
 from benchmarks.envelope import Probe, run_envelope, search_largest
 from benchmarks.image_export import png_export_error, save_figures
 from benchmarks.memory import run_memory, stage_breakdown
-from benchmarks.runs import PipelineRuns
+from benchmarks.pipeline_runs import PipelineRuns
 from benchmarks.settings import METHODS, BenchSettings
 from zerolock_core.config import LinkConfig
 from zerolock_core.runtime.link_emulation import EmulatedHop, link_model
@@ -121,7 +121,7 @@ def test_simulated_timeline_round_trips_through_the_measurement_code():
     """Treat a simulation as if it were measured: the costs read back equal the costs put in, and the
     prediction from them equals the 'measured' throughput."""
     from benchmarks.prediction import predict
-    from benchmarks.spans import costs_from_spans, spans_from_sim, throughput, window_start
+    from zerolock_core.schedule.spans import costs_from_spans, spans_from_sim, throughput, window_start
 
     per_stage = {
         0: {"F": 0.01, "B": 0.02, "L": 0.015, "STEP": 0.001},
@@ -461,7 +461,7 @@ def test_readout_command_end_to_end(tmp_path, capsys):
 
 
 def test_repeats_run_round_robin_and_keep_the_best(tmp_path, monkeypatch):
-    from benchmarks.runs import RunOutcome
+    from benchmarks.pipeline_runs import RunOutcome
 
     order: list[tuple[str, int]] = []
     speed = {("gpipe", 0): 10.0, ("gpipe", 1): 30.0, ("zerolock", 0): 25.0, ("zerolock", 1): 20.0}

@@ -1,5 +1,6 @@
 """The import rules, read from the source (no module is imported): the engine never imports the dashboard
-or the benchmarks (the CLI's lazy hand-off to them is the one allowed place), no module imports
+or the benchmarks (the CLI's lazy hand-off to them is the one allowed place), the dashboard and the
+benchmarks never import each other (what both use lives in the engine, below both), no module imports
 itself back through a chain of module-level imports, and the config's modules not even through an import
 inside a function."""
 from __future__ import annotations
@@ -122,6 +123,22 @@ def test_the_engine_never_imports_the_dashboard_or_the_benchmarks(outside):
     offending = [f"{m}:{line} imports {name}" for m in MODULES if m.startswith("zerolock_core")
                  for name, line in every_import(m) if name.split(".")[0] == outside and (m, outside) not in ALLOWED]
     assert offending == []
+
+
+@pytest.mark.parametrize("importer, imported_package", [("app", "benchmarks"), ("benchmarks", "app")])
+def test_the_dashboard_and_the_benchmarks_never_import_each_other(importer, imported_package):
+    """Every import, inside functions too."""
+    offending = [f"{m}:{line} imports {name}" for m in MODULES if m.split(".")[0] == importer
+                 for name, line in every_import(m) if name.split(".")[0] == imported_package]
+    assert offending == []
+
+
+def test_an_import_inside_a_function_is_seen(monkeypatch, tmp_path):
+    """What the rules read: a lazy `from benchmarks.x import y` in an app function is an import of benchmarks."""
+    lazy = tmp_path / "lazy.py"
+    lazy.write_text("def f():\n    from benchmarks.prediction import predict\n    return predict\n")
+    monkeypatch.setitem(MODULES, "app.lazy", lazy)
+    assert ("benchmarks.prediction", 2) in every_import("app.lazy")
 
 
 def test_the_clis_hand_off_to_the_dashboard_and_benchmarks_is_lazy():

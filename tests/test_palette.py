@@ -1,14 +1,19 @@
-"""One palette, one meaning per colour family (app/palette.py): no colour string in two families,
-and each family in its own band of saturation / lightness."""
+"""One palette, one meaning per colour family (zerolock_core/palette.py): no colour string in two families,
+each family in its own band of saturation / lightness, and the dashboard's and the benchmarks' figures
+take every colour from it."""
 from __future__ import annotations
 
 import colorsys
+import importlib
+import json
 import re
+from pathlib import Path
+from typing import Any, Iterator
 
 import pytest
 
-from app import palette
-from app.palette import FAMILIES, KIND_COLOURS, METHOD_COLOURS, STAGE_RAMP, stage_colour
+from zerolock_core import palette
+from zerolock_core.palette import FAMILIES, KIND_COLOURS, METHOD_COLOURS, STAGE_RAMP, stage_colour
 
 HEX = re.compile(r"^#[0-9a-f]{6}$")
 
@@ -74,11 +79,60 @@ def test_the_reported_clashes_are_gone():
 
 
 def test_app_figures_use_no_colour_outside_the_palette():
-    """The figure modules take every colour from app/palette.py (one definition of each colour)."""
-    from pathlib import Path
-
-    app = Path(palette.__file__).parent
+    """The figure modules take every colour from zerolock_core/palette.py (one definition of each colour)."""
+    app = Path(__file__).resolve().parents[1] / "app"
     for name in ("timeline.py", "memory.py", "compare_figures.py", "training_figures.py", "explain.py", "exports.py",
                  "simulated.py"):
         text = (app / name).read_text()
         assert not re.findall(r"#[0-9A-Fa-f]{6}\b", text), f"{name} has its own colour literal"
+
+
+ROOT = Path(__file__).resolve().parents[1]
+# a colour written out: #rgb / #rrggbb, rgb(...) / rgba(...), or a CSS colour name
+COLOUR_LITERAL = re.compile(r"#[0-9A-Fa-f]{3}(?:[0-9A-Fa-f]{3})?\b|rgba?\(|"
+                            r"[\"'](?:black|white|red|green|blue|gr[ae]y|orange|purple|yellow|pink|brown)[\"']")
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "benchmarks").glob("*.py")), ids=lambda p: p.name)
+def test_benchmarks_write_no_colour_outside_the_palette(path):
+    assert not COLOUR_LITERAL.findall(path.read_text()), f"{path.name} has its own colour literal"
+
+
+def colours_in(node: Any) -> Iterator[str]:
+    """Every value of a `...color` key in a figure's dict (lists of per-bar colours included)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key.endswith("color") and value is not None:
+                yield from (value if isinstance(value, list) else [value])
+            else:
+                yield from colours_in(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from colours_in(item)
+
+
+def committed_figures() -> list[tuple[str, str, Any]]:
+    """(result file, figure name, figure) of every committed benchmark result that draws figures."""
+    from benchmarks.readme import FORMATTERS
+
+    out = []
+    for path in sorted((ROOT / "docs" / "results").glob("*.json")):
+        report = json.loads(path.read_text())
+        figures = getattr(importlib.import_module(f"benchmarks.{FORMATTERS[report['bench']][0]}"), "figures", None)
+        out += [(path.name, name, fig) for name, fig in (figures(report) if figures else {}).items()]
+    return out
+
+
+def test_every_benchmark_figure_draws_in_the_palettes_colours():
+    """Each trace has a colour (none left to plotly's default sequence), and every colour drawn (traces,
+    lines, shapes) is a palette colour or a translucent tint of one."""
+    palette_colours = {norm(c) for colours in FAMILIES.values() for c in colours}
+    figures = committed_figures()
+    assert {name for _, name, _ in figures} >= {"memory_per_stage", "quality_curves", "readability_label_accuracy"}
+    for result, name, fig in figures:
+        d = fig.to_dict()
+        d["layout"].pop("template", None)
+        for trace in d["data"]:
+            assert list(colours_in(trace)), f"{result} {name}: trace {trace.get('name')!r} has no colour"
+        foreign = {c for c in colours_in(d) if norm(c) not in palette_colours}
+        assert not foreign, f"{result} {name} draws {foreign}, outside the palette"

@@ -5,17 +5,20 @@ import torch
 
 from zerolock_core.config import DataConfig, RunConfig, TrainConfig
 from zerolock_core.evaluation import evaluate_chunks
-from zerolock_core.readability import TranslatorFit, fit_translators, lens_scores, suggest_boundaries
+from zerolock_core.palette import METHOD_COLOURS, NEUTRAL
+from zerolock_core.readability import (TranslatorFit, fit_translators, lens_scores, measured_curves,
+                                       readability_summary, suggest_boundaries)
+from zerolock_core.readability_figures import readability_figures
 from zerolock_core.run_setup import build_run_setup
 
 
 @pytest.fixture(scope="module")
-def tiny_bench():
+def tiny_setup():
     return build_run_setup(RunConfig(data=DataConfig(seq_len=48, eval_size=24), train=TrainConfig(stages=3)))
 
 
-def test_lens_at_every_chunk_end_equals_the_evaluators_chunk_readout(tiny_bench):
-    b = tiny_bench
+def test_lens_at_every_chunk_end_equals_the_evaluators_chunk_readout(tiny_setup):
+    b = tiny_setup
     lens = lens_scores(b.chunks, b.eval, b.label_first_tokens, limit=24)
     reference = evaluate_chunks(b.chunks, b.eval, b.label_first_tokens, limit=24)
     assert len(lens) == 8
@@ -25,8 +28,8 @@ def test_lens_at_every_chunk_end_equals_the_evaluators_chunk_readout(tiny_bench)
         assert got["nll"] == pytest.approx(ref["nll"], rel=1e-6)
 
 
-def test_zero_step_translators_read_like_the_frozen_head(tiny_bench):
-    b = tiny_bench
+def test_zero_step_translators_read_like_the_frozen_head(tiny_setup):
+    b = tiny_setup
     answers = torch.unique(b.train.labels[b.train.labels != -100])
     translators = fit_translators(b.chunks, b.train, answers, TranslatorFit(steps=0, examples=8))
     plain = lens_scores(b.chunks, b.eval, b.label_first_tokens, limit=24)
@@ -34,8 +37,8 @@ def test_zero_step_translators_read_like_the_frozen_head(tiny_bench):
     assert plain == tuned
 
 
-def test_fitting_translators_lowers_the_training_rows_loss(tiny_bench):
-    b = tiny_bench
+def test_fitting_translators_lowers_the_training_rows_loss(tiny_setup):
+    b = tiny_setup
     answers = torch.unique(b.train.labels[b.train.labels != -100])
     before = lens_scores(b.chunks, b.train, b.label_first_tokens, limit=32)
     translators = fit_translators(b.chunks, b.train, answers, TranslatorFit(steps=40, examples=32, lr=3e-3))
@@ -54,3 +57,25 @@ def test_fitting_translators_lowers_the_training_rows_loss(tiny_bench):
 ])
 def test_suggested_boundaries(accuracy, stages, expected):
     assert suggest_boundaries(accuracy, stages=stages, chance=0.25)["boundaries"] == expected
+
+
+def _scores(accuracy: list[float]) -> list[dict[str, float]]:
+    return [{"layer": i + 1, "label_accuracy": a, "nll": 1 - a} for i, a in enumerate(accuracy)]
+
+
+def test_the_summary_and_its_figures_draw_every_curve_in_the_palettes_colours():
+    """One condition per colour source: the pretrained model in grey, a fine-tune in its method's colour."""
+    conditions = {"pretrained": {"lens": _scores([0.25] * 6 + [0.9, 0.9]), "chance": 0.25},
+                  "zerolock": {"lens": _scores([0.9] * 8), "tuned": _scores([0.95] * 8), "chance": 0.25}}
+    summary = readability_summary(conditions, stages=3, boundaries=None)
+    assert (summary["layers"], summary["chance"], summary["chunk_boundaries"]) == (8, 0.25, [3, 6])
+    assert summary["suggestions"]["zerolock"]["tuned"]["boundaries"] == [3, 6]
+    assert [(name, curve) for name, curve, _ in measured_curves(summary)] == [
+        ("pretrained", "lens"), ("zerolock", "lens"), ("zerolock", "tuned")]
+    figs = readability_figures(summary, model="tiny", dataset="topics", stages=3)
+    assert set(figs) == {"readability_label_accuracy", "readability_nll"}
+    accuracy = figs["readability_label_accuracy"]
+    assert [(t.line.color, t.line.dash) for t in accuracy.data] == [
+        (NEUTRAL["base"], "solid"), (METHOD_COLOURS["zerolock"], "solid"), (METHOD_COLOURS["zerolock"], "dot")]
+    lines = [s.line.color for s in accuracy.layout.shapes]
+    assert lines == [NEUTRAL["boundary"], NEUTRAL["boundary"], NEUTRAL["chance"]]

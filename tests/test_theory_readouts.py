@@ -367,36 +367,36 @@ def small_cfg(tiny_random_model_dir):
 
 
 @pytest.fixture(scope="module")
-def small_bench(small_cfg):
+def small_setup(small_cfg):
     from zerolock_core.run_setup import build_run_setup
 
     return build_run_setup(small_cfg)
 
 
-def test_chunk_readouts_on_engine_chunks(small_bench):
+def test_chunk_readouts_on_engine_chunks(small_setup):
     from zerolock_core.evaluation import evaluate_chunks
 
-    bench = small_bench
-    batch = R.eval_batch(bench.eval, 8)
-    ro = R.chunk_readouts(bench.chunks, batch)
-    assert ro.ps.shape[0] == len(bench.chunks) + 1
-    assert ro.ps.shape[2] == bench.chunks[0].lm_head.out_features
+    setup = small_setup
+    batch = R.eval_batch(setup.eval, 8)
+    ro = R.chunk_readouts(setup.chunks, batch)
+    assert ro.ps.shape[0] == len(setup.chunks) + 1
+    assert ro.ps.shape[2] == setup.chunks[0].lm_head.out_features
     assert np.allclose(ro.ps.sum(-1), 1.0) and np.all(ro.ps > 0)
-    assert ro.layer_ranges == tuple(tuple(c.layer_range) for c in bench.chunks)
+    assert ro.layer_ranges == tuple(tuple(c.layer_range) for c in setup.chunks)
     # p_0: the frozen head on the embedding output, by hand
     omega = batch["labels"] != -100
     with torch.no_grad():
-        h0 = bench.chunks[0].embed(batch["input_ids"])[omega]
-        p0 = torch.softmax(bench.chunks[0].lm_head(bench.chunks[0].norm(h0)).double(), -1).numpy()
+        h0 = setup.chunks[0].embed(batch["input_ids"])[omega]
+        p0 = torch.softmax(setup.chunks[0].lm_head(setup.chunks[0].norm(h0)).double(), -1).numpy()
     assert np.allclose(ro.ps[0], p0, atol=1e-6)
     # every chunk's CE equals the engine's own evaluation NLL on the same examples
-    ev = evaluate_chunks(bench.chunks, bench.eval, bench.label_first_tokens, limit=8)
+    ev = evaluate_chunks(setup.chunks, setup.eval, setup.label_first_tokens, limit=8)
     for k, metrics in enumerate(ev):
         assert ro.cross_entropy()[k + 1] == pytest.approx(metrics["nll"], rel=1e-5)
     with pytest.raises(ValueError):
-        R.chunk_readouts(bench.chunks[1:], batch)
+        R.chunk_readouts(setup.chunks[1:], batch)
     with pytest.raises(ValueError):
-        R.eval_batch(bench.eval, 0)
+        R.eval_batch(setup.eval, 0)
 
 
 @pytest.mark.slow
@@ -424,10 +424,10 @@ def test_readouts_of_a_trained_run_load_its_weights(small_cfg, tmp_path):
 
 
 @pytest.mark.parametrize("direction", ["reverse", "forward"])
-def test_lemma3_on_engine_chunks(small_bench, direction):
-    batch = R.eval_batch(small_bench.eval, 4)
-    res = S.lemma3_residuals(small_bench.chunks, batch, 0.5, direction)
-    assert res["detached"] == [0.0] * len(small_bench.chunks)          # Lemma 3: exact
+def test_lemma3_on_engine_chunks(small_setup, direction):
+    batch = R.eval_batch(small_setup.eval, 4)
+    res = S.lemma3_residuals(small_setup.chunks, batch, 0.5, direction)
+    assert res["detached"] == [0.0] * len(small_setup.chunks)          # Lemma 3: exact
     assert res["through_boundaries"][-1] == 0.0                          # nothing downstream of the last
     assert all(r > 0 for r in res["through_boundaries"][:-1])           # without sg: must NOT hold
 
@@ -435,26 +435,26 @@ def test_lemma3_on_engine_chunks(small_bench, direction):
 def test_run_surrogate_sgd_takes_the_theorem_steps(small_cfg):
     from zerolock_core.run_setup import build_run_setup
 
-    bench = build_run_setup(small_cfg)
-    params = [p for c in bench.chunks for p in c.parameters() if p.requires_grad]
+    setup = build_run_setup(small_cfg)
+    params = [p for c in setup.chunks for p in c.parameters() if p.requires_grad]
     before = [p.detach().clone() for p in params]
-    mb = S._merge_microbatches(bench.microbatches(0))
-    _, grads = S.local_gradients(bench.chunks, mb, 0.5)
+    mb = S._merge_microbatches(setup.microbatches(0))
+    _, grads = S.local_gradients(setup.chunks, mb, 0.5)
     flat = [g for gs in grads for g in gs]
-    tr = S.run_surrogate_sgd(bench, steps=1, eta0=0.3, gamma=4.0, alpha=0.5)
+    tr = S.run_surrogate_sgd(setup, steps=1, eta0=0.3, gamma=4.0, alpha=0.5)
     assert tr.eta == pytest.approx([0.3 / 2.0])
     for p, b, g in zip(params, before, flat):                            # omega <- omega - eta_0/sqrt(gamma) g
         assert torch.allclose(p.detach(), b - 0.15 * g, atol=1e-7)
     assert tr.grad_sq[0] == pytest.approx(sum(float(g.double().pow(2).sum()) for g in flat), rel=1e-9)
 
-    probe = R.eval_batch(bench.eval, 4)
-    tr = S.run_surrogate_sgd(bench, steps=4, eta0=0.3, gamma=1.0, probe=probe)
-    assert tr.T == 4 and tr.grad_sq_chunks.shape == (4, len(bench.chunks))
+    probe = R.eval_batch(setup.eval, 4)
+    tr = S.run_surrogate_sgd(setup, steps=4, eta0=0.3, gamma=1.0, probe=probe)
+    assert tr.T == 4 and tr.grad_sq_chunks.shape == (4, len(setup.chunks))
     assert np.allclose(tr.grad_sq, tr.grad_sq_chunks.sum(axis=1))
     assert tr.probe_grad_sq.shape == (4,) and np.all(tr.probe_grad_sq > 0)
     assert tr.eta == pytest.approx(0.3 / np.sqrt(np.arange(4) + 1.0))
     assert tr.alpha == (0.5, 0.5) and tr.direction == "reverse"
     with pytest.raises(ValueError):
-        S.run_surrogate_sgd(bench, steps=2, eta0=0.3, gamma=0.0)
+        S.run_surrogate_sgd(setup, steps=2, eta0=0.3, gamma=0.0)
     with pytest.raises(ValueError):
-        S.run_surrogate_sgd(bench, steps=2, eta0=0.3, gamma=1.0, alpha=[0.5])
+        S.run_surrogate_sgd(setup, steps=2, eta0=0.3, gamma=1.0, alpha=[0.5])

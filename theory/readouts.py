@@ -190,31 +190,31 @@ def readouts_of_run(
     run_dir: str | Path | None = None,
     *,
     cfg: Any = None,
-    bench: Any = None,
+    setup: Any = None,
     examples: int = 64,
     start: int = 0,
 ) -> ChunkReadouts:
-    """Readouts of a trained run (``run_dir``) or of freshly built chunks (``cfg``/``bench``).
+    """Readouts of a trained run (``run_dir``) or of freshly built chunks (``cfg``/``setup``).
 
     Args:
         run_dir: a run's output directory; its config is read from it unless ``cfg`` or
-            ``bench`` is given, and its final weights are loaded into the chunks.
-        cfg: a ``RunConfig`` to build a run setup from (ignored if ``bench`` is given).
-        bench: an existing ``RunSetup`` (its chunks are modified if ``run_dir`` is given).
+            ``setup`` is given, and its final weights are loaded into the chunks.
+        cfg: a ``RunConfig`` to build a run setup from (ignored if ``setup`` is given).
+        setup: an existing ``RunSetup`` (its chunks are modified if ``run_dir`` is given).
         examples, start: which eval examples to read (one answer token per example on
             the embedded datasets).
     """
-    if bench is None:
+    if setup is None:
         from zerolock_core.run_setup import build_run_setup
 
         if cfg is None:
             if run_dir is None:
-                raise ValueError("give run_dir, cfg or bench")
+                raise ValueError("give run_dir, cfg or setup")
             cfg = run_config(run_dir)
-        bench = build_run_setup(cfg)
+        setup = build_run_setup(cfg)
     if run_dir is not None:
-        load_run_weights(bench.chunks, run_dir)
-    return chunk_readouts(bench.chunks, eval_batch(bench.eval, examples, start))
+        load_run_weights(setup.chunks, run_dir)
+    return chunk_readouts(setup.chunks, eval_batch(setup.eval, examples, start))
 
 
 # ---------------------------------------------------------------------------

@@ -269,7 +269,7 @@ def _merge_microbatches(mbs: Sequence[dict[str, "torch.Tensor"]]) -> dict[str, "
 
 
 def run_surrogate_sgd(
-    bench: Any,
+    setup: Any,
     *,
     steps: int,
     eta0: float,
@@ -280,16 +280,16 @@ def run_surrogate_sgd(
 ) -> SurrogateTrace:
     """Plain SGD on all chunks' LoRA parameters with ``eta_t = eta0 / sqrt(t + gamma)``.
 
-    At step ``t`` the mini-batch is the engine's ``bench.microbatches(t)`` joined into one
+    At step ``t`` the mini-batch is the engine's ``setup.microbatches(t)`` joined into one
     batch; each chunk takes ``omega_k <- omega_k - eta_t grad L_k^t`` (= one SGD step on
-    ``R^t``, Lemma 3). Modifies ``bench.chunks`` in place.
+    ``R^t``, Lemma 3). Modifies ``setup.chunks`` in place.
 
     Args:
-        bench: a ``zerolock_core.run_setup.RunSetup``.
+        setup: a ``zerolock_core.run_setup.RunSetup``.
         steps: ``T``.
         eta0, gamma: the schedule (both > 0).
-        alpha: one value or one per chunk; default the bench's config.
-        direction: ``"reverse"`` / ``"forward"``; default the bench's config.
+        alpha: one value or one per chunk; default the setup's config.
+        direction: ``"reverse"`` / ``"forward"``; default the setup's config.
         probe: an optional fixed batch on which ``||grad R^t||^2`` is also measured
             (before the step, at the same ``omega^t``).
     """
@@ -297,8 +297,8 @@ def run_surrogate_sgd(
 
     import torch
 
-    cfg = bench.cfg
-    chunks = bench.chunks
+    cfg = setup.cfg
+    chunks = setup.chunks
     alphas = _alphas(chunks, [cfg.objective.alpha_for(c.index) for c in chunks] if alpha is None else alpha)
     direction = cfg.objective.consistency if direction is None else direction
     etas = lr_schedule(eta0, gamma, steps)
@@ -315,7 +315,7 @@ def run_surrogate_sgd(
             val, grads = local_gradients(chunks, probe, alphas, direction)
             p_sq[t] = sum(float(g.double().pow(2).sum()) for gs in grads for g in gs)
             p_val[t] = val
-        mb = _merge_microbatches(bench.microbatches(t))
+        mb = _merge_microbatches(setup.microbatches(t))
         val, grads = local_gradients(chunks, mb, alphas, direction)
         r_val[t] = val
         for k, gs in enumerate(grads):

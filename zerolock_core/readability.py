@@ -10,17 +10,27 @@ A translator is the affine `h + A h + b` (zero-initialised: the plain lens befor
 paper's residual MLP, fitted by Adam on the training split's rows at Ω with the base frozen. For a
 large vocabulary the fit's softmax runs over the answer tokens only (the tokens of the label words),
 which makes it cheap on a CPU; it is then scored over the whole vocabulary like everything else.
+
+One measurement for `zerolock bench readability`, the dashboard's Readability tab and notebook 7:
+`lens_config` -> `measure_condition` per set of weights -> `readability_summary` (what the table,
+the cut suggestions and readability_figures.py read).
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
-from typing import Callable
+from pathlib import Path
+from typing import Any, Callable
 
 import torch
 from torch import nn
 
-from .chunks import Chunk, make_readout_adapter
+from .artifacts import load_trained_weights
+from .chunks import Chunk, chunk_bounds, make_readout_adapter
+from .config import DataConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig
 from .evaluation import EvalBatch, ReadoutScore, eval_batches
+from .run_setup import build_run_setup
+from .threads import DEFAULT_THREADS, threads_for
 
 FULL_SOFTMAX_MAX_VOCAB = 8192  # above this, translators are fitted on the answer tokens' softmax
 
@@ -140,7 +150,7 @@ def suggest_boundaries(label_accuracy: list[float], *, stages: int, chance: floa
         return {"boundaries": None, "readable_from": readable[0] if readable else None,
                 "why": f"only {len(readable)} layer(s) before the last read above {bar:.2f}; "
                        f"{stages} chunks cannot all end readable"}
-    even = [start for start, _ in _even_bounds(depth, stages)[1:]]
+    even = [start for start, _ in chunk_bounds(depth, stages)[1:]]
     cuts: list[int] = []
     for i, target in enumerate(even):
         remaining = stages - 2 - i  # cuts still to place after this one
@@ -151,7 +161,69 @@ def suggest_boundaries(label_accuracy: list[float], *, stages: int, chance: floa
             "why": f"layers {readable[0]}+ read label accuracy >= {bar:.2f} (majority class {chance:.2f})"}
 
 
-def _even_bounds(depth: int, stages: int) -> list[tuple[int, int]]:
-    from .chunks import chunk_bounds
+# a `(label) -> (done, total) callback` factory: the terminal's lines, the dashboard's bar, or nothing
+Progress = Callable[[str], Callable[[int, int], None] | None]
 
-    return chunk_bounds(depth, stages)
+
+def no_progress(label: str) -> None:
+    return None
+
+
+def lens_config(*, model: str, dataset: str, seq_len: int, method: str, stages: int, steps: int, eval_size: int,
+                out: Path | None, boundaries: tuple[int, ...] | None, alpha: tuple[float, ...] = ObjectiveConfig.alpha,
+                consistency: str = ObjectiveConfig.consistency, lr: float = TrainConfig.lr,
+                seed: int = TrainConfig.seed, threads: int = DEFAULT_THREADS) -> RunConfig:
+    """The reference-trainer config whose chunks the lens reads (and, with `out`, a fine-tune of
+    `steps` steps by `method` to read after)."""
+    return RunConfig(
+        model=ModelConfig(model=model, boundaries=boundaries),
+        data=DataConfig(dataset=dataset, seq_len=seq_len, eval_size=eval_size),
+        objective=ObjectiveConfig(alpha=alpha, consistency=consistency),
+        train=TrainConfig(runtime="reference", method=method, stages=stages, batch=8, microbatches=4,
+                          steps=max(1, steps), lr=lr, seed=seed, threads=threads_for(threads)),
+        out=None if out is None else str(out),
+    )
+
+
+def measure_condition(cfg: RunConfig, *, run_dir: Path | None, fit: TranslatorFit | None,
+                      eval_size: int, progress: Progress = no_progress) -> dict[str, Any]:
+    """Lens (and tuned-lens) curves of one set of weights: the pretrained model or a run's."""
+    setup = build_run_setup(cfg)
+    if run_dir is not None:
+        load_trained_weights(setup.chunks, run_dir)
+    name = "pretrained" if run_dir is None else cfg.train.method
+    t0 = time.perf_counter()
+    lens = lens_scores(setup.chunks, setup.eval, setup.label_first_tokens, limit=eval_size,
+                       progress=progress(f"{name}: lens over eval batches"))
+    result: dict[str, Any] = {"lens": lens}
+    if fit is not None:
+        answers = torch.unique(torch.cat([s.labels[s.labels != -100] for s in (setup.train, setup.eval)]))
+        translators = fit_translators(setup.chunks, setup.train, answers, fit,
+                                      progress=progress(f"{name}: translators fitted (of {len(lens)} layers)"))
+        result["tuned"] = lens_scores(setup.chunks, setup.eval, setup.label_first_tokens, limit=eval_size,
+                                      translators=translators)
+        result["answer_vocab"] = int(answers.numel())
+    result["seconds"] = round(time.perf_counter() - t0, 1)
+    result["chance"] = majority_rate(setup.eval, eval_size)
+    return result
+
+
+def readability_summary(conditions: dict[str, Any], *, stages: int,
+                        boundaries: tuple[int, ...] | None) -> dict[str, Any]:
+    """From measured conditions (name -> `measure_condition`'s dict): the depth, the majority class's
+    rate, the first layers of chunks 2..K and, per condition and curve, where to cut."""
+    first = next(iter(conditions.values()))
+    layers, chance = len(first["lens"]), first["chance"]
+    cuts = [start for start, _ in chunk_bounds(layers, stages, boundaries)[1:]]
+    suggestions = {name: {curve: suggest_boundaries([r["label_accuracy"] for r in c[curve]], stages=stages,
+                                                    chance=chance)
+                          for curve in ("lens", "tuned") if curve in c}
+                   for name, c in conditions.items()}
+    return {"layers": layers, "chance": chance, "chunk_boundaries": cuts, "conditions": conditions,
+            "suggestions": suggestions}
+
+
+def measured_curves(summary: dict[str, Any]) -> list[tuple[str, str, list[dict[str, Any]]]]:
+    """(condition, "lens" or "tuned", its score per layer) of every curve measured."""
+    return [(name, curve, c[curve]) for name, c in summary["conditions"].items() for curve in ("lens", "tuned")
+            if curve in c]

@@ -1,14 +1,35 @@
 """The telemetry vocabulary: every kind of bar that appears on a stage's lane, and what it counts as.
 
-One table for the runtime (metrics.json), the dashboard and the benchmarks. A stage is **busy**
-during compute (its training work, replayed micro-batches included); communication, waits,
-recovery (restoring a checkpoint, rebuilding a link) and start-up are not busy: busy / span is the
-active fraction, 1 − mean busy / makespan the bubble. Pure Python: the schedule simulator and the
-app import it without torch.
+One table for the runtime (events.jsonl, metrics.json), the schedules, the dashboard and the
+benchmarks: a lane kind is a `Kind`, never a string literal. A stage is **busy** during compute (its
+training work, replayed micro-batches included); communication, waits, recovery (restoring a
+checkpoint, rebuilding a link) and start-up are not busy: busy / span is the active fraction,
+1 − mean busy / makespan the bubble. Pure Python: the schedule simulator and the app import it
+without torch.
 """
 from __future__ import annotations
 
 from enum import StrEnum
+
+
+class Kind(StrEnum):
+    """What a lane shows. The value is the code in events.jsonl and in action strings ("1F3"); a
+    schedule is made of the first ten (schedule.action.SCHEDULE_KINDS), the rest are recorded only."""
+
+    F = "F"  # forward of a micro-batch
+    SF = "SF"  # send the hidden state downstream
+    RF = "RF"  # wait for the hidden state from upstream
+    L = "L"  # ZeroLock local step: frozen-head readout + local loss + local backward
+    B = "B"  # backward (BP methods; the last stage's B includes its loss)
+    SB = "SB"  # send the gradient upstream
+    RB = "RB"  # wait for the gradient from downstream
+    STEP = "STEP"  # optimizer step
+    CKPT = "CKPT"  # checkpoint write
+    REPLAY = "REPLAY"  # a forward replayed after a recovery
+    RESTORE = "RESTORE"  # load a checkpoint (a restarted stage)
+    RELINK = "RELINK"  # rebuild a link to a restarted neighbour, resend what it lost
+    WAIT = "WAIT"  # any other wait
+    STARTUP = "STARTUP"  # a stage process from spawn to its first action (telemetry/lifecycle.py)
 
 
 class Category(StrEnum):
@@ -19,21 +40,21 @@ class Category(StrEnum):
     LIFECYCLE = "lifecycle"
 
 
-KIND_CATEGORY: dict[str, Category] = {
-    "F": Category.COMPUTE,  # forward of a micro-batch
-    "L": Category.COMPUTE,  # ZeroLock local step: readout + local loss + local backward
-    "B": Category.COMPUTE,  # backward (BP methods)
-    "STEP": Category.COMPUTE,  # optimizer step
-    "CKPT": Category.COMPUTE,  # checkpoint write
-    "REPLAY": Category.COMPUTE,  # a forward replayed after a recovery
-    "SF": Category.COMMUNICATION,  # send the hidden state downstream
-    "SB": Category.COMMUNICATION,  # send the gradient upstream
-    "RF": Category.WAIT,  # wait for the hidden state from upstream
-    "RB": Category.WAIT,  # wait for the gradient from downstream
-    "WAIT": Category.WAIT,  # any other wait
-    "RESTORE": Category.RECOVERY,  # load a checkpoint (a restarted stage)
-    "RELINK": Category.RECOVERY,  # rebuild a link to a restarted neighbour, resend what it lost
-    "STARTUP": Category.LIFECYCLE,  # spawn to first action (telemetry/lifecycle.py)
+KIND_CATEGORY: dict[Kind, Category] = {
+    Kind.F: Category.COMPUTE,
+    Kind.L: Category.COMPUTE,
+    Kind.B: Category.COMPUTE,
+    Kind.STEP: Category.COMPUTE,
+    Kind.CKPT: Category.COMPUTE,
+    Kind.REPLAY: Category.COMPUTE,
+    Kind.SF: Category.COMMUNICATION,
+    Kind.SB: Category.COMMUNICATION,
+    Kind.RF: Category.WAIT,
+    Kind.RB: Category.WAIT,
+    Kind.WAIT: Category.WAIT,
+    Kind.RESTORE: Category.RECOVERY,
+    Kind.RELINK: Category.RECOVERY,
+    Kind.STARTUP: Category.LIFECYCLE,
 }
 
 
@@ -42,12 +63,11 @@ def category(kind: str) -> Category | None:
     return KIND_CATEGORY.get(kind)
 
 
-def kinds_in(cat: Category) -> frozenset[str]:
+def kinds_in(cat: Category) -> frozenset[Kind]:
     return frozenset(k for k, c in KIND_CATEGORY.items() if c == cat)
 
 
 BUSY_KINDS = kinds_in(Category.COMPUTE)
-RECOVERY_KINDS = kinds_in(Category.RECOVERY)
 
 
 def is_busy(kind: str) -> bool:

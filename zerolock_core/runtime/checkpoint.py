@@ -118,12 +118,6 @@ class CheckpointStore:
         """Every step with an intact, committed checkpoint, oldest first."""
         return tuple(step for step in self.steps_on_disk() if self.verify(step) is None)
 
-    def newest_verified_step(self, *, at_most: int | None = None) -> int | None:
-        for step in reversed(self.steps_on_disk()):
-            if (at_most is None or step <= at_most) and self.verify(step) is None:
-                return step
-        return None
-
     def load_latest(self, *, at_most: int | None = None) -> Checkpoint | None:
         """The newest verified checkpoint (with step <= at_most), or None if there is none."""
         for step in reversed(self.steps_on_disk()):

@@ -408,4 +408,4 @@ class Executor:
                 resent += self._send(self.next, h, kind=HIDDEN, mb=mb)
             self.counters.bytes_resent += resent
             ft.store.add(protocol.resent_bytes(self.stage), resent)
-        self._record("RELINK", None, t0, time.monotonic_ns(), resent, 0)
+        self._record(Kind.RELINK, None, t0, time.monotonic_ns(), resent, 0)

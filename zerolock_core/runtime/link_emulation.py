@@ -26,6 +26,12 @@ def link_model(cfg: LinkConfig) -> LinkProfile | None:
     return LinkProfile(bandwidth_bytes_per_s=bw, latency_s=lat)
 
 
+def link_for(cfg: LinkConfig) -> LinkProfile:
+    """The link the schedule simulator models for a config: the emulated one, or the ideal link."""
+    model = link_model(cfg)
+    return model if model is not None else LINK_PROFILES["ideal"]
+
+
 @dataclass
 class _Pending:
     nbytes: int

@@ -35,6 +35,7 @@ from ..telemetry import Event, EventWriter
 from ..telemetry.lifecycle import StartupClock, write_lifecycle
 from ..telemetry.process_memory import peak_rss_bytes
 from ..run_setup import build_run_setup
+from ..vocabulary import Kind
 from . import protocol
 from .checkpoint import CheckpointStore, restore
 from .errors import LinkBroken, LinkRebuilt, StopRequested
@@ -158,7 +159,7 @@ def _fault_tolerant(cfg_dict: dict[str, Any]) -> bool:
 class Built:
     cfg: RunConfig
     device: torch.device
-    bench: Any  # the RunSetup, holding only this stage's chunk
+    setup: Any  # the RunSetup, holding only this stage's chunk
     worker: StageWorker
     hidden_shape: tuple[int, int, int]
     events: EventWriter
@@ -168,16 +169,16 @@ def build(cfg: RunConfig, launch: StageLaunch, store: dist.Store) -> Built:
     t = cfg.train
     torch.set_num_threads(stage_threads(cfg))
     device = stage_device(cfg, launch.stage)
-    bench = build_run_setup(cfg, stage=launch.stage)  # reads only this stage's weights
-    chunk = bench.chunks[0].to(device)
-    bench.chunks = [chunk]
+    setup = build_run_setup(cfg, stage=launch.stage)  # reads only this stage's weights
+    chunk = setup.chunks[0].to(device)
+    setup.chunks = [chunk]
     gc.collect()
     worker = StageWorker(chunk=chunk, alpha=cfg.objective.alpha_for(launch.stage),
                          consistency=cfg.objective.consistency, microbatches=t.microbatches, lr=t.lr,
                          weight_decay=t.weight_decay, alpha_at=alpha_by_step(cfg, launch.stage))
     shape = (t.batch // t.microbatches, cfg.data.seq_len, chunk.config.hidden_size)
     store.set(protocol.HIDDEN_BYTES, str(shape[0] * shape[1] * shape[2] * 4))
-    return Built(cfg=cfg, device=device, bench=bench, worker=worker, hidden_shape=shape,
+    return Built(cfg=cfg, device=device, setup=setup, worker=worker, hidden_shape=shape,
                  events=EventWriter(RunDir(launch.run_dir).events))
 
 
@@ -222,7 +223,7 @@ def restore_phase(b: Built, launch: StageLaunch, store: dist.Store) -> Restored:
         b.worker.steps_done = out.start_step = ckpt.step
         out.replay_floor = ckpt.step * t.microbatches
     nbytes = ckpt.nbytes if ckpt else 0
-    b.events.write(Event(stage=stage, kind="RESTORE", mb=None, t0=t0, t1=time.monotonic_ns(),
+    b.events.write(Event(stage=stage, kind=Kind.RESTORE, mb=None, t0=t0, t1=time.monotonic_ns(),
                          step=out.start_step, gen=launch.generation, recv=nbytes))
     store.set(protocol.restored(stage, launch.generation), f"{time.monotonic_ns()} {out.start_step} {nbytes}")
     return out
@@ -373,7 +374,7 @@ def _microbatch_source(b: Built):
         step, i = divmod(mb, m)
         if step not in cache:
             cache.clear()
-            cache[step] = [{k: v.to(b.device) for k, v in d.items()} for d in b.bench.microbatches(step)]
+            cache[step] = [{k: v.to(b.device) for k, v in d.items()} for d in b.setup.microbatches(step)]
         return cache[step][i]
     return microbatch_data
 

@@ -64,9 +64,3 @@ class WeightStash:
             if self.meter is not None:
                 self.meter.forget(self.versions[v].values())
             del self.versions[v], self.users[v]
-
-    def stashed_tensors(self) -> list[torch.Tensor]:
-        return [t for params in self.versions.values() for t in params.values()]
-
-    def stashed_bytes(self) -> int:
-        return sum(t.numel() * t.element_size() for t in self.stashed_tensors())

@@ -3,7 +3,7 @@
 Pure Python: no torch import anywhere in this package.
 """
 
-from .action import COMPUTE_KINDS, RECV_KINDS, SEND_KINDS, Action, Kind
+from .action import COMPUTE_KINDS, RECV_KINDS, SCHEDULE_KINDS, SEND_KINDS, Action, Kind
 from .analysis import (
     inflight_peak,
     max_stashed_versions,
@@ -21,6 +21,7 @@ __all__ = [
     "LINK_PROFILES",
     "METHODS",
     "RECV_KINDS",
+    "SCHEDULE_KINDS",
     "SEND_KINDS",
     "Action",
     "ActionRecord",

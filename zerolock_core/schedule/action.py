@@ -7,30 +7,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from enum import StrEnum
 
-from ..vocabulary import Category, category
+from ..vocabulary import Category, Kind, category
 
-
-class Kind(StrEnum):
-    """What a stage does. The value is the code used in action strings."""
-
-    F = "F"  # forward of a micro-batch
-    SF = "SF"  # send hidden state to stage + 1
-    RF = "RF"  # receive hidden state from stage - 1
-    L = "L"  # ZeroLock local step: frozen-head readout + local loss + local backward
-    B = "B"  # backward (BP methods; the last stage's B includes its loss)
-    SB = "SB"  # send gradient to stage - 1
-    RB = "RB"  # receive gradient from stage + 1
-    STEP = "STEP"  # optimizer step
-    CKPT = "CKPT"  # checkpoint
-    REPLAY = "REPLAY"  # replay of a micro-batch (recovery); a compute action
-
-
+# what a schedule is made of: the lane kinds a stage is told to do (recovery, waits and start-up are
+# recorded, never scheduled)
+SCHEDULE_KINDS: tuple[Kind, ...] = (Kind.F, Kind.SF, Kind.RF, Kind.L, Kind.B, Kind.SB, Kind.RB, Kind.STEP, Kind.CKPT,
+                                    Kind.REPLAY)
 # what each kind counts as is defined once, in the telemetry vocabulary
-COMPUTE_KINDS = frozenset(k for k in Kind if category(k.value) == Category.COMPUTE)
-SEND_KINDS = frozenset(k for k in Kind if category(k.value) == Category.COMMUNICATION)
-RECV_KINDS = frozenset(k for k in Kind if category(k.value) == Category.WAIT)
+COMPUTE_KINDS = frozenset(k for k in SCHEDULE_KINDS if category(k) == Category.COMPUTE)
+SEND_KINDS = frozenset(k for k in SCHEDULE_KINDS if category(k) == Category.COMMUNICATION)
+RECV_KINDS = frozenset(k for k in SCHEDULE_KINDS if category(k) == Category.WAIT)
 NO_MICROBATCH_KINDS = frozenset({Kind.STEP, Kind.CKPT})
 # receive kind -> the send kind it matches
 SEND_FOR_RECV = {Kind.RF: Kind.SF, Kind.RB: Kind.SB}
@@ -39,7 +26,7 @@ _PEER_OFFSET = {Kind.SF: +1, Kind.RF: -1, Kind.SB: -1, Kind.RB: +1}
 
 _NUM = r"(0|[1-9][0-9]*)"
 # longest codes first so "SF" is not read as "S" + "F"
-_CODES = "|".join(sorted((k.value for k in Kind), key=len, reverse=True))
+_CODES = "|".join(sorted((k.value for k in SCHEDULE_KINDS), key=len, reverse=True))
 _PATTERN = re.compile(rf"{_NUM}({_CODES}){_NUM}?")
 
 # A message on the wire: (send kind, source stage, destination stage, micro-batch).
@@ -61,12 +48,10 @@ class Action:
     def __post_init__(self) -> None:
         if not _is_int(self.stage) or self.stage < 0:
             raise ValueError(f"action stage must be an int >= 0 (got {self.stage!r})")
-        if not isinstance(self.kind, Kind):
-            try:
-                object.__setattr__(self, "kind", Kind(self.kind))
-            except ValueError:
-                codes = ", ".join(k.value for k in Kind)
-                raise ValueError(f"unknown action kind {self.kind!r}; expected one of: {codes}") from None
+        if self.kind not in SCHEDULE_KINDS:  # a string, or a lane kind no schedule has (RESTORE ...)
+            codes = ", ".join(k.value for k in SCHEDULE_KINDS)
+            raise ValueError(f"unknown action kind {self.kind!r}; expected one of: {codes}")
+        object.__setattr__(self, "kind", Kind(self.kind))
         if self.kind in NO_MICROBATCH_KINDS:
             if self.microbatch is not None:
                 raise ValueError(f"{self.kind} takes no micro-batch (got {self.microbatch!r})")

@@ -1,6 +1,6 @@
 """Per-stage telemetry: measured activation memory, action events, Chrome/Perfetto traces.
 
-`ActivationMeter` (torch) is imported on first use: the dashboard's palette, the benchmarks' --help
+`ActivationMeter` (torch) is imported on first use: the dashboard, the benchmarks' --help
 and the notebooks read the pure-Python parts (events, lifecycle) without paying for torch.
 """
 from typing import Any

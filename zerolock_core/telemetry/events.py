@@ -11,7 +11,7 @@ import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 
 @dataclass(kw_only=True)
@@ -38,9 +38,6 @@ class EventWriter:
     def write(self, event: Event) -> None:
         os.write(self._fd, (json.dumps(asdict(event), separators=(",", ":")) + "\n").encode())
 
-    def write_raw(self, record: dict[str, Any]) -> None:
-        os.write(self._fd, (json.dumps(record, separators=(",", ":")) + "\n").encode())
-
     def close(self) -> None:
         os.close(self._fd)
 
@@ -62,7 +59,3 @@ def read_events(path: str | Path, *, offset: int = 0) -> tuple[list[dict[str, An
     lines = data[:end].splitlines()
     return [json.loads(line) for line in lines if line.strip()], offset + end
 
-
-def iter_events(path: str | Path) -> Iterator[dict[str, Any]]:
-    events, _ = read_events(path)
-    yield from events

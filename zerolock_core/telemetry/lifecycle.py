@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-STARTUP = "STARTUP"
+from ..vocabulary import Kind
+
 # the phases of a start-up, in order: importing torch and the engine, loading the stage's layers,
 # restoring its checkpoint, linking to its neighbours (also the stage's state in the store)
 STARTUP_PHASES = ("importing", "loading", "restoring", "linking")
@@ -36,7 +37,7 @@ class StartupClock:
         end = time.monotonic_ns()
         bounds = [t for _, t in self._marks[1:]] + [end]
         phases = {name: [t, t_next] for (name, t), t_next in zip(self._marks, bounds)}
-        return {"stage": self.stage, "gen": self.generation, "kind": STARTUP, "mb": None, "t0": self.t0,
+        return {"stage": self.stage, "gen": self.generation, "kind": Kind.STARTUP, "mb": None, "t0": self.t0,
                 "t1": end, "phases": phases}
 
 

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from zerolock_core.arg_types import ints_arg
 from .publish import publish
-from .runs import PipelineRuns
+from .pipeline_runs import PipelineRuns
 from .settings import METHODS, BenchSettings, add_common_flags, methods_arg, results_dir, settings_from_args
 
 Report = dict[str, Any]

@@ -1,7 +1,9 @@
 """Read a run's timeline (engine events or simulator records) the same way on both sides.
 
 A timeline is a list of `Span(stage, kind, mb, t0, t1)` in seconds. Measured and predicted numbers
-are computed by the same functions from the same kind of list, so they can be compared fairly.
+are computed by the same functions from the same kind of list, so they can be compared fairly; a
+measured timeline also costs the simulator's actions (`costs_from_spans`), for the benchmarks'
+predictions and the dashboard's predicted timeline alike.
 """
 
 from __future__ import annotations
@@ -11,9 +13,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from zerolock_core.schedule import COMPUTE_KINDS, Costs, SimResult
-
-BUSY_KINDS = frozenset(k.value for k in COMPUTE_KINDS)
+from ..vocabulary import BUSY_KINDS, Kind
+from .costs import Costs
+from .simulate import SimResult
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -51,7 +53,7 @@ def window_start(spans: list[Span], *, microbatches: int, skip_windows: int) -> 
     if skip_windows == 0:
         return min(s.t0 for s in spans)
     first = skip_windows * microbatches
-    starts = [s.t0 for s in spans if s.stage == 0 and s.kind == "F" and s.mb == first]
+    starts = [s.t0 for s in spans if s.stage == 0 and s.kind == Kind.F and s.mb == first]
     if not starts:
         raise ValueError(
             f"no forward of micro-batch {first} on stage 0: the run has fewer than {skip_windows + 1} windows"
@@ -102,7 +104,7 @@ def mean_costs(
         kinds = d.get(stage, {})
         costs = {k: statistics.fmean(v) for k, v in kinds.items() if k in BUSY_KINDS and v}
         if fold_sends:
-            for send, compute in (("SF", "F"), ("SB", "B")):
+            for send, compute in ((Kind.SF, Kind.F), (Kind.SB, Kind.B)):
                 if kinds.get(send) and compute in costs:
                     costs[compute] += statistics.median(kinds[send])
         out[stage] = costs
@@ -157,7 +159,7 @@ def activation_per_microbatch(events: Iterable[dict[str, Any]], stages: int) -> 
         s = e.get("stage")
         if s is None or s >= stages or "act_bytes" not in e:
             continue
-        if e.get("kind") == "F":
+        if e.get("kind") == Kind.F:
             out[s] = max(out[s], e["act_bytes"] - before[s])
         before[s] = e["act_bytes"]
     return out

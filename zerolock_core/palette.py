@@ -1,4 +1,6 @@
-"""Colours and names shared by every view (Watch, Compare, Explain, Runs, exports, notebooks).
+"""Colours and names shared by every view (Watch, Compare, Explain, Runs, exports, notebooks) and by
+the benchmarks' figures. It lives in the engine, below the dashboard and the benchmarks, because
+its colours name the engine's action kinds, stages and methods. Pure Python: no plotly, no torch.
 
 One palette, one meaning per colour family. Each family lives in its own band of HSL saturation /
 lightness, so a colour's family can be told at a glance and no colour string is ever used by two
@@ -6,9 +8,10 @@ families (tests/test_palette.py checks both):
 
 * **Action kinds** (`KIND_COLOURS`, plus the failure marks `FAILURE_COLOURS`): bright and
   saturated (saturation >= 0.3, lightness >= 0.38). Compute kinds are full hues (F blue, L green,
-  B orange, STEP gold, CKPT cyan, REPLAY red, RESTORE purple); sends are light tints of the compute
-  they carry (SF light blue, SB peach); waits are soft tints (RF lavender, RB pink, WAIT sand).
-  Kinds fill the timeline's bars and nothing else.
+  B orange, STEP gold, CKPT cyan, REPLAY red); recovery is purple (RESTORE, and RELINK a lighter
+  orchid of it); sends are light tints of the compute they carry (SF light blue, SB peach); waits
+  are soft tints (RF lavender, RB pink, WAIT sand); start-up a pale yellow. Kinds (one colour and
+  one label for every `vocabulary.Kind`) fill the timeline's bars and nothing else.
 * **Stages** (`STAGE_RAMP`): one sequential, desaturated blue-grey (slate) ramp, dark for stage 0
   and lighter with depth (saturation <= 0.25, lightness >= 0.33). In timelines a stage is its lane
   (position only); where a stage needs a colour (memory rows, per-chunk loss, per-chunk accuracy,
@@ -19,53 +22,58 @@ families (tests/test_palette.py checks both):
 * **Structure** (`NEUTRAL`): pure greys (saturation 0) for everything that carries no data
   meaning: step boundaries, idle time, chance lines, muted text, the whole-model loss line.
 
+The benchmarks' figures draw with the same families: a method's series in its method colour, a
+stage's (or chunk's) in its slate shade, and a second estimate of what a series measured (a bound,
+the textbook or paper value, a simulation, another implementation) as a fainter tint of the same
+colour (`estimate_colour`); lines that share a colour differ by dash (`dash`).
+
 So orange is only ever B, green only L, and the methods never borrow a kind's hue at a kind's
 lightness. Do not add a second colour table elsewhere: add a name here.
 """
 from __future__ import annotations
 
-from zerolock_core.telemetry.lifecycle import STARTUP
-from zerolock_core.vocabulary import BUSY_KINDS
+from .vocabulary import BUSY_KINDS, Kind
 
 # --- action kinds: bright, saturated; every timeline (live, compare, explain, notebooks) ---------
-KIND_COLOURS: dict[str, str] = {
-    "F": "#2F6FDB",  # forward
-    "L": "#2CA02C",  # ZeroLock local step: readout + local loss + local backward
-    "B": "#E8772E",  # backward (BP methods)
-    "SF": "#9CC3F5",  # send hidden state downstream (tint of F)
-    "RF": "#B9A6D6",  # receive hidden state (time spent waiting for it)
-    "SB": "#F8C08F",  # send gradient upstream (tint of B)
-    "RB": "#E7A1B7",  # receive gradient (time spent waiting for it)
-    "STEP": "#F2B701",  # optimizer step
-    "CKPT": "#17A2B8",  # checkpoint
-    "REPLAY": "#D62728",  # replay of a micro-batch after recovery
-    "RESTORE": "#8E44AD",  # restore from a checkpoint (recovery)
-    "WAIT": "#D9CBB0",  # any other wait
-    "STARTUP": "#FBE3A1",  # a stage process starting: spawned -> its first action (drawn hatched)
+KIND_COLOURS: dict[Kind, str] = {
+    Kind.F: "#2F6FDB",  # forward
+    Kind.L: "#2CA02C",  # ZeroLock local step: readout + local loss + local backward
+    Kind.B: "#E8772E",  # backward (BP methods)
+    Kind.SF: "#9CC3F5",  # send hidden state downstream (tint of F)
+    Kind.RF: "#B9A6D6",  # receive hidden state (time spent waiting for it)
+    Kind.SB: "#F8C08F",  # send gradient upstream (tint of B)
+    Kind.RB: "#E7A1B7",  # receive gradient (time spent waiting for it)
+    Kind.STEP: "#F2B701",  # optimizer step
+    Kind.CKPT: "#17A2B8",  # checkpoint
+    Kind.REPLAY: "#D62728",  # replay of a micro-batch after recovery
+    Kind.RESTORE: "#8E44AD",  # restore from a checkpoint (recovery)
+    Kind.RELINK: "#CE5FC0",  # rebuild a link to a restarted neighbour and resend (recovery: orchid, RESTORE's kin)
+    Kind.WAIT: "#D9CBB0",  # any other wait
+    Kind.STARTUP: "#FBE3A1",  # a stage process starting: spawned -> its first action (drawn hatched)
 }
 UNKNOWN_KIND_COLOUR = "#7F7F7F"
 
-KIND_LABELS: dict[str, str] = {
-    "F": "F forward",
-    "L": "L local loss + backward",
-    "B": "B backward",
-    "SF": "SF send hidden",
-    "RF": "RF wait for hidden",
-    "SB": "SB send gradient",
-    "RB": "RB wait for gradient",
-    "STEP": "STEP optimizer",
-    "CKPT": "CKPT checkpoint",
-    "REPLAY": "REPLAY",
-    "RESTORE": "RESTORE",
-    "WAIT": "WAIT",
-    "STARTUP": "start-up",
+KIND_LABELS: dict[Kind, str] = {
+    Kind.F: "F forward",
+    Kind.L: "L local loss + backward",
+    Kind.B: "B backward",
+    Kind.SF: "SF send hidden",
+    Kind.RF: "RF wait for hidden",
+    Kind.SB: "SB send gradient",
+    Kind.RB: "RB wait for gradient",
+    Kind.STEP: "STEP optimizer",
+    Kind.CKPT: "CKPT checkpoint",
+    Kind.REPLAY: "REPLAY",
+    Kind.RESTORE: "RESTORE",
+    Kind.RELINK: "RELINK relink + resend",
+    Kind.WAIT: "WAIT",
+    Kind.STARTUP: "start-up",
 }
-KIND_ORDER: tuple[str, ...] = tuple(KIND_COLOURS)
+KIND_ORDER: tuple[Kind, ...] = tuple(KIND_COLOURS)
 # drawing, not accounting (what counts as busy is zerolock_core.vocabulary): thick bars for work,
 # thin ones for sends and waits; RESTORE and REPLAY drawn at a minimum visible width and labelled
-THICK_KINDS = BUSY_KINDS | {"RESTORE"}
-ALWAYS_VISIBLE_KINDS = frozenset({"RESTORE", "REPLAY"})
-STARTUP_KIND = STARTUP
+THICK_KINDS = BUSY_KINDS | {Kind.RESTORE}
+ALWAYS_VISIBLE_KINDS = frozenset({Kind.RESTORE, Kind.REPLAY})
 
 # The failure story on the timeline (same family as the kinds: they are events on a lane).
 FAILURE_COLOURS: dict[str, str] = {
@@ -78,7 +86,8 @@ FAILURE_COLOURS: dict[str, str] = {
 STAGE_RAMP: tuple[str, ...] = ("#3F5566", "#4D6373", "#5C7180", "#6A7F8D", "#798C99", "#8799A5", "#95A6B1",
                                "#A3B3BD")
 STAGE_COLOURS = STAGE_RAMP  # the name older callers import
-STAGE_DASHES: tuple[str, ...] = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+# line dashes: a second cue where lines share a colour (a stage's shade; the variants of one method)
+DASHES: tuple[str, ...] = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 
 # --- methods: dark, saturated earth tones ---------------------------------------------------------------
 METHOD_LABELS: dict[str, str] = {
@@ -105,7 +114,13 @@ NEUTRAL: dict[str, str] = {
     "chance": "#555555",  # chance / majority-class lines
     "idle": "#E3E3E3",  # idle / unrecorded time
     "panel": "#FAFAFA",  # the range slider's background
+    "base": "#808080",  # the pretrained model before any fine-tune (readability curves)
+    "boundary": "#BBBBBB",  # chunk boundaries (readability figures)
 }
+
+# A benchmark's second estimate of what it measured (a bound, the textbook or paper value, a simulation,
+# another implementation) is a translucent tint of the measurement's colour: the same family, fainter.
+ESTIMATE_ALPHAS: tuple[float, ...] = (0.45, 0.2)
 
 # Every family, for tests/test_palette.py and for anyone who needs to check a new colour.
 FAMILIES: dict[str, tuple[str, ...]] = {
@@ -142,9 +157,20 @@ def with_alpha(colour: str, alpha: float) -> str:
     return f"rgba({r},{g},{b},{alpha:g})"
 
 
+def dash(i: int) -> str:
+    """The `i`-th line dash."""
+    return DASHES[i % len(DASHES)]
+
+
 def stage_dash(stage: int) -> str:
     """The line dash of stage `stage` (a second cue next to its shade)."""
-    return STAGE_DASHES[stage % len(STAGE_DASHES)]
+    return dash(stage)
+
+
+def estimate_colour(colour: str, nth: int) -> str:
+    """The colour of the `nth` estimate of one quantity drawn beside its measurement (nth = 0: the
+    measurement itself, in `colour`): the same colour, fainter for each further estimate."""
+    return colour if nth == 0 else with_alpha(colour, ESTIMATE_ALPHAS[min(nth, len(ESTIMATE_ALPHAS)) - 1])
 
 
 def method_colour(method: str) -> str:

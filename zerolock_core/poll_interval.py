@@ -1,5 +1,7 @@
-"""How often the Watch tab's status line is fetched, and how often its figures may be redrawn (every
-FIGURES_EVERY_S, or the poll if longer): one definition for the flag, the server options and the app.
+"""How often the dashboard's Watch tab fetches its status line, and how often its figures may be redrawn
+(every FIGURES_EVERY_S, or the poll if longer): one definition for `zerolock dashboard --poll`, the
+server options, the app and `zerolock bench dashboard` (which measures the default), so it lives in
+the engine, below the dashboard and the benchmarks.
 
 Every update costs the browser CPU, and on a small machine the browser shares the cores with the
 training it shows (`zerolock bench dashboard` measures what watching costs)."""
