@@ -15,6 +15,8 @@ from typing import Any, Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from zerolock_core.metrics import Metrics
+
 from .layout import amount, frame
 from .memory import DETAIL_MAX_EVENTS, MEASURES, MemoryGrid, add_memory_traces, envelope_trace, memory_grid, \
     step_peaks, with_failures
@@ -31,13 +33,13 @@ SIMULATED_METHODS = ("zerolock", "gpipe", "1f1b", "pipedream")
 
 @dataclass(kw_only=True)
 class Series:
-    """One run to compare: its label, events, number of stages, and (optionally) metrics.json and
-    config.json (default: metrics.json's "config")."""
+    """One run to compare: its label, events, number of stages, and (optionally) its record and config
+    (default: the record's)."""
     label: str
     events: list[dict[str, Any]]
     stages: int
     method: str = ""
-    metrics: dict[str, Any] | None = field(default=None)
+    metrics: Metrics | None = field(default=None)
     config: dict[str, Any] | None = field(default=None)
 
     @property
@@ -46,7 +48,7 @@ class Series:
 
     @property
     def run_config(self) -> dict[str, Any]:
-        return self.config or (self.metrics or {}).get("config") or {}
+        return self.config or (self.metrics.config if self.metrics else {})
 
 
 def _split(series: Sequence[Series]) -> tuple[list[Series], str]:
@@ -154,9 +156,9 @@ def compare_timeline_figure(series: Sequence[Series], *, title: str = "", initia
 
 
 def _peaks(s: Series, grid: MemoryGrid, measure: str) -> list[float]:
-    """Measured peak per stage from metrics.json when it is there (it also sees transients inside an
+    """Measured peak per stage from the run's record when it is there (it also sees transients inside an
     action), else the peak of the after-action samples."""
-    per_stage = (s.metrics or {}).get("per_stage") or []
+    per_stage = s.metrics.per_stage if s.metrics else []
     if measure == "act_bytes" and len(per_stage) == s.stages:
         return [p["peak_activation_bytes"] / 2**20 for p in per_stage]
     if measure == "inflight" and len(per_stage) == s.stages:
@@ -185,7 +187,7 @@ def compare_memory_figure(series: Sequence[Series], *, measure: str = "act_bytes
                         shared_yaxes=False, horizontal_spacing=0.1, vertical_spacing=0.22 / n,
                         subplot_titles=_titles(series, what))
     stages = max(s.stages for s in series)
-    grids = [memory_grid(with_failures(s.events, (s.metrics or {}).get("recovery") or [], stages=s.stages),
+    grids = [memory_grid(with_failures(s.events, s.metrics.recovery if s.metrics else [], stages=s.stages),
                          stages=s.stages, measure=measure, origin_ns=training_origin(s.events)) for s in series]
     top = 1.05 * max((max(v, default=0) for g in grids for v in g.values), default=0) or 1.0
     for i, (s, grid) in enumerate(zip(series, grids), start=1):
@@ -245,18 +247,18 @@ def label_count(dataset: str | None) -> int | None:
     return None
 
 
-def chance_level(metrics: dict[str, Any] | None, config: dict[str, Any] | None = None) -> tuple[float, str] | None:
-    """The label accuracy a constant answer gets: the eval's majority-class rate when metrics.json
-    has it (`eval.majority_rate`, or `eval.chance`), else 1 / the number of labels (from `eval.labels`
-    or the dataset spec in the config). (value, what it is), or None when unknown."""
-    ev = (metrics or {}).get("eval") or {}
+def chance_level(metrics: Metrics | None, config: dict[str, Any] | None = None) -> tuple[float, str] | None:
+    """The label accuracy a constant answer gets: the eval's majority-class rate when the record has it
+    (`eval.majority_rate`, or `eval.chance`), else 1 / the number of labels (from `eval.labels` or the
+    dataset spec in the config). (value, what it is), or None when unknown."""
+    ev = (metrics.eval if metrics else None) or {}
     for key, what in (("majority_rate", "majority class"), ("chance", "chance")):
         if isinstance(ev.get(key), (int, float)):
             return float(ev[key]), what
     labels = ev.get("labels")
     n = len(labels) if isinstance(labels, (list, tuple)) else labels if isinstance(labels, int) else None
     if n is None:
-        cfg = config or (metrics or {}).get("config") or {}
+        cfg = config or (metrics.config if metrics else {})
         n = label_count((cfg.get("data") or {}).get("dataset"))
     return (1.0 / n, f"chance 1/{n}") if n else None
 
@@ -267,7 +269,7 @@ def add_loss_curves(fig: go.Figure, series: Sequence[Series], *, row: int, col: 
     Returns how many curves were drawn."""
     drawn = 0
     for s in series:
-        curves = ((s.metrics or {}).get("train") or {}).get("curves") or []
+        curves = s.metrics.curves if s.metrics else []
         chunks = [c for c in curves if c.get("chunk", "").startswith("chunk")]
         last = max((int(c["chunk"][5:]) for c in chunks if c["chunk"][5:].isdigit()), default=None)
         for c in curves:
@@ -287,8 +289,8 @@ def add_loss_curves(fig: go.Figure, series: Sequence[Series], *, row: int, col: 
 
 def _step_dtick(series: Sequence[Series]) -> int:
     """Whole steps, at most about 10 ticks."""
-    last = max((c["step"][-1] for s in series for c in ((s.metrics or {}).get("train") or {}).get("curves") or []
-                if c.get("step")), default=1)
+    last = max((c["step"][-1] for s in series for c in (s.metrics.curves if s.metrics else []) if c.get("step")),
+               default=1)
     return max(1, -(-last // 10))
 
 
@@ -298,7 +300,7 @@ def compare_loss_figure(series: Sequence[Series], *, title: str = "") -> go.Figu
         raise ValueError("compare_loss_figure needs at least one run")
     fig = make_subplots(rows=1, cols=1)
     if not add_loss_curves(fig, series, row=1, col=1):
-        return placeholder_figure("No loss curves yet: they come with each run's metrics.json.", title=title,
+        return placeholder_figure("No loss curves yet: they come with each run's record (metrics.json).", title=title,
                                   height=200)
     fig.update_xaxes(title_text="optimizer step", dtick=_step_dtick(series))
     fig.update_yaxes(title_text="loss (nats)")
@@ -314,7 +316,7 @@ def compare_summary_figure(series: Sequence[Series], *, title: str = "", chance:
     chance: the accuracy line to draw (default `chance_level` of the first run that has one)."""
     if not series:
         raise ValueError("compare_summary_figure needs at least one run")
-    has_loss = with_loss and any(((s.metrics or {}).get("train") or {}).get("curves") for s in series)
+    has_loss = with_loss and any(s.metrics and s.metrics.curves for s in series)
     level = (chance, "chance") if chance is not None else next(
         (c for c in (chance_level(s.metrics, s.config) for s in series) if c is not None), None)
     accuracy = "eval label accuracy" + (f" (- - {level[1]}: {level[0]:.2f})" if level is not None else "")
@@ -329,17 +331,11 @@ def compare_summary_figure(series: Sequence[Series], *, title: str = "", chance:
     labels = [s.short for s in series]
     colours = [method_colour(s.method) for s in series]
 
-    def metric(s: Series, getter) -> float | None:
-        try:
-            return getter(s.metrics) if s.metrics else None
-        except (KeyError, TypeError):
-            return None
-
     columns = [
-        [metric(s, lambda m: m["throughput_samples_per_s"] if "throughput_samples_per_s" in m else m["samples_per_s"])
+        [s.metrics.throughput_samples_per_s if s.metrics else None for s in series],
+        [s.metrics.label_accuracy if s.metrics else None for s in series],
+        [100 * s.metrics.bubble_fraction if s.metrics and s.metrics.bubble_fraction is not None else None
          for s in series],
-        [metric(s, lambda m: m["eval"]["label_accuracy"]) for s in series],
-        [metric(s, lambda m: 100 * m["bubble_fraction"]) for s in series],
     ]
     fmt = ("{:.1f}", "{:.3f}", "{:.0f}%")
     for col, (values, f) in enumerate(zip(columns, fmt), start=1):

@@ -11,6 +11,7 @@ from typing import Any
 
 import torch.multiprocessing as mp
 
+from zerolock_core.loss_curves import full_curves
 from zerolock_core.palette import estimate_colour, method_colour
 from zerolock_core.schedule import RECV_KINDS, SEND_KINDS
 from zerolock_core.schedule.spans import busy_per_stage, spans_from_events, throughput, window_start
@@ -88,7 +89,7 @@ def run_crosscheck(settings: BenchSettings, *, out: Path, runs: PipelineRuns, ba
     for name, cfg in zip(SCHEDULES, ours_cfgs):
         ours, t = runs.run(cfg), theirs[name]
         spans = spans_from_events(ours.events)
-        our_losses = ours.metrics["train"]["curves"][0]["loss"]
+        our_losses = full_curves(ours.dir, ours.metrics.curves)[0]["loss"]
         diffs = [abs(a - b) / max(abs(b), 1e-12) for a, b in zip(our_losses, t["losses"])]
         their_steady = (steps - skip) * batch / (t["step_end_s"][-1] - t["step_end_s"][skip - 1])
         our_steady = throughput(spans, **geometry, windows=steps, skip_windows=skip)

@@ -35,7 +35,10 @@ import psutil
 
 from zerolock_core.arg_types import floats_arg
 from zerolock_core.config import RunConfig
+from zerolock_core.metrics import Metrics
 from zerolock_core.poll_interval import DEFAULT_POLL_S
+from zerolock_core.run_dir import RunDir
+from zerolock_core.telemetry import read_events
 from zerolock_core.vocabulary import Kind
 from .machine import free_port
 from .publish import publish
@@ -110,23 +113,24 @@ def newest_run(root: Path, before: set[Path], timeout: float = 120) -> Path:
     raise RuntimeError(f"no run directory appeared under {root} within {timeout:g} s of pressing Run")
 
 
-def wait_metrics(run_dir: Path, timeout: float = 900) -> dict:
+def wait_metrics(run_dir: Path, timeout: float = 900) -> Metrics:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if (run_dir / "metrics.json").exists():
-            return json.loads((run_dir / "metrics.json").read_text())
+        metrics = RunDir(run_dir).read_metrics()
+        if metrics is not None:
+            return metrics
         time.sleep(1.0)
     raise RuntimeError(f"{run_dir} did not finish in {timeout} s")
 
 
 def training_window(run_dir: Path) -> tuple[int, int]:
-    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line]
+    events, _ = read_events(RunDir(run_dir).events)
     return min(e["t0"] for e in events), max(e["t1"] for e in events)
 
 
 def first_event_written_ns(run_dir: Path) -> int:
     """When the first event line was written (its end time): the engine's part of the wait."""
-    first = (run_dir / "events.jsonl").read_text().splitlines()[0]
+    first = RunDir(run_dir).events.read_text().splitlines()[0]
     return json.loads(first)["t1"]
 
 
@@ -143,7 +147,7 @@ def unwatched_run(url: str, root: Path, app: CpuSampler, steps: int) -> dict:
     run_dir = newest_run(root, before)
     metrics = wait_metrics(run_dir)
     t0, t1 = training_window(run_dir)
-    return {"throughput": metrics["throughput_samples_per_s"], "app_cpu_pct": app.percent(t0, t1),
+    return {"throughput": metrics.throughput_samples_per_s, "app_cpu_pct": app.percent(t0, t1),
             "run": run_dir.name}
 
 
@@ -178,14 +182,14 @@ def watched_run(url: str, root: Path, app: CpuSampler, steps: int) -> dict:
         metrics = wait_metrics(run_dir)  # from the files: a wait in the page would cost the browser CPU too
         chrome.stop()
     t0, t1 = training_window(run_dir)
-    return {"throughput": metrics["throughput_samples_per_s"], "app_cpu_pct": app.percent(t0, t1),
+    return {"throughput": metrics.throughput_samples_per_s, "app_cpu_pct": app.percent(t0, t1),
             "browser_cpu_pct": chrome.percent(t0, t1), "first_bar_s": (t_bar - t_click) / 1e9,
             "first_event_s": (first_event_written_ns(run_dir) - t_click) / 1e9, "run": run_dir.name}
 
 
 def step_ends(run_dir: Path) -> list[int]:
     """When stage 0 ended each optimizer step (monotonic ns, the clock of the benchmark's own marks)."""
-    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line]
+    events, _ = read_events(RunDir(run_dir).events)
     return sorted(e["t1"] for e in events if e["kind"] == Kind.STEP and e["stage"] == 0)
 
 
@@ -215,7 +219,7 @@ def interleaved_run(url: str, root: Path, steps: int, segment_s: float = SEGMENT
         run_dir = newest_run(root, before)
         shown, mark = True, time.monotonic_ns()
         deadline = time.monotonic() + 900
-        while not (run_dir / "metrics.json").exists():
+        while not RunDir(run_dir).metrics.exists():
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{run_dir} did not finish in 900 s")
             page.wait_for_timeout(200)
@@ -227,7 +231,7 @@ def interleaved_run(url: str, root: Path, steps: int, segment_s: float = SEGMENT
         segments.append((shown, mark, time.monotonic_ns()))
     metrics = wait_metrics(run_dir)
     rates = segment_rates(step_ends(run_dir), segments)
-    return {"throughput": metrics["throughput_samples_per_s"], "segment_s": segment_s,
+    return {"throughput": metrics.throughput_samples_per_s, "segment_s": segment_s,
             "segments": len(segments), "steps_per_s_shown": rates.get(True), "steps_per_s_hidden": rates.get(False),
             "cost": 1 - rates[True] / rates[False] if True in rates and False in rates else None,
             "run": run_dir.name}

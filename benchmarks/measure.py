@@ -51,9 +51,9 @@ def measured(o: RunOutcome, *, batch: int, microbatches: int, steps: int) -> dic
         "samples_per_s": throughput(
             spans, batch=batch, microbatches=microbatches, windows=steps, skip_windows=skip_windows(steps)
         ),
-        "samples_per_s_whole_run": o.metrics["throughput_samples_per_s"],
+        "samples_per_s_whole_run": o.metrics.throughput_samples_per_s,
         "active_fraction": [s["active_fraction"] for s in o.per_stage],
-        "bubble_fraction": o.metrics["bubble_fraction"],
+        "bubble_fraction": o.metrics.bubble_fraction,
         "peak_inflight": [s["peak_inflight_microbatches"] for s in o.per_stage],
         "peak_activation_bytes": [s["peak_activation_bytes"] for s in o.per_stage],
         "bytes_sent": [s["bytes_sent"] for s in o.per_stage],

@@ -65,7 +65,7 @@ def run_memory(settings: BenchSettings, *, runs: PipelineRuns, out: Path, stages
         results[method] = {"per_stage": per_stage, "summary": summarize(per_stage),
                            "peak_inflight": [s["peak_inflight_microbatches"] for s in o.per_stage],
                            "stashed_weight_versions": [s.get("stashed_weight_versions", 0) for s in o.per_stage],
-                           "samples_per_s": o.metrics["throughput_samples_per_s"], "run": str(o.dir)}
+                           "samples_per_s": o.metrics.throughput_samples_per_s, "run": str(o.dir)}
     return {
         **report_header("memory", settings),
         "config": {**geometry, "oversubscribed": oversubscribed(stages=stages, threads=settings.threads,

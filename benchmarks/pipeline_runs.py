@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from zerolock_core.config import RunConfig
+from zerolock_core.metrics import Metrics
+from zerolock_core.run_dir import RunDir
 from zerolock_core.telemetry import read_events
 
 OOM_MARKERS = ("MemoryBudgetExceeded", "OutOfMemoryError", "CUDA out of memory")
@@ -22,7 +24,7 @@ OOM_MARKERS = ("MemoryBudgetExceeded", "OutOfMemoryError", "CUDA out of memory")
 class RunOutcome:
     cfg: RunConfig
     dir: Path
-    metrics: dict[str, Any] | None
+    metrics: Metrics | None
     error: str | None = None
     _events: list[dict[str, Any]] | None = field(default=None, repr=False)
 
@@ -37,13 +39,13 @@ class RunOutcome:
     @property
     def events(self) -> list[dict[str, Any]]:
         if self._events is None:
-            self._events, _ = read_events(self.dir / "events.jsonl")
+            self._events, _ = read_events(RunDir(self.dir).events)
         return self._events
 
     @property
     def per_stage(self) -> list[dict[str, Any]]:
         assert self.metrics is not None, "a failed run has no per-stage metrics"
-        return self.metrics["per_stage"]
+        return self.metrics.per_stage
 
 
 def config_key(cfg: RunConfig) -> str:
@@ -103,21 +105,21 @@ class PipelineRuns:
         """The best of the config's repeats (`cfg.out` is ignored: runs go under `root/runs/`)."""
         outcomes = self.all(cfg)
         ok = [o for o in outcomes if o.ok]
-        return max(ok, key=lambda o: o.metrics["throughput_samples_per_s"]) if ok else outcomes[0]
+        return max(ok, key=lambda o: o.metrics.throughput_samples_per_s) if ok else outcomes[0]
 
     def _run_once(self, cfg: RunConfig, repeat: int) -> RunOutcome:
         from zerolock_core.config import replace
-        from zerolock_core.runtime.launch import PipelineFailed, train_pipeline  # torch: only when a run starts
+        from zerolock_core.job import JobFailed, train  # torch: only when a run starts
 
         out = self.dir_for(cfg, repeat)
         cfg = replace(cfg, out=str(out))
         if self.verbose:
             print(f"  run {out.name} ...", flush=True)
         try:
-            return RunOutcome(cfg=cfg, dir=out, metrics=train_pipeline(cfg, progress=False, overwrite=True))
-        except PipelineFailed as err:
-            metrics = json.loads((out / "metrics.json").read_text()) if (out / "metrics.json").exists() else None
-            details = "\n".join((metrics or {}).get("errors", {}).values()) or str(err)
+            return RunOutcome(cfg=cfg, dir=out, metrics=train(cfg, progress=False, overwrite=True))
+        except JobFailed as err:
+            metrics = RunDir(out).read_metrics()
+            details = "\n".join(metrics.errors.values() if metrics else ()) or str(err)
             outcome = RunOutcome(cfg=cfg, dir=out, metrics=metrics, error=details)
             if not outcome.oom:
                 raise

@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from zerolock_core.config import DataConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig
+from zerolock_core.loss_curves import full_curves
+from zerolock_core.metrics import Metrics
 from zerolock_core.palette import dash, method_colour, stage_colour, stage_dash
 from zerolock_core.reference_trainer import train_reference
 from zerolock_core.threads import DEFAULT_THREADS, threads_for
@@ -78,15 +80,16 @@ def arm_config(settings: BenchSettings, arm: str, *, seed: int, stages: int, bat
     )
 
 
-def _curve(metrics: dict[str, Any]) -> dict[str, list[float]]:
-    """eval curves (reference runs) or the final eval at the last step (pipeline runs)."""
-    hist = metrics.get("eval_history") or [{"step": metrics["config"]["train"]["steps"], **metrics["eval"]}]
-    train = metrics["train"]["curves"][-1]
+def _curve(metrics: Metrics, run_dir: Path) -> dict[str, list[float]]:
+    """eval curves (reference runs) or the final eval at the last step (pipeline runs); the training loss
+    at every step (the run's curves.jsonl)."""
+    hist = metrics.eval_history or [{"step": metrics.total_steps, **metrics.eval}]
+    train = full_curves(run_dir, metrics.curves)[-1]
     return {
         **{key: [h[key] for h in hist] for key in ("step", "accuracy", "label_accuracy", "nll")},
         "train_step": train["step"],
         "train_loss": train["task"],
-        "final_per_chunk": metrics["eval"]["per_chunk"],
+        "final_per_chunk": metrics.eval["per_chunk"],
         # label accuracy of every chunk's own readout at each eval (the last chunk's is the model's)
         "per_chunk_label_accuracy": [[c["label_accuracy"] for c in h["per_chunk"]] for h in hist if "per_chunk" in h],
     }
@@ -116,7 +119,11 @@ def run_quality(settings: BenchSettings, *, runs: PipelineRuns, out: Path, seeds
                                  out=out / "arms" / f"K{k}-{slug}-seed{seed}")
                 print(f"  K={k} {arm}, seed {seed} ({time.perf_counter() - started:.0f} s so far) ...", flush=True)
                 reference = ARMS[arm]["runtime"] == "reference"
-                per_seed.append(_curve(train_reference(cfg, progress=False) if reference else runs.run(cfg).metrics))
+                if reference:  # a benchmark owns its results directory
+                    per_seed.append(_curve(train_reference(cfg, progress=False, overwrite=True), Path(str(cfg.out))))
+                else:
+                    outcome = runs.run(cfg)
+                    per_seed.append(_curve(outcome.metrics, outcome.dir))
             final = {m: _mean_sd([c[m][-1] for c in per_seed]) for m in ("accuracy", "label_accuracy", "nll")}
             name = arm if len(stage_list) == 1 else f"{arm} · K={k}"
             res[name] = {"arm": arm, "stages": k, "seeds": list(seeds), "curves": per_seed, "final": final,

@@ -40,9 +40,9 @@ def fail_one_run(cfg: RunConfig, *, stage: int, step: int, mode: str) -> dict[st
         metrics = run.wait()
     finally:
         run.stop()
-    if metrics is None or metrics["state"] != "finished" or len(metrics["recovery"]) != 1:
+    if metrics is None or metrics.state != "finished" or len(metrics.recovery) != 1:
         raise RuntimeError(f"{cfg.out}: expected one recovery and a finished run, got "
-                           f"{(metrics or {}).get('state')} with {(metrics or {}).get('recovery')}")
+                           f"{metrics.state if metrics else None} with {metrics.recovery if metrics else None}")
     return metrics
 
 
@@ -66,7 +66,7 @@ def run_recovery(settings: BenchSettings, *, out: Path, stages: int, batch: int,
             cfg = settings.pipeline(method=method, stages=stages, batch=batch, microbatches=microbatches,
                                     out=out / f"{name.replace(' +', '-')}-{r}")
             cfg = replace(cfg, train={"ckpt_every": ckpt_every, "warm_standby": "on" if warm else "off"})
-            rows[name].extend(fail_one_run(cfg, stage=fail_stage, step=fail_step, mode=mode)["recovery"])
+            rows[name].extend(fail_one_run(cfg, stage=fail_stage, step=fail_step, mode=mode).recovery)
     summary = {method: {k: _mean_std([x[k] for x in recs]) for k in ("detect_s", "restore_s", "replay_s", "total_s",
                                                                       "replayed_microbatches", "bytes_transferred")}
                for method, recs in rows.items()}

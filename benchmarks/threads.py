@@ -28,8 +28,8 @@ TIMEOUT_S = 900.0  # one trainer; far above what a 20-step run takes on 2 cores 
 def _train_child(cfg_dict: dict[str, Any], result: str) -> None:
     from zerolock_core.reference_trainer import train_reference
 
-    metrics = train_reference(RunConfig.from_dict(cfg_dict), progress=False)
-    Path(result).write_text(json.dumps({"samples_per_s": metrics["samples_per_s"]}))
+    metrics = train_reference(RunConfig.from_dict(cfg_dict), progress=False, overwrite=True)
+    Path(result).write_text(json.dumps({"samples_per_s": metrics.throughput_samples_per_s}))
 
 
 def reference_rate(cfg: RunConfig, out: Path) -> float:

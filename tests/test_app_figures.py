@@ -204,11 +204,12 @@ def test_fig1_with_1f1b_holds_k_minus_s():
 
 def test_compare_figures_share_axes_and_colour_by_method():
     run = dict(events=ZEROLOCK_2X2, stages=2)
-    metrics = {"throughput_samples_per_s": 10.0, "eval": {"label_accuracy": 0.5}, "bubble_fraction": 0.2,
-               "per_stage": [{"peak_activation_bytes": 2**20, "peak_inflight_microbatches": 1}] * 2}
+    metrics = Metrics.from_json({"throughput_samples_per_s": 10.0, "eval": {"label_accuracy": 0.5},
+                                 "bubble_fraction": 0.2,
+                                 "per_stage": [{"peak_activation_bytes": 2**20, "peak_inflight_microbatches": 1}] * 2})
     series = [Series(label="ZeroLock K=2", method="zerolock", metrics=metrics, **run),
               Series(label="BP reference", method="bp", events=[], stages=2,
-                     metrics={"samples_per_s": 12.0, "eval": {"label_accuracy": 0.6}})]
+                     metrics=Metrics.from_json({"samples_per_s": 12.0, "eval": {"label_accuracy": 0.6}}))]
     tl = compare_timeline_figure([series[0], series[0], series[1]])
     assert tl.layout.xaxis.matches == "x2"  # both drawn runs share one time axis
     assert any("Not shown: BP reference" in a.text for a in tl.layout.annotations)
@@ -561,13 +562,14 @@ def test_compare_chance_line_loss_overlay_and_predicted_timeline():
            "train": {"method": "zerolock", "stages": 2, "microbatches": 2, "steps": 2, "inflight_depth": 2}}
     curves = [{"chunk": "chunk0", "step": [1, 2], "loss": [3.0, 2.5]},
               {"chunk": "chunk1", "step": [1, 2], "loss": [3.2, 2.9]}]
-    metrics = {"config": cfg, "eval": {"label_accuracy": 0.3}, "train": {"curves": curves}}
-    bp = {"eval": {"label_accuracy": 0.31}, "train": {"curves": [{"chunk": "global", "step": [1, 2],
-                                                                   "loss": [3.1, 2.4]}]}}
+    metrics = Metrics(config=cfg, state="finished", eval={"label_accuracy": 0.3}, curves=curves)
+    bp = Metrics(config={}, state="finished", eval={"label_accuracy": 0.31},
+                 curves=[{"chunk": "global", "step": [1, 2], "loss": [3.1, 2.4]}])
     series = [Series(label="ZeroLock K=2", method="zerolock", events=FAILURE_RUN, stages=2, metrics=metrics),
               Series(label="BP", method="bp", events=[], stages=2, metrics=bp)]
     assert chance_level(metrics) == (0.25, "chance 1/4")
-    assert chance_level({"eval": {"majority_rate": 0.297}}) == (0.297, "majority class")
+    assert chance_level(Metrics(config={}, state="finished", eval={"majority_rate": 0.297})) == \
+        (0.297, "majority class")
     summary = compare_summary_figure(series)
     go.Figure(summary.to_dict())
     line = next(sh for sh in summary.layout.shapes if sh.type == "line")

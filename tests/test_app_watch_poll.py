@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import plotly.graph_objects as go
 import pytest
 
+from zerolock_core.metrics import Metrics
 from zerolock_core.run_dir import RunDir
 from app import tab_watch
 from app.controller import Tracked
@@ -125,7 +126,7 @@ def test_the_status_line_without_a_watched_run_says_how_to_start_one_and_has_not
 ])
 def test_a_failure_the_page_has_not_drawn_pins_the_view(tmp_path, seen, asked, drawn):
     ctl = reopened(tmp_path)
-    ctl.run.metrics = {"recovery": [RECORD]}  # e.g. while the user was on another tab: nothing was fetched
+    ctl.run.metrics = Metrics.from_json({"recovery": [RECORD]})  # e.g. while the user was on another tab: nothing was fetched
     answer = figures(ctl, ["timeline"], seen=seen, window=asked)
     assert answer["window"] == drawn and answer["seen"] == {"run": "r", "failures": 1}
     title = json.loads(answer["parts"]["timeline"])["layout"]["title"]["text"]

@@ -6,7 +6,9 @@ import json
 
 import pytest
 
+from zerolock_core.metrics import Metrics
 from zerolock_core.run_dir import RunDir
+from zerolock_core.runs_root import RunsRoot
 from app.controller import Tracked, failures
 from app.recovery_text import recovery_text
 from app.runs_index import COLUMNS, runs_table
@@ -60,7 +62,7 @@ def test_recovery_line_lists_every_failure(status, expected):
 
 
 def test_a_reopened_run_keeps_its_recovery_line(tmp_path):
-    t = tracked(tmp_path, "finished", metrics={"recovery": [CLOSED], "steps_done": 50})
+    t = tracked(tmp_path, "finished", metrics=Metrics.from_json({"recovery": [CLOSED], "steps_done": 50}))
     assert recovery_text(t.status()).startswith("stage 1 kill → local recovery")
     assert failures(t.status()) == [CLOSED]
 
@@ -73,7 +75,7 @@ def test_runs_table_row_has_date_duration_and_failures(tmp_path):
     (run / "metrics.json").write_text(json.dumps({"config": CFG, "state": "finished", "wall_s": 100.0,
                                                   "setup_s": 30.0, "recovery": [CLOSED],
                                                   "eval": {"label_accuracy": 0.8712}}))
-    row = dict(zip(COLUMNS, runs_table(tmp_path)[0]))
+    row = dict(zip(COLUMNS, runs_table(RunsRoot(tmp_path))[0]))
     assert row["run"] == "r1" and row["started"] == "2026-12-01 10:00:00" and row["method"] == "ZeroLock"
     assert row["duration"] == "2.2 min" and row["failures"] == 1 and row["label acc."] == 0.871
 
@@ -81,7 +83,7 @@ def test_runs_table_row_has_date_duration_and_failures(tmp_path):
 def test_a_comparison_says_which_run_and_the_time_left_in_all(tmp_path):
     from app.tab_watch import comparison_position
 
-    runs = [tracked(tmp_path, "finished", metrics={"wall_s": 50.0, "setup_s": 10.0}), tracked(tmp_path),
+    runs = [tracked(tmp_path, "finished", metrics=Metrics.from_json({"wall_s": 50.0, "setup_s": 10.0})), tracked(tmp_path),
             tracked(tmp_path, "queued")]
     assert comparison_position(runs, runs[1], {"eta_s": 40.0, "elapsed_s": 20.0}) == \
         "run 2 of 3 in this comparison, about 1 min 40 s left in all"

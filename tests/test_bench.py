@@ -462,6 +462,7 @@ def test_readout_command_end_to_end(tmp_path, capsys):
 
 def test_repeats_run_round_robin_and_keep_the_best(tmp_path, monkeypatch):
     from benchmarks.pipeline_runs import RunOutcome
+    from zerolock_core.metrics import Metrics
 
     order: list[tuple[str, int]] = []
     speed = {("gpipe", 0): 10.0, ("gpipe", 1): 30.0, ("zerolock", 0): 25.0, ("zerolock", 1): 20.0}
@@ -471,7 +472,7 @@ def test_repeats_run_round_robin_and_keep_the_best(tmp_path, monkeypatch):
         return RunOutcome(
             cfg=cfg,
             dir=self.dir_for(cfg, repeat),
-            metrics={"throughput_samples_per_s": speed[(cfg.train.method, repeat)]},
+            metrics=Metrics(config={}, state="finished", throughput_samples_per_s=speed[(cfg.train.method, repeat)]),
         )
 
     monkeypatch.setattr(PipelineRuns, "_run_once", fake_once)
@@ -479,7 +480,7 @@ def test_repeats_run_round_robin_and_keep_the_best(tmp_path, monkeypatch):
     cfgs = [SETTINGS.pipeline(method=m, stages=K, batch=B, microbatches=M, out=tmp_path) for m in ("gpipe", "zerolock")]
     runs.prefetch(cfgs + cfgs)  # duplicates run once
     assert order == [("gpipe", 0), ("zerolock", 0), ("gpipe", 1), ("zerolock", 1)]  # round-robin
-    assert runs.run(cfgs[0]).metrics["throughput_samples_per_s"] == 30.0  # best of the repeats
+    assert runs.run(cfgs[0]).metrics.throughput_samples_per_s == 30.0  # best of the repeats
     assert runs.run(cfgs[1]).dir.name.endswith("-r0")
     assert len(order) == 4  # nothing ran again
     with pytest.raises(ValueError, match="--repeats"):

@@ -95,14 +95,12 @@ class Started(Exception):
 
 @pytest.fixture
 def started(monkeypatch):
-    from zerolock_core import reference_trainer
-    from zerolock_core.runtime import launch
+    from zerolock_core import job
 
     def start(cfg, **kwargs):
         raise Started(cfg)
 
-    monkeypatch.setattr(reference_trainer, "train_reference", start)
-    monkeypatch.setattr(launch, "train_pipeline", start)
+    monkeypatch.setattr(job, "make_job", start)
 
 
 def config_run_by(argv: list[str]) -> RunConfig:

@@ -108,3 +108,10 @@ def read_curves(path: Path) -> list[dict[str, Any]]:
             for s in SERIES:
                 c[s].append(values.get(s))
     return list(curves.values())
+
+
+def full_curves(run_dir: str | Path, summary: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every step of a run's curves: its curves.jsonl, or the record's own curves where there is none."""
+    from .run_dir import RunDir
+
+    return read_curves(RunDir(run_dir).curves) or summary
