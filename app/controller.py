@@ -16,7 +16,7 @@ from typing import Any
 
 from zerolock_core.config import RunConfig, replace
 from zerolock_core.job import Job, make_job
-from zerolock_core.json_files import read_json, write_json_atomic
+from zerolock_core.atomic_files import read_json, write_json_atomic
 from zerolock_core.metrics import Metrics
 from zerolock_core.run_dir import RunDir
 from zerolock_core.runs_root import RunsRoot

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from zerolock_core.json_files import read_json
+from zerolock_core.atomic_files import read_json
 from zerolock_core.metrics import Metrics
 from zerolock_core.run_dir import RunDir
 from zerolock_core.telemetry import read_events

@@ -7,7 +7,13 @@ from dataclasses import dataclass
 
 import gradio as gr
 
+from zerolock_core.data.registry import ACCEPTED_SPECS
+from zerolock_core.models.presets import PRESETS
+
 SEQ_LEN = 64  # the examples' length: short, so a measurement takes seconds
+# by name only: a request never names a path (a model directory, a CSV) on the dashboard's machine
+MODELS = tuple(PRESETS)
+DATASETS = tuple(spec for spec in ACCEPTED_SPECS if ":" not in spec)
 
 
 @dataclass(kw_only=True)
@@ -23,8 +29,8 @@ def build_readability_tab() -> ReadabilityTab:
                 "frozen head (solid) and through a small translator fitted per layer (dotted). Dashed lines "
                 "are the chunk boundaries at K; the grey dotted line is always answering the most frequent label.")
     with gr.Row():
-        model = gr.Textbox("tiny", label="model (tiny, smollm2-135m, a directory)", elem_id="read-model")
-        dataset = gr.Textbox("topics", label="dataset", elem_id="read-dataset")
+        model = gr.Dropdown(list(MODELS), value="tiny", label="model", elem_id="read-model")
+        dataset = gr.Dropdown(list(DATASETS), value="topics", label="dataset", elem_id="read-dataset")
         stages = gr.Slider(1, 8, value=3, step=1, label="stages K (boundaries drawn)", elem_id="read-k")
         examples = gr.Slider(32, 512, value=128, step=32, label="eval examples", elem_id="read-examples")
         fit = gr.Checkbox(True, label="fit translators (slower)", elem_id="read-fit")
@@ -40,7 +46,11 @@ def measure(model: str, dataset: str, stages: float, examples: float, fit: bool,
     from zerolock_core.readability_figures import readability_figures
 
     k, n = int(stages), int(examples)
-    model, dataset = model.strip(), dataset.strip()
+    model, dataset = str(model or "").strip(), str(dataset or "").strip()
+    if model not in MODELS or dataset not in DATASETS:  # no path: the dashboard reads only its runs folder
+        return (f"⚠️ the dashboard measures its own models ({', '.join(MODELS)}) on its own datasets "
+                f"({', '.join(DATASETS)}); for a model directory or a CSV file use `zerolock bench readability "
+                f"--model PATH --dataset csv:PATH`"), None
     try:
         cfg = lens_config(model=model, dataset=dataset, seq_len=SEQ_LEN, method="bp", stages=k, steps=1,
                           eval_size=n, out=None, boundaries=None)

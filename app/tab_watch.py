@@ -12,7 +12,7 @@ failure, a recovery, the end), when a part comes into view or the user changed t
 most every FIGURES_EVERY_S (or `--poll` if longer). Nothing is fetched while the tab is hidden, and
 nothing is drawn while nothing changes. The live window holds at most LIVE_ACTIONS actions. What
 watching costs is mostly the browser's work, and on a small machine the browser shares the cores
-with the training it shows (README, "The dashboard"; `zerolock bench dashboard` measures it)."""
+with the training it shows (docs/dashboard.md, "What watching costs"; `zerolock bench dashboard` measures it)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -27,7 +27,7 @@ BENCHMARKS = {
     "simulator": ("benchmarks.simulator", "simulator predictions vs measured runs, then extrapolations"),
     "dashboard": ("benchmarks.dashboard", "the dashboard: first bars after Run, and what watching costs the training"),
     "threads": ("benchmarks.threads", "the reference trainer's samples/s per thread count, alone and beside a run"),
-    "readme": ("benchmarks.readme", "rewrite the README's results blocks from docs/results/*.json"),
+    "readme": ("benchmarks.readme", "rewrite the results blocks of README.md and docs/results.md from docs/results/*.json"),
 }
 
 

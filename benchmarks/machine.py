@@ -34,7 +34,7 @@ def machine_line(device: str = "cpu") -> str:
 
 def oversubscribed(*, stages: int, threads: int, device: str = "cpu") -> bool:
     """More stage threads than cores: stages take turns on the cores, so bubbles stop costing time
-    (the README's Fairness rule). On a GPU the compute is not on the cores, so this is never set there."""
+    (docs/results.md, the fairness rule). On a GPU the compute is not on the cores, so this is never set there."""
     if device.startswith("cuda"):
         return False
     return stages * max(1, threads) > cores()

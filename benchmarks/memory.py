@@ -95,7 +95,7 @@ def format_report(report: dict[str, Any]) -> str:
         rows = [[names[k]] + [f"{pct(vs[k][b]['ours'])} (paper {pct(vs[k][b]['paper'])})" for b in base] for k in names]
         lines.append(markdown_table(["figure"] + [f"vs {b}" for b in base], rows))
         if c["oversubscribed"]:
-            lines.append(f"throughput: {c['stages']} stage processes on fewer cores (oversubscribed, see the README's "
+            lines.append(f"throughput: {c['stages']} stage processes on fewer cores (oversubscribed, see docs/results.md's "
                          "Fairness rule): not a fair throughput comparison; see `zerolock bench throughput` for the "
                          "simulator's.")
     return "\n".join(lines)

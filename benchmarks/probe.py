@@ -2,7 +2,7 @@
 
 The runtime runs exactly these `StageWorker` calls (forward, local step, BP backward, optimizer
 step); timing them here, one after another, gives each stage's costs for any K without stage
-processes competing for the cores. That is what the simulator needs for K > cores (the README's Fairness rule);
+processes competing for the cores. That is what the simulator needs for K > cores (docs/results.md, the fairness rule);
 the simulator benchmark checks these costs against a real run's events where K <= cores.
 """
 

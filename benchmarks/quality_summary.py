@@ -1,4 +1,4 @@
-"""One table over several `zerolock bench quality` result files: the README's summary of a series of runs.
+"""One table over several `zerolock bench quality` result files: the results page's summary of a series of runs.
 
 Every arm of every file is a row: its label accuracy at each eval step (the mean over its seeds), its
 NLL at the end and what each chunk's own readout reads at the end (first seed). A row is labelled by

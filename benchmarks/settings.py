@@ -26,7 +26,7 @@ class BenchSettings:
     dataset: str = "topics"
     seq_len: int = 128
     steps: int = 4
-    threads: int = DEFAULT_THREADS  # torch threads per stage process: pinned (the README's Fairness rule)
+    threads: int = DEFAULT_THREADS  # torch threads per stage process: pinned (docs/results.md, the fairness rule)
     device: str = "cpu"
     seed: int = 0
     lr: float = 2e-3

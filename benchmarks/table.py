@@ -1,4 +1,4 @@
-"""Plain-text tables for the terminal and the README (markdown pipes)."""
+"""Plain-text tables for the terminal and the docs' results blocks (markdown pipes)."""
 
 from __future__ import annotations
 

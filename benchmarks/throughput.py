@@ -1,7 +1,7 @@
 """`zerolock bench throughput` (paper Fig. 6a): samples/s and per-stage active fraction for
 K in {2, 3, 4} (more where the model's layers allow).
 
-Every cell is a real run. Where K stage processes have fewer cores than they need (the README's Fairness rule:
+Every cell is a real run. Where K stage processes have fewer cores than they need (docs/results.md's fairness rule:
 they take turns and bubbles stop costing time, which flatters the BP baselines) the measured
 number is labelled oversubscribed and the quoted number is the simulator's, costed with
 per-action times probed in this process; `zerolock bench simulator` shows how well those

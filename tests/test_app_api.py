@@ -209,12 +209,13 @@ def test_resume_from_the_runs_tab_explains_a_run_it_cannot_resume(app):
         assert "that run finished" in message or "no checkpoints" in message
 
 
-def test_readability_tab_measures_the_tiny_model_and_explains_a_bad_name(app):
+def test_readability_tab_measures_the_tiny_model_and_refuses_a_path(app):
     client, _, _ = app
     text, plot = client.predict("tiny", "topics", 3, 32, False, api_name="/readability")
     assert "Majority class" in text and "cut suggestion" in text and plot is not None
-    text, plot = client.predict("./no-such-model-dir", "topics", 3, 32, False, api_name="/readability")
-    assert text.startswith("⚠️") and "no such directory" in text and plot is None
+    for model, dataset in (("./no-such-model-dir", "topics"), ("/etc", "topics"), ("tiny", "csv:/etc/passwd")):
+        text, plot = client.predict(model, dataset, 3, 32, False, api_name="/readability")
+        assert text.startswith("⚠️") and "zerolock bench readability" in text and plot is None
 
 
 # ---- every endpoint that takes a run refuses one outside the runs folder ---------------------------

@@ -170,3 +170,12 @@ def test_configs_holds_the_papers_experiments():
 def test_every_file_in_configs_is_a_valid_run_that_says_what_it_reproduces(path):
     preflight(read_config_toml(path))  # the model and the dataset too
     assert path.read_text().startswith("# Paper ")
+
+
+def test_every_run_writes_a_config_toml_that_reproduces_it(tmp_path, started):
+    from zerolock_core.run_dir import RunDir
+
+    run = RunDir(tmp_path / "run")
+    run.prepare_fresh(dataclasses.replace(FILED, out=str(run.path)), overwrite=False).release()
+    again = config_run_by(["--config", str(run.config_toml), "--out", str(tmp_path / "again")])
+    assert again == dataclasses.replace(FILED, out=str(tmp_path / "again"))

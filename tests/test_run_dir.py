@@ -11,7 +11,7 @@ import pytest
 
 from zerolock_core.cli import main
 from zerolock_core.config import ConfigError, DataConfig, RunConfig, TrainConfig, replace
-from zerolock_core.json_files import write_json_atomic
+from zerolock_core.atomic_files import write_json_atomic
 from zerolock_core.metrics import Metrics
 from zerolock_core.run_dir import RunDir, RunInUse, check_resumable
 from zerolock_core.runtime.run import Run
@@ -54,7 +54,7 @@ def test_overwrite_removes_the_previous_run_and_writes_the_new_config(tmp_path):
     d = a_previous_run(tmp_path / "run")
     new = replace(cfg_for(d), train={"steps": 6})
     RunDir(d).prepare_fresh(new, overwrite=True).release()
-    assert RunDir(d).found() == ["config.json"] and RunDir(d).saved_config() == new
+    assert RunDir(d).found() == ["config.json", "config.toml"] and RunDir(d).saved_config() == new
 
 
 def test_an_empty_or_unrelated_directory_is_used_as_is(tmp_path):

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from zerolock_core.schedule import (
+    iter_stage_actions,
     METHODS,
     Action,
     Deadlock,
@@ -349,3 +350,28 @@ def test_deadlock_survives_pickling():
 def test_package_is_pure_python():
     code = "import sys, zerolock_core.schedule; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1])
+
+
+@pytest.mark.parametrize("method", ["zerolock", "gpipe", "1f1b", "pipedream"])
+@pytest.mark.parametrize("stages,microbatches,windows,every", [(1, 1, 1, 0), (3, 4, 5, 2), (4, 4, 3, 1), (2, 8, 2, 0)])
+def test_a_stage_reads_exactly_the_built_schedule_one_action_at_a_time(method, stages, microbatches, windows, every):
+    built = build_schedule(method, stages=stages, microbatches=microbatches, windows=windows, checkpoint_every=every)
+    for s in range(stages):
+        lazy = iter_stage_actions(method, stage=s, stages=stages, microbatches=microbatches, windows=windows,
+                                  checkpoint_every=every)
+        assert tuple(lazy) == built.for_stage(s)
+
+
+@pytest.mark.parametrize("method", ["zerolock", "pipedream"])
+def test_a_million_step_schedule_costs_a_few_actions_of_memory(method):
+    import itertools
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        lazy = iter_stage_actions(method, stage=1, stages=3, microbatches=4, windows=1_000_000, checkpoint_every=5)
+        first = list(itertools.islice(lazy, 1000))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert first[:2] == [Action.parse("1RF0"), Action.parse("1F0")] and peak < 2**20

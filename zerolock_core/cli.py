@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from .config import ConfigError, RunConfig
 from .config_file import read_config_toml
 from .preflight import preflight
+from .run_dir import RunDir
 from .run_fields import RUN_FIELDS, SECTIONS, RunField
 from .setting import value_text
 
@@ -104,17 +105,14 @@ EXIT_STOPPED = 130  # stopped (Ctrl-C) before the last step: resume with --resum
 def _resume_config(a: argparse.Namespace) -> "RunConfig":
     """`--resume DIR` alone: the saved config. With run flags too: the saved config with them, which the
     run then refuses unless they match it. DIR is a path, or a run id under runs/."""
-    from .run_dir import RunDir
-
     rd = _run_dir_of(a.resume)
     if not rd.config_json.exists():
         raise ConfigError(f"--resume {a.resume}: no run to resume there (no {rd.config_json.name})")
     return config_from_args(a, out=str(rd.path), base=rd.saved_config())
 
 
-def _run_dir_of(name: str) -> "RunDir":
+def _run_dir_of(name: str) -> RunDir:
     """A run named on the command line: a directory, or else the id of a run under the runs folder."""
-    from .run_dir import RunDir
     from .runs_root import DEFAULT_RUNS, NotARun, RunsRoot
 
     if Path(name).is_dir():
@@ -167,7 +165,7 @@ def _report_end(metrics: "Metrics", out: str) -> int:
     """Say how the run ended (stderr for a failure) and return the exit code for it."""
     if metrics.state == "failed":
         print(f"zerolock: error: {metrics.runtime} run failed: {metrics.reason or 'unknown error'} "
-              f"(details: {out}/metrics.json)", file=sys.stderr)
+              f"(details: {RunDir(out).metrics})", file=sys.stderr)
         return EXIT_FAILED
     print(summary(metrics, out))
     return EXIT_STOPPED if metrics.state == "stopped" else 0
@@ -186,10 +184,10 @@ def summary(metrics: "Metrics", out: str) -> str:
                   if metrics.runtime == "pipeline" else "a reference run cannot be resumed")
         return "\n".join(notes + [f"run stopped after {metrics.steps_done} of {metrics.total_steps} steps "
                                   f"(final/ weights from steps {metrics.final_steps}); "
-                                  f"{metrics.eval_skipped or 'not evaluated'}; wrote {out}/metrics.json; {resume}"])
+                                  f"{metrics.eval_skipped or 'not evaluated'}; wrote {RunDir(out).metrics}; {resume}"])
     if e is None:
         return "\n".join(notes + [f"run {metrics.state} after {metrics.steps_done} steps; "
-                                  f"{metrics.eval_skipped or 'no eval'}; wrote {out}/metrics.json"])
+                                  f"{metrics.eval_skipped or 'no eval'}; wrote {RunDir(out).metrics}"])
     lines = notes + [f"eval: accuracy {e['accuracy']:.3f}  label accuracy {e['label_accuracy']:.3f}  "
                      f"nll {e['nll']:.3f}  ({e['examples']} examples)"]
     for c in e["per_chunk"]:
@@ -199,8 +197,6 @@ def summary(metrics: "Metrics", out: str) -> str:
     for r in metrics.recovery:
         lines.append(f"recovered stage {r['stage']} ({r['mode']}, {r['kind']}): detect {r['detect_s']:.2f} s, "
                      f"restore {r['restore_s']:.2f} s, replay {r['replay_s']:.2f} s")
-    from .run_dir import RunDir
-
     rd = RunDir(out)
     files = [rd.metrics.name, *([f"{rd.trace.name} (open it at ui.perfetto.dev)"] if rd.trace.exists() else []),
              f"{rd.final.name}/"]

@@ -21,6 +21,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
+from .atomic_files import write_text_atomic
 from .config import ConfigError, RunConfig
 from .field_words import FILE, render
 from .run_fields import RUN_FIELDS, SECTIONS
@@ -77,7 +78,7 @@ def loads(text: str, *, source: str = "config") -> RunConfig:
 def write_config_toml(cfg: RunConfig, path: str | Path, *, comment: str = "") -> Path:
     """Writes `cfg` (without `out`) to `path` as TOML; `zerolock train --config PATH` runs it again."""
     path = Path(path)
-    path.write_text(dumps(cfg, comment=comment))
+    write_text_atomic(path, dumps(cfg, comment=comment))
     return path
 
 

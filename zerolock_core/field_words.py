@@ -109,14 +109,21 @@ def _check_bounds(key: str, v: float) -> None:
             and (s.maximum is None or v <= s.maximum):
         return
     if s.maximum is not None:  # a range: "α = 1.5 is outside (0, 1]"
-        left = f"({s.above:g}" if s.above is not None else f"[{s.minimum:g}" if s.minimum is not None else "(-inf"
-        raise FieldError(key, lambda w: f"{w.value(key, v)} is outside {left}, {s.maximum:g}]")
+        left = f"({_num(s.above)}" if s.above is not None else f"[{_num(s.minimum)}" if s.minimum is not None \
+            else "(-inf"
+        raise FieldError(key, lambda w: f"{w.value(key, v)} is outside {left}, {_num(s.maximum)}]"
+                                        + (f" ({s.why_maximum})" if s.why_maximum else ""))
     if s.above is not None:
         bound = "positive" if s.above == 0 else f"greater than {s.above:g}"
     else:
         bound = ">= 0" if s.minimum == 0 else f"at least {s.minimum:g}"
     finite = " and finite" if isinstance(v, float) else ""
     raise FieldError(key, lambda w: f"{w.name(key)} must be {bound}{finite} (got {v})")
+
+
+def _num(x: float) -> str:
+    """A bound as a person writes it: 1000000 -> "1,000,000", 0.5 -> "0.5"."""
+    return f"{int(x):,}" if float(x).is_integer() and abs(x) >= 1000 else f"{x:g}"
 
 
 # ---- the messages of rules that suggest a valid value -------------------------------------------

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from .config import RunConfig
 from .metrics import Metrics
+from .run_dir import RunDir
 from .stop_signals import StopSignals
 
 POLL_S = 0.2
@@ -102,7 +103,7 @@ def train(cfg: RunConfig, *, progress: bool = True, overwrite: bool = False, res
     metrics = run_to_end(make_job(cfg, overwrite=overwrite, resume=resume), progress=progress)
     if metrics.state == "failed":
         raise JobFailed(f"{cfg.train.runtime} run failed: {metrics.reason or 'unknown error'} "
-                        f"(details: {cfg.out}/metrics.json)")
+                        f"(details: {RunDir(cfg.out).metrics})")
     return metrics
 
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .config import ConfigError, RunConfig
-from .json_files import read_json, write_json_atomic
+from .atomic_files import read_json, write_json_atomic
 
 if TYPE_CHECKING:
     from .metrics import Metrics
@@ -203,7 +203,13 @@ class RunDir:
 
     # ---- writing -------------------------------------------------------------------------------
     def write_config(self, cfg: RunConfig) -> None:
+        """The run's config: config.json (what `--resume` reads, `out` included) and config.toml, which
+        `zerolock train --config RUN/config.toml --out NEW` runs again."""
+        from .config_file import write_config_toml
+
         write_json_atomic(self.config_json, cfg.to_dict())
+        write_config_toml(cfg, self.config_toml, comment=f"the config of the run in {self.path}; run it again "
+                                                        f"with `zerolock train --config {self.config_toml} --out DIR`")
 
     def write_metrics(self, metrics: "Metrics") -> None:
         """The one writer of metrics.json. When the disk is full, the record is written small (state,

@@ -30,6 +30,8 @@ LINK_PROFILE_NAMES = ("none", "local", "wifi", "mobile", "constrained", "custom"
 FAULT_TOLERANCE = "fault tolerance (pipeline)"  # a --help group of train's fields
 
 
+MAX_STEPS = 1_000_000  # steps one run may ask for (the schedule is lazy; what grows per step is on disk)
+
 @dataclass(kw_only=True, frozen=True)
 class ModelConfig:
     model: str = setting(
@@ -90,7 +92,8 @@ class TrainConfig:
                          help="physical batch b per optimizer step")
     microbatches: int = setting(4, flag="--microbatches", label="micro-batches m", symbol="m", minimum=1,
                                 help="m micro-batches per step")
-    steps: int = setting(200, flag="--steps", label="steps", minimum=1, help="optimizer steps")
+    steps: int = setting(200, flag="--steps", label="steps", minimum=1, maximum=MAX_STEPS, help="optimizer steps",
+                         why_maximum="every step adds to the run's loss logs and telemetry on disk")
     lr: float = setting(2e-3, flag="--lr", label="learning rate", above=0, help="AdamW learning rate (finite, > 0)")
     weight_decay: float = setting(0.0, flag="--weight-decay", minimum=0, help="AdamW weight decay")
     seed: int = setting(0, flag="--seed", label="seed",

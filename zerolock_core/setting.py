@@ -26,6 +26,7 @@ class Setting:
     minimum: float | None = None
     above: float | None = None
     maximum: float | None = None
+    why_maximum: str = ""  # said with a refusal above the maximum (what the engine cannot honour)
     choices: tuple[str, ...] = ()
     # the command line
     parse: Callable[[str], Any] | None = None  # the flag's text -> the value; None: int, float or str, as the default

@@ -7,7 +7,7 @@ from typing import Any
 from ..artifacts import load_trained_weights
 from ..config import RunConfig
 from ..evaluation import evaluate_chunks
-from ..json_files import write_json_atomic
+from ..atomic_files import write_json_atomic
 from ..metrics import eval_record
 from ..run_dir import RunDir
 from ..run_setup import build_run_setup

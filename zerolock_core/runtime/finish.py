@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from ..artifacts import final_weight_steps
 from ..config import RunConfig
-from ..json_files import read_json
+from ..atomic_files import read_json
 from ..loss_curves import from_step_losses, summarise, write_curves
 from ..metrics import Metrics
 from ..run_dir import RunDir

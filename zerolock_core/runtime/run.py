@@ -201,7 +201,7 @@ class Run:
     def _eval_progress(self) -> dict[str, Any] | None:
         if self.state != "finishing" or not self._evaluating:
             return None
-        from ..json_files import read_json
+        from ..atomic_files import read_json
 
         return read_json(self.rd.eval_progress) or {"phase": "starting", "scored": 0, "total": None}
 

@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 
 from ..artifacts import save_final_weights
-from ..json_files import write_json_atomic
+from ..atomic_files import write_json_atomic
 from ..run_dir import RunDir
 from ..config import FailureSpec, RunConfig
 from ..threads import threads_for

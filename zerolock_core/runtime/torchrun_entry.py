@@ -34,7 +34,7 @@ from typing import Any
 import torch.distributed as dist
 
 from ..config import ConfigError, RunConfig
-from ..json_files import read_json
+from ..atomic_files import read_json
 from ..metrics import Metrics
 from ..run_dir import RunDir, RunLock
 from . import protocol
