@@ -19,7 +19,7 @@ import time
 from typing import Any, Protocol
 
 from .config import RunConfig
-from .metrics import Metrics
+from .metrics import STATES, Metrics
 from .run_dir import RunDir
 from .stop_signals import StopSignals
 
@@ -39,6 +39,34 @@ class Job(Protocol):
 
     @property
     def done(self) -> bool: ...
+
+
+class JobBase:
+    """What both jobs share: a stop request that is only recorded (safe from a signal handler: the job's
+    own thread acts on it within a tick), and the end — the thread's — that `wait` waits for."""
+    state: str
+    metrics: Metrics | None
+    _stop_requested_at: float | None = None
+    _thread: threading.Thread | None = None
+
+    def request_stop(self) -> None:
+        """Ask the job to stop: every stage finishes its current action and saves; a final eval under way
+        is skipped (`--resume` runs it later). Idempotent."""
+        if self._stop_requested_at is None:
+            self._stop_requested_at = time.monotonic()
+
+    def stop(self, *, wait: bool = True, timeout: float | None = 60.0) -> Metrics | None:
+        self.request_stop()
+        return self.wait(timeout) if wait else None
+
+    def wait(self, timeout: float | None = None) -> Metrics | None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return self.metrics
+
+    @property
+    def done(self) -> bool:
+        return self.state in STATES
 
 
 class JobFailed(RuntimeError):

@@ -18,6 +18,7 @@ import traceback
 from typing import Any
 
 from .config import RunConfig
+from .job import JobBase
 from .metrics import Metrics
 from .run_dir import RunDir, RunLock
 
@@ -52,7 +53,7 @@ def reference_child(cfg: dict[str, Any], stop, phase, steps) -> None:
         os._exit(1)
 
 
-class ReferenceJob:
+class ReferenceJob(JobBase):
     """A reference training run in a child process: start / status / request_stop / stop / wait, like `Run`."""
 
     def __init__(self, cfg: RunConfig, *, overwrite: bool = False, stop_grace_s: float = STOP_GRACE_S) -> None:
@@ -66,9 +67,7 @@ class ReferenceJob:
         self.metrics: Metrics | None = None
         self._proc = None
         self._lock: RunLock | None = None
-        self._stop_requested_at: float | None = None
         self._t_start = 0.0
-        self._watcher: threading.Thread | None = None
         from .runtime.processes import context
 
         ctx = context()
@@ -86,27 +85,9 @@ class ReferenceJob:
         except BaseException as err:
             self._end(failure=f"could not start the reference trainer: {type(err).__name__}: {err}")
             return self
-        self._watcher = threading.Thread(target=self._watch, name="zerolock-reference-job", daemon=True)
-        self._watcher.start()
+        self._thread = threading.Thread(target=self._watch, name="zerolock-reference-job", daemon=True)
+        self._thread.start()
         return self
-
-    def request_stop(self) -> None:
-        """Safe from a signal handler: records the request; the watcher passes it on within a tick."""
-        if self._stop_requested_at is None:
-            self._stop_requested_at = time.monotonic()
-
-    def stop(self, *, wait: bool = True, timeout: float | None = 60.0) -> Metrics | None:
-        self.request_stop()
-        return self.wait(timeout) if wait else None
-
-    def wait(self, timeout: float | None = None) -> Metrics | None:
-        if self._watcher is not None:
-            self._watcher.join(timeout)
-        return self.metrics
-
-    @property
-    def done(self) -> bool:
-        return self.state in ("finished", "stopped", "failed")
 
     def status(self) -> dict[str, Any]:
         steps = self.metrics.steps_done if self.metrics is not None else self._steps.value

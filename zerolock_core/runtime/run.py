@@ -25,7 +25,8 @@ from typing import Any
 import torch.distributed as dist
 
 from ..config import FAILURE_MODES, PIPEDREAM_REFUSAL, RunConfig
-from ..metrics import Metrics
+from ..job import JobBase
+from ..metrics import STATES, Metrics
 from ..run_dir import RunDir, RunLock
 from ..telemetry import read_events
 from . import protocol
@@ -37,7 +38,7 @@ from .stage_process import stage_main
 from .store_view import StoreView
 from .supervisor import StageSupervisor
 
-TERMINAL = ("finished", "stopped", "failed")
+TERMINAL = STATES
 TRANSITIONS = {
     "created": {"starting", "finishing"},  # finishing: the start itself failed, or only the eval is left
     "starting": {"running", "recovering", "finishing", "failed"},
@@ -49,7 +50,7 @@ TICK_S = 0.05
 STOPPED_ON_REQUEST = "stopped on request"
 
 
-class Run:
+class Run(JobBase):
     def __init__(self, cfg: RunConfig, *, stop_grace_s: float = 10.0, overwrite: bool = False,
                  resume: bool = False) -> None:
         if cfg.train.runtime != "pipeline":
@@ -68,10 +69,8 @@ class Run:
         self._sup: StageSupervisor | None = None
         self._recovery: Recovery | None = None
         self._lock_file: RunLock | None = None
-        self._stop_requested_at: float | None = None  # set by request_stop (a signal handler may call it)
         self._stop_sent = False
         self._lock = threading.RLock()
-        self._thread: threading.Thread | None = None
         self._t_start = 0.0
         self._t_start_ns = 0
         self._t_running: float | None = None
@@ -122,22 +121,6 @@ class Run:
         self._thread = threading.Thread(target=self._watch, name="zerolock-coordinator", daemon=True)
         self._thread.start()
         return self
-
-    def request_stop(self) -> None:
-        """Ask the run to stop: every stage finishes its current action, saves and exits; a final eval
-        under way is skipped (`--resume` runs it later). Idempotent, and safe from a signal handler:
-        it only records the request, the coordinator acts on it within a tick."""
-        if self._stop_requested_at is None:
-            self._stop_requested_at = time.monotonic()
-
-    def stop(self, *, wait: bool = True, timeout: float | None = 60.0) -> Metrics | None:
-        self.request_stop()
-        return self.wait(timeout) if wait else None
-
-    def wait(self, timeout: float | None = None) -> Metrics | None:
-        if self._thread is not None:
-            self._thread.join(timeout)
-        return self.metrics
 
     def inject_failure(self, stage: int, mode: str = "kill") -> None:
         """Fail a stage now: kill (SIGKILL), stop (SIGSTOP), post-step (die right after its next
@@ -208,10 +191,6 @@ class Run:
     def events(self, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
         """Events written since byte `offset`, and the offset to ask from next time."""
         return read_events(self.rd.events, offset=offset)
-
-    @property
-    def done(self) -> bool:
-        return self.state in TERMINAL
 
     @property
     def standby_ready(self) -> bool:
@@ -287,6 +266,9 @@ class Run:
                 self._sup.standby.start()  # only once every stage runs: its imports must not slow their start
             if any(p is None for p in self._sup.procs):  # a stop arrived while the stages were being started
                 return all(p is None or p.exitcode is not None for p in self._sup.procs)
+            # first close what has finished recovering: a stage that fails again right after catching up
+            # must not have its completed recovery recorded as interrupted
+            self._book.close_ready(self._get, gens=self._sup.gens)
             failed = self._sup.failed_stages(now, states, injected=lambda s: self._book.fired_on(
                 s, self._store.raw) is not None)
             if failed and not stopping:
@@ -298,7 +280,6 @@ class Run:
                     self._fail(reason)
                     self._sup.kill_all()
                 return False
-            self._book.close_ready(self._get, gens=self._sup.gens)
             if self.state == "recovering" and not self._book.open_stages():
                 self._set_state("running")
             if self.cfg.train.ckpt_every > 0 and not stopping and \
