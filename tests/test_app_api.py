@@ -4,11 +4,15 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import signal
+import subprocess
+import sys
 import time
 
 import httpx
 import pytest
 from gradio_client import Client
+from gradio_client.exceptions import AppError
 
 from app.cli_command import register
 from app.form import RunForm, config_for
@@ -214,8 +218,12 @@ def test_readability_tab_measures_the_tiny_model_and_refuses_a_path(app):
     text, plot = client.predict("tiny", "topics", 3, 32, False, api_name="/readability")
     assert "Majority class" in text and "cut suggestion" in text and plot is not None
     for model, dataset in (("./no-such-model-dir", "topics"), ("/etc", "topics"), ("tiny", "csv:/etc/passwd")):
-        text, plot = client.predict(model, dataset, 3, 32, False, api_name="/readability")
-        assert text.startswith("⚠️") and "zerolock bench readability" in text and plot is None
+        with pytest.raises(AppError, match="is not in the list of choices"):  # refused before the handler runs
+            client.predict(model, dataset, 3, 32, False, api_name="/readability")
+    from app.tab_readability import measure  # and the handler refuses a path itself too
+
+    text, plot = measure("/etc", "topics", 3, 32, False)
+    assert text.startswith("⚠️") and "zerolock bench readability" in text and plot is None
 
 
 # ---- every endpoint that takes a run refuses one outside the runs folder ---------------------------
@@ -294,3 +302,36 @@ def test_a_run_inside_the_root_resolves_also_through_an_inner_symlink(hostile):
     (root / "inner-link").symlink_to(run, target_is_directory=True)
     assert demo.controller.root.resolve("inner-link").path == run.resolve()
     assert demo.controller.root.resolve("inner-run").path == run.resolve()
+
+
+@pytest.mark.slow
+def test_sigterm_ends_the_dashboard_and_its_live_run_with_a_record_and_no_process(tmp_path):
+    """`kill PID` on `zerolock dashboard` while a run trains (Ctrl-C takes the same path: StopSignals):
+    the run stops with its record, every process ends, the dashboard exits 0."""
+    import psutil
+
+    from benchmarks.dashboard import wait_http
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "zerolock_core", "dashboard", "--no-browser", "--port", str(port),
+                             "--runs-dir", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_http(f"http://127.0.0.1:{port}/")
+        client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+        message, *_ = client.predict(*{**TINY, "steps": 400, "fail_mode": "none"}.values(), api_name="/start_run")
+        assert message.startswith("Started 1 run"), message
+        deadline = time.monotonic() + 240
+        while not list(tmp_path.glob("*/checkpoints/stage1/step00000002/MANIFEST.json")):
+            assert time.monotonic() < deadline and proc.poll() is None, "the run never checkpointed"
+            time.sleep(0.2)
+        family = psutil.Process(proc.pid).children(recursive=True)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=240)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, out
+    assert "stopping its runs" in out
+    _, alive = psutil.wait_procs(family, timeout=30)
+    assert not alive, [p.cmdline()[:3] for p in alive]
+    [run] = [RunDir(p) for p in tmp_path.iterdir() if p.is_dir()]
+    assert run.read_metrics().state == "stopped" and not run.is_live()

@@ -108,11 +108,13 @@ def _check_bounds(key: str, v: float) -> None:
     if math.isfinite(v) and (s.minimum is None or v >= s.minimum) and (s.above is None or v > s.above) \
             and (s.maximum is None or v <= s.maximum):
         return
-    if s.maximum is not None:  # a range: "α = 1.5 is outside (0, 1]"
+    if s.why_maximum and s.maximum is not None and v > s.maximum:  # a limit of the engine's, with its reason
+        raise FieldError(key, lambda w: f"{w.value(key, v)} is more than the engine runs, {_num(s.maximum)} "
+                                        f"({s.why_maximum})")
+    if s.maximum is not None and not s.why_maximum:  # a range: "α = 1.5 is outside (0, 1]"
         left = f"({_num(s.above)}" if s.above is not None else f"[{_num(s.minimum)}" if s.minimum is not None \
             else "(-inf"
-        raise FieldError(key, lambda w: f"{w.value(key, v)} is outside {left}, {_num(s.maximum)}]"
-                                        + (f" ({s.why_maximum})" if s.why_maximum else ""))
+        raise FieldError(key, lambda w: f"{w.value(key, v)} is outside {left}, {_num(s.maximum)}]")
     if s.above is not None:
         bound = "positive" if s.above == 0 else f"greater than {s.above:g}"
     else:

@@ -119,6 +119,8 @@ def run_to_end(job: Job, *, progress: bool = True) -> Metrics:
         if in_main:
             signals.__exit__(None, None, None)
         bar.close()
+    if signals.received and not said:  # the run ended before the loop looked again: say it all the same
+        print("stopping: every stage finishes its current action and saves ...", file=sys.stderr)
     metrics = job.wait()
     if metrics is None:
         raise JobFailed("the run ended without a record")
