@@ -46,6 +46,7 @@ def build_runs_tab(runs_root: Path) -> RunsTab:
         open_ = gr.Button("Open in Watch live", scale=1, elem_id="runs-open")
         resume = gr.Button("Resume", scale=1, elem_id="runs-resume")
         trace = gr.DownloadButton("Perfetto trace", value=None, scale=1, elem_id="runs-trace")
+    message = gr.Markdown(elem_id="runs-message")  # right under the buttons: what they did, or why not
     with gr.Row():
         confirm = gr.Checkbox(label="yes, delete the chosen run's directory", value=False, scale=3,
                               elem_id="runs-delete-confirm")
@@ -54,7 +55,6 @@ def build_runs_tab(runs_root: Path) -> RunsTab:
         kind = gr.Radio(list(EXPORTS), value=EXPORTS[0], label="export", scale=4)
         export = gr.Button("Export", scale=1, elem_id="runs-export")
     file = gr.File(label="exported file", interactive=False, height=90)
-    message = gr.Markdown()
     gr.Markdown("**Resume** continues a crashed or stopped pipeline run from the newest step every stage has a "
                 "verified checkpoint of (as `zerolock train --resume DIR`); the result equals an unfailed run bit "
                 "for bit. PipeDream runs cannot be failed or resumed: with several weight versions in flight no "

@@ -24,6 +24,8 @@ from .run_dir import RunDir
 from .stop_signals import StopSignals
 
 POLL_S = 0.2
+STOPPING = "stopping: every stage finishes its current action and saves ..."
+STILL_STOPPING = "still stopping (the run ends with its record; stages that do not stop are killed)"
 
 
 class Job(Protocol):
@@ -105,10 +107,11 @@ def run_to_end(job: Job, *, progress: bool = True) -> Metrics:
         job.start()
         while not job.done:
             if signals.received > said:  # say it here, not in the handler (it may interrupt a print)
+                if said == 0:
+                    bar.write(STOPPING, file=sys.stderr)
+                if signals.received > 1:
+                    bar.write(STILL_STOPPING, file=sys.stderr)
                 said = signals.received
-                bar.write("stopping: every stage finishes its current action and saves ..." if said == 1 else
-                          "still stopping (the run ends with its record; stages that do not stop are killed)",
-                          file=sys.stderr)
             st = job.status()
             if st.get("steps_done") is not None:
                 bar.n = st["steps_done"]
@@ -120,7 +123,7 @@ def run_to_end(job: Job, *, progress: bool = True) -> Metrics:
             signals.__exit__(None, None, None)
         bar.close()
     if signals.received and not said:  # the run ended before the loop looked again: say it all the same
-        print("stopping: every stage finishes its current action and saves ...", file=sys.stderr)
+        print(STOPPING, file=sys.stderr)
     metrics = job.wait()
     if metrics is None:
         raise JobFailed("the run ended without a record")
