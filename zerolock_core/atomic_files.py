@@ -17,6 +17,23 @@ def read_json(path: str | Path) -> Any | None:
         return None
 
 
+def read_json_lines(path: str | Path) -> list[Any]:
+    """The JSON lines of an append-only file ([] when there is none). A line that does not parse is
+    skipped: the last one of a writer killed mid-write, or one still being written."""
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        return []
+    out = []
+    for line in text.splitlines():
+        try:
+            if line.strip():
+                out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
+
+
 def write_json_atomic(path: str | Path, obj: Any) -> None:
     """`obj` as indented JSON: a reader sees the old or the new file, never a half-written one. A failed
     write (a full disk) leaves no temporary file behind."""

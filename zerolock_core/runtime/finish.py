@@ -3,14 +3,13 @@ evaluation (in a child process of its own, bounded), the trace, and the run's `M
 from the stages' reports, their loss logs and the events of this session."""
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..artifacts import final_weight_steps
 from ..config import RunConfig
-from ..atomic_files import read_json
+from ..atomic_files import read_json, read_json_lines
 from ..loss_curves import from_step_losses, summarise, write_curves
 from ..metrics import Metrics
 from ..run_dir import RunDir
@@ -50,16 +49,7 @@ def stage_reports(rd: RunDir, stages: int) -> list[dict[str, Any]]:
 
 def checkpoint_rejections(rd: RunDir) -> list[dict[str, Any]]:
     """Why the checkpoint loader skipped checkpoints (written by the stages, see stage_process)."""
-    if not rd.checkpoint_log.exists():
-        return []
-    return [r for r in (_json_line(x) for x in rd.checkpoint_log.read_text().splitlines()) if r is not None]
-
-
-def _json_line(text: str) -> dict[str, Any] | None:
-    try:
-        return json.loads(text) if text.strip() else None
-    except ValueError:
-        return None
+    return read_json_lines(rd.checkpoint_log)
 
 
 def resumable_step(cfg: RunConfig, rd: RunDir) -> int:

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..atomic_files import read_json_lines
 from ..stage_worker import StepLoss
 
 
@@ -21,7 +22,7 @@ class LossLog:
         """Open the log, keeping only the lines of steps < `keep_below` (0-based steps)."""
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        kept = [line for line in _lines(path) if line["step"] < keep_below]
+        kept = [line for line in read_json_lines(path) if line["step"] < keep_below]
         if path.exists():
             tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
             try:
@@ -43,18 +44,6 @@ class LossLog:
         os.close(self._fd)
 
 
-def _lines(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    out = []
-    for text in path.read_text().splitlines():
-        try:
-            out.append(json.loads(text))
-        except ValueError:  # the last line of a process killed mid-write
-            continue
-    return out
-
-
 def read_losses(path: Path) -> dict[int, list[dict[str, float | None]]]:
     """0-based step -> the step's losses (one dict per micro-batch); the last line of a step wins."""
-    return {line["step"]: line["losses"] for line in _lines(path)}
+    return {line["step"]: line["losses"] for line in read_json_lines(path)}

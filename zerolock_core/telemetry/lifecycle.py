@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..atomic_files import read_json_lines
 from ..vocabulary import Kind
 
 # the phases of a start-up, in order: importing torch and the engine, loading the stage's layers,
@@ -51,13 +52,4 @@ def write_lifecycle(path: str | Path, record: dict[str, Any]) -> None:
 
 
 def read_lifecycle(path: str | Path) -> list[dict[str, Any]]:
-    path = Path(path)
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:  # a line still being written
-            continue
-    return out
+    return read_json_lines(path)  # a line still being written is left out
