@@ -277,3 +277,22 @@ def _hangs_after_running(cfg_dict, launch):
     Heartbeat(launch.host, launch.port, launch.stage, launch.generation)
     store.set(protocol.stage_state(launch.stage), "running")
     time.sleep(600)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_before_the_run_starts_creates_nothing_and_exits_130(tmp_path, capsys, monkeypatch, sig):
+    """Ctrl-C or SIGTERM during `zerolock train`'s imports and checks (seconds on a busy machine): recorded
+    like any other, the run is not started, nothing is created."""
+    from zerolock_core import cli
+
+    real = cli.preflight
+
+    def preflight_interrupted(cfg):
+        real(cfg)
+        os.kill(os.getpid(), sig)  # arrives while the checks run, before any run exists
+    monkeypatch.setattr(cli, "preflight", preflight_interrupted)
+    out = tmp_path / "run"
+    assert main(train_args(out, 10)) == 130
+    assert "stopped before the run started: nothing was created" in capsys.readouterr().err
+    assert not out.exists()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the CLI's handlers are gone again

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import importlib.util
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,6 +18,7 @@ from .preflight import preflight
 from .run_dir import RunDir
 from .run_fields import RUN_FIELDS, SECTIONS, RunField
 from .setting import value_text
+from .stop_signals import StopSignals
 
 if TYPE_CHECKING:
     from .metrics import Metrics
@@ -157,7 +160,11 @@ def cmd_train(a: argparse.Namespace) -> int:
         exit_now(_report_end(metrics, out))
     from .job import make_job, run_to_end
 
-    metrics = run_to_end(make_job(cfg, overwrite=a.overwrite, resume=bool(a.resume)), progress=not a.quiet)
+    if a.stop_signals is not None and a.stop_signals.requested:  # during the imports and checks above
+        print("zerolock: stopped before the run started: nothing was created", file=sys.stderr)
+        return EXIT_STOPPED
+    metrics = run_to_end(make_job(cfg, overwrite=a.overwrite, resume=bool(a.resume)), progress=not a.quiet,
+                         signals=a.stop_signals)
     return _report_end(metrics, out)
 
 
@@ -297,17 +304,23 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     if "TORCHELASTIC_RUN_ID" in os.environ:  # a torchrun rank is a stage process: its store errors are ours
         os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # before torch is imported (runtime/processes.py)
-    args = parse(argv)
-    try:
-        return args.func(args)
-    except (ConfigError, ValueError, FileNotFoundError) as err:
-        if os.environ.get("ZEROLOCK_DEBUG"):
-            raise
-        print(f"zerolock: error: {err}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:  # before or after a run (a run's own Ctrl-C is a stop request: job.py)
-        print("zerolock: interrupted", file=sys.stderr)
-        return EXIT_STOPPED
+    # `zerolock train` records Ctrl-C and SIGTERM from its first instant — the seconds of imports and checks
+    # before a run starts included — so none is lost; torchrun's ranks keep torchrun's signals
+    stop_from_the_start = (argv if argv is not None else sys.argv[1:])[:1] == ["train"] \
+        and "TORCHELASTIC_RUN_ID" not in os.environ and threading.current_thread() is threading.main_thread()
+    with StopSignals() if stop_from_the_start else contextlib.nullcontext() as signals:
+        try:
+            args = parse(argv)
+            args.stop_signals = signals
+            return args.func(args)
+        except (ConfigError, ValueError, FileNotFoundError) as err:
+            if os.environ.get("ZEROLOCK_DEBUG"):
+                raise
+            print(f"zerolock: error: {err}", file=sys.stderr)
+            return EXIT_USAGE
+        except KeyboardInterrupt:  # another command's Ctrl-C (a run's is a stop request: job.py)
+            print("zerolock: interrupted", file=sys.stderr)
+            return EXIT_STOPPED
 
 
 if __name__ == "__main__":

@@ -88,22 +88,26 @@ def make_job(cfg: RunConfig, *, overwrite: bool = False, resume: bool = False) -
     return Run(cfg, overwrite=overwrite, resume=resume)
 
 
-def run_to_end(job: Job, *, progress: bool = True) -> Metrics:
-    """Start `job` and wait for its end with a progress bar. SIGINT and SIGTERM (from the main thread's
-    view) ask it to stop — from the first instant, its start included — and it still ends with its
-    record. Raises ConfigError (nothing was started) like `job.start()`."""
+def run_to_end(job: Job, *, progress: bool = True, signals: StopSignals | None = None) -> Metrics:
+    """Start `job` and wait for its end with a progress bar. SIGINT and SIGTERM (in the main thread) ask it
+    to stop — from the first instant, its start included — and it still ends with its record. `signals`:
+    handlers the caller installed earlier (the CLI does, before its imports), else installed here. Raises
+    ConfigError (nothing was started) like `job.start()`."""
     from tqdm import tqdm
 
     cfg = job.cfg
     bar = tqdm(total=cfg.train.steps, disable=not progress, unit="step",
                desc=f"{cfg.train.method} {cfg.train.runtime} K={cfg.train.stages}", dynamic_ncols=True,
                bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt}{postfix}")
-    signals = StopSignals(job.request_stop)
-    in_main = threading.current_thread() is threading.main_thread()
+    own = signals is None and threading.current_thread() is threading.main_thread()
+    signals = signals or StopSignals()
+    signals.on_stop = job.request_stop
     said = 0
     try:
-        if in_main:
+        if own:
             signals.__enter__()
+        if signals.requested:
+            job.request_stop()  # a request that came before the job existed: it stops as it starts
         job.start()
         while not job.done:
             if signals.received > said:  # say it here, not in the handler (it may interrupt a print)
@@ -119,8 +123,9 @@ def run_to_end(job: Job, *, progress: bool = True) -> Metrics:
             bar.refresh()
             job.wait(POLL_S)
     finally:
-        if in_main:
+        if own:
             signals.__exit__(None, None, None)
+        signals.on_stop = lambda: None
         bar.close()
     if signals.received and not said:  # the run ended before the loop looked again: say it all the same
         print(STOPPING, file=sys.stderr)
