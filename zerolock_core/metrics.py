@@ -54,10 +54,6 @@ class Metrics:
 
     # ---- what readers ask -----------------------------------------------------------------------
     @property
-    def stopped(self) -> bool:
-        return self.state != "finished"
-
-    @property
     def total_steps(self) -> int:
         return int(self.config.get("train", {}).get("steps", 0))
 

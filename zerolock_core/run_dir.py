@@ -343,10 +343,6 @@ class RunLock:
         finally:
             os.close(fd)
 
-    @property
-    def held(self) -> bool:
-        return self._fd is not None
-
     def release(self) -> None:
         if self._fd is not None:
             fd, self._fd = self._fd, None

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import signal
 import threading
-import time
 from types import FrameType
 from typing import Callable
 
@@ -27,8 +26,6 @@ class StopSignals:
     def __init__(self, on_stop: Callable[[], None] = lambda: None) -> None:
         self.on_stop = on_stop
         self.received = 0
-        self.first_at: float | None = None
-        self.last_signal: int | None = None
         self._previous: dict[int, object] = {}
 
     @property
@@ -37,9 +34,6 @@ class StopSignals:
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         self.received += 1
-        self.last_signal = signum
-        if self.first_at is None:
-            self.first_at = time.monotonic()
         self.on_stop()
 
     def __enter__(self) -> "StopSignals":

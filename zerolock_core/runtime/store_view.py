@@ -14,10 +14,6 @@ class StoreView:
         self.port = store.port
         self._last: dict[str, Any] = {}
 
-    @property
-    def open(self) -> bool:
-        return self._store is not None
-
     def get(self, key: str, default: Any, cast: Callable[[str], Any]) -> Any:
         store = self._store
         if store is None:  # the store went away with the run: what we saw last
@@ -33,9 +29,6 @@ class StoreView:
     def set(self, key: str, value: str) -> None:
         if self._store is not None:
             self._store.set(key, value)
-
-    def check(self, key: str) -> bool:
-        return self._store is not None and self._store.check([key])
 
     def delete(self, key: str) -> None:
         if self._store is not None and self._store.check([key]):
