@@ -20,7 +20,7 @@ from zerolock_core.atomic_files import read_json, write_json_atomic
 from zerolock_core.metrics import Metrics
 from zerolock_core.run_dir import RunDir
 from zerolock_core.runs_root import RunsRoot
-from zerolock_core.telemetry import read_events
+from zerolock_core.telemetry.events import Cursor, read_events
 from zerolock_core.telemetry.activity import ActivityFold, StageStats
 from zerolock_core.telemetry.lifecycle import read_lifecycle
 
@@ -40,7 +40,7 @@ class Tracked:
     engine: Job | None = None
     events: list[dict[str, Any]] = field(default_factory=list)
     lifecycle: list[dict[str, Any]] = field(default_factory=list)  # STARTUP spans (telemetry/lifecycle.py)
-    offset: int = 0
+    cursor: Cursor = field(default_factory=dict)  # how far its event files have been read
     state: str = "queued"
     metrics: Metrics | None = None
     error: str = ""  # why it could not start
@@ -93,7 +93,7 @@ class Tracked:
     def refresh(self) -> None:
         """Read new events and the engine's state (cheap; safe from any thread)."""
         with self._lock:
-            new, self.offset = read_events(self.rd.events, offset=self.offset)
+            new, self.cursor = read_events(self.rd.event_files(), cursor=self.cursor)
             self.events.extend(new)
             size = self.rd.lifecycle.stat().st_size if self.rd.lifecycle.exists() else 0
             if size != self._lifecycle_size:  # a few lines per run: reread whole when it grew
@@ -254,7 +254,7 @@ class EngineController:
         t = Tracked(name=data.name, rd=rd, cfg=data.config, method=data.method, batch=data.batch,
                     events=data.events, lifecycle=read_lifecycle(rd.lifecycle), state=data.state,
                     metrics=data.metrics)
-        t.offset = rd.events.stat().st_size if rd.events.exists() else 0
+        t.cursor = {p.name: p.stat().st_size for p in rd.event_files()}  # load_run read them whole
         with self._lock:
             if self.busy:
                 raise RuntimeError("a run is in progress; open saved runs when it has ended")

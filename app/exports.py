@@ -21,7 +21,7 @@ class ExportError(RuntimeError):
 
 
 def events_csv(rd: RunDir) -> Path:
-    events, _ = read_events(rd.events)
+    events, _ = read_events(rd.event_files())
     if not events:
         raise ExportError(f"{rd.name} has no events (reference runs record none)")
     extra = sorted({k for e in events for k in e} - set(EVENT_COLUMNS))  # keep fields newer engines add
@@ -38,7 +38,7 @@ def chrome_trace(rd: RunDir) -> Path:
     there (stopped by a crash)."""
     if rd.trace.exists():
         return rd.trace
-    events, _ = read_events(rd.events)
+    events, _ = read_events(rd.event_files())
     if not events:
         raise ExportError(f"{rd.name} has no events to make a trace from")
     stages = 1 + max(e["stage"] for e in events)

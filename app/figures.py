@@ -1,9 +1,9 @@
 """Plotly figure builders for live runs, recorded runs and the schedule simulator.
 
-Plain functions over event dicts (the lines of a run's events.jsonl), usable from notebooks:
+Plain functions over event dicts (the lines of a run's event files), usable from notebooks:
 
     from app.figures import timeline_figure, memory_figure, simulated_events, KIND_COLOURS
-    events, _ = zerolock_core.telemetry.read_events("runs/demo/events.jsonl")
+    events, _ = zerolock_core.telemetry.read_events(RunDir("runs/demo").event_files())
     timeline_figure(events, stages=3, title="ZeroLock K=3").show()
 """
 from __future__ import annotations

@@ -35,7 +35,7 @@ class RunData:
         if self.live:
             return "running"
         # no record and nobody writing it: the process that ran it was killed (or the app was)
-        return self.app_state or ("interrupted" if self.events or self.rd.events.exists() else "no results")
+        return self.app_state or ("interrupted" if self.events or self.rd.event_files() else "no results")
 
     @property
     def label(self) -> str:
@@ -53,7 +53,7 @@ def load_run(rd: RunDir, *, name: str | None = None, with_events: bool = True) -
     metrics = rd.read_metrics()
     config = read_json(rd.config_json) or (metrics.config if metrics else None) or record.get("config") or {}
     train = config.get("train", {})
-    events = read_events(rd.events)[0] if with_events else []
+    events = read_events(rd.event_files())[0] if with_events else []
     return RunData(name=name or rd.name, rd=rd, method=record.get("method", train.get("method", "?")),
                    runtime=train.get("runtime", "?"), stages=int(train.get("stages", 1)), config=config,
                    events=events, metrics=metrics, batch=record.get("batch", ""), started=record.get("started", ""),

@@ -12,7 +12,7 @@ _RELEASE = {Kind.B, Kind.L}
 
 def events_from_simulation(result: SimResult, *, bytes_per_microbatch: int = 2**20, hidden_bytes: int = 0,
                            grad_bytes: int = 0) -> list[dict[str, Any]]:
-    """One event dict per simulated action, shaped like the runtime's events.jsonl lines.
+    """One event dict per simulated action, shaped like the lines of the runtime's event files.
 
     `act_bytes` is the number of micro-batches held times `bytes_per_microbatch` (the simulator
     counts micro-batches, not bytes); `inflight` is that count."""

@@ -35,7 +35,7 @@ def recent(events: Events, window_s: float | None) -> list[dict[str, Any]]:
 def tail_since(events: Events, cutoff_ns: int, *, stages: int) -> list[dict[str, Any]]:
     """The end of `events` from which every event ending at or after `cutoff_ns` is included, and for
     each stage also its last event ending before it (what it held when the window opened). Found from
-    the end of the list: every stage appends its events to events.jsonl in the order they end, so once
+    the end of the list: every stage appends its events in the order they end, so once
     each stage has shown one event ending before the cutoff, no earlier event of it ends after it. A
     live view's window so costs its own events, not the whole run's (a 3000-step run: ~80k)."""
     pending = set(range(stages))

@@ -124,13 +124,13 @@ def wait_metrics(run_dir: Path, timeout: float = 900) -> Metrics:
 
 
 def training_window(run_dir: Path) -> tuple[int, int]:
-    events, _ = read_events(RunDir(run_dir).events)
+    events, _ = read_events(RunDir(run_dir).event_files())
     return min(e["t0"] for e in events), max(e["t1"] for e in events)
 
 
 def first_event_written_ns(run_dir: Path) -> int:
     """When the first event line was written (its end time): the engine's part of the wait."""
-    first = RunDir(run_dir).events.read_text().splitlines()[0]
+    first = RunDir(run_dir).event_files()[0].read_text().splitlines()[0]
     return json.loads(first)["t1"]
 
 
@@ -189,7 +189,7 @@ def watched_run(url: str, root: Path, app: CpuSampler, steps: int) -> dict:
 
 def step_ends(run_dir: Path) -> list[int]:
     """When stage 0 ended each optimizer step (monotonic ns, the clock of the benchmark's own marks)."""
-    events, _ = read_events(RunDir(run_dir).events)
+    events, _ = read_events(RunDir(run_dir).event_files())
     return sorted(e["t1"] for e in events if e["kind"] == Kind.STEP and e["stage"] == 0)
 
 

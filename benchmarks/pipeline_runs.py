@@ -39,7 +39,7 @@ class RunOutcome:
     @property
     def events(self) -> list[dict[str, Any]]:
         if self._events is None:
-            self._events, _ = read_events(RunDir(self.dir).events)
+            self._events, _ = read_events(RunDir(self.dir).event_files())
         return self._events
 
     @property

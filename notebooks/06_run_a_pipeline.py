@@ -67,26 +67,26 @@ print(cfg.train)
 # ## 1. Start, watch, wait
 #
 # `Run.start()` returns at once: the coordinator (in this process) owns the rendezvous store and
-# spawns the stage processes. `status()` reads their progress from the store; `events(offset)` returns
-# the telemetry lines written since `offset` (the dashboard tails the same file the same way).
+# spawns the stage processes. `status()` reads their progress from the store; `events(cursor)` returns
+# the telemetry lines written since `cursor` (the dashboard tails the same files the same way).
 
 # %%
 def run_and_watch(cfg, *, poll_s=0.5, timeout_s=300):
     run = Run(cfg).start()
-    t0, offset, seen, last_state = time.perf_counter(), 0, [], None
+    t0, cursor, seen, last_state = time.perf_counter(), None, [], None
     while not run.done:
         st = run.status()
         if st["state"] != last_state:
             print(f"{time.perf_counter() - t0:6.1f} s  {st['state']:<10} steps per stage {st['stage_steps']}")
             last_state = st["state"]
-        new, offset = run.events(offset)
+        new, cursor = run.events(cursor)
         seen += new
         if time.perf_counter() - t0 > timeout_s:
             run.stop()
             raise TimeoutError("the pipeline did not finish in time")
         time.sleep(poll_s)
     metrics = run.wait()
-    new, offset = run.events(offset)
+    new, cursor = run.events(cursor)
     seen += new
     print(f"{time.perf_counter() - t0:6.1f} s  {run.state:<10} ({len(seen)} events)")
     return run, metrics, seen

@@ -20,6 +20,7 @@ from app.plotly_asset import plotly_path, plotly_version
 from app.server import ServeOptions, check_binding
 from app.ui import build_app
 from zerolock_core.config import ConfigError, RunConfig, replace
+from zerolock_core.telemetry.events import read_events
 from zerolock_core.metrics import Metrics
 from zerolock_core.reference_job import ReferenceJob
 from zerolock_core.run_dir import RunDir
@@ -108,7 +109,7 @@ def test_start_poll_stop_a_tiny_run(app):
     run_dir = root / status["name"]
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["state"] == status["state"] and len(metrics["per_stage"]) == 2
-    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    events, _ = read_events(RunDir(run_dir).event_files())
     assert {e["stage"] for e in events} == {0, 1}
     record = json.loads((run_dir / "dashboard.json").read_text())
     assert record["state"] == status["state"] and record["method"] == "zerolock"

@@ -1,6 +1,6 @@
 """The live window read from the end of the event list (what the Watch tab draws every few seconds)
 equals the window cut from the whole list: the same events, the same window length, the same memory
-chart. Events arrive as events.jsonl has them: each stage's in the order they end, the stages
+chart. Events arrive as the event files have them: each stage's in the order they end, the stages
 interleaved by when they wrote."""
 from __future__ import annotations
 

@@ -367,9 +367,10 @@ def test_links_bench_pays_the_emulated_link(runs):
         simulate=False,
     )
     row = report["results"]["constrained"]["rows"][0]
-    events = __import__("json").loads(
-        "[" + ",".join((Path(row["measured"]["run"]) / "events.jsonl").read_text().splitlines()) + "]"
-    )
+    from zerolock_core.run_dir import RunDir
+    from zerolock_core.telemetry.events import read_events
+
+    events, _ = read_events(RunDir(row["measured"]["run"]).event_files())
     model = LINK_PROFILES["constrained"]
     hidden = (B // M) * SEQ * 128 * 4  # the tiny model's hidden size is 128, fp32
     sends = {e["mb"]: e for e in events if e["kind"] == "SF"}

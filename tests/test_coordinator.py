@@ -289,7 +289,9 @@ def test_a_stop_before_the_run_starts_creates_nothing_and_exits_130(tmp_path, ca
 
     def preflight_interrupted(cfg):
         real(cfg)
-        os.kill(os.getpid(), sig)  # arrives while the checks run, before any run exists
+        # to this thread, not the process: a process-directed signal may be taken by another thread a
+        # test left running and, on a busy machine, handled after the checks returned (a race of the test)
+        signal.raise_signal(sig)  # arrives while the checks run, before any run exists
     monkeypatch.setattr(cli, "preflight", preflight_interrupted)
     out = tmp_path / "run"
     assert main(train_args(out, 10)) == 130

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from zerolock_core.artifacts import load_final_weights
+from zerolock_core.telemetry.events import read_events
 from benchmarks.faults import (CI_CASES, DEADLINE_S, MATRIX_CASES, STEPS, case_config,
                                         run_with_deadline)
 from zerolock_core.config import ConfigError, DataConfig, RunConfig, TrainConfig
@@ -75,7 +76,7 @@ def check_recovered(tmp_path, baselines, method, failures, metrics):
     base_dir, base_metrics = baselines(method)
     assert_bitwise_equal(base_dir, tmp_path)
     assert metrics.curves == base_metrics.curves
-    events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    events, _ = read_events(RunDir(tmp_path).event_files())
     assert any(e["kind"] == "RESTORE" for e in events)
     # metrics.json's activity is the dashboard's live computation over the same events (the outage
     # included: every generation of a stage counts, the gap is idle)
@@ -145,7 +146,7 @@ def test_a_failure_while_a_replacement_starts_restarts_it_again_and_ends_bitwise
     base_dir, base_metrics = baselines("zerolock")
     assert_bitwise_equal(base_dir, tmp_path)
     assert metrics.curves == base_metrics.curves
-    events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    events, _ = read_events(RunDir(tmp_path).event_files())
     assert {e["stage"] for e in events if e["kind"] == "RELINK"} >= {2}  # the survivor relinked
 
 

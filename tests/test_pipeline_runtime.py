@@ -7,6 +7,8 @@ import pytest
 import torch
 
 from zerolock_core.artifacts import load_final_weights
+from zerolock_core.run_dir import RunDir
+from zerolock_core.telemetry.events import read_events
 from zerolock_core.config import DataConfig, ObjectiveConfig, RunConfig, TrainConfig
 from zerolock_core.reference_trainer import train_reference
 from zerolock_core.job import train
@@ -107,7 +109,7 @@ def test_metrics_events_and_trace(runs):
         assert metrics["state"] == "finished" and metrics["steps_done"] == STEPS
         assert metrics["eval"]["per_chunk"] and metrics["throughput_samples_per_s"] > 0
         assert 0 <= metrics["bubble_fraction"] < 1
-        events = [json.loads(line) for line in (d / "events.jsonl").read_text().splitlines()]
+        events, _ = read_events(RunDir(d).event_files())
         assert {e["stage"] for e in events} == {0, 1, 2}
         assert all(e["t1"] >= e["t0"] for e in events)
         trace = json.loads((d / "trace.json").read_text())
@@ -121,7 +123,7 @@ def test_loss_events_carry_the_reported_losses(runs, method, kind, stages_with_l
     from app.live_loss import live_loss_curves
 
     root, _ = runs
-    events = [json.loads(line) for line in (root / method / "events.jsonl").read_text().splitlines()]
+    events, _ = read_events(RunDir(root / method).event_files())
     assert {e["stage"] for e in events if e["loss"] is not None} == stages_with_loss
     assert all(e["kind"] == kind for e in events if e["loss"] is not None)
     assert sum(e["loss"] is not None for e in events) == len(stages_with_loss) * M * STEPS

@@ -59,3 +59,37 @@ def test_curves_jsonl_holds_every_step_and_reads_back(tmp_path):
     write_curves(tmp_path / "curves.jsonl", curves)
     assert read_curves(tmp_path / "curves.jsonl") == curves
     assert not list(tmp_path.glob(".*tmp*"))
+
+
+def test_events_go_to_one_file_per_segment_of_steps_and_a_cursor_pages_through_them(tmp_path):
+    from zerolock_core.run_dir import RunDir
+    from zerolock_core.telemetry.events import SEGMENT_STEPS, Event, EventWriter, read_events
+
+    rd = RunDir(tmp_path)
+    writers = [EventWriter(rd.event_file) for _ in range(2)]  # two stages append to the same files
+    steps = [0, 1, SEGMENT_STEPS - 1, SEGMENT_STEPS, 2 * SEGMENT_STEPS + 3, SEGMENT_STEPS + 1]  # the last: a replay
+    for i, step in enumerate(steps):
+        for s, w in enumerate(writers):
+            w.write(Event(stage=s, kind="F", mb=i, t0=i, t1=i + 1, step=step))
+    assert [p.name for p in rd.event_files()] == ["000000.jsonl", "000001.jsonl", "000002.jsonl"]
+    events, cursor = read_events(rd.event_files())
+    assert sorted((e["stage"], e["step"]) for e in events) == sorted((s, st) for st in steps for s in range(2))
+    assert read_events(rd.event_files(), cursor=cursor) == ([], cursor)  # nothing new, nothing re-read
+    with open(rd.event_file(1), "a") as f:  # a line still being written is left for the next call
+        f.write('{"stage": 0, "kind": "F"')
+    assert read_events(rd.event_files(), cursor=cursor)[0] == []
+    with open(rd.event_file(1), "a") as f:
+        f.write(', "mb": 9, "t0": 9, "t1": 10, "step": 300}\n')
+    new, _ = read_events(rd.event_files(), cursor=cursor)
+    assert [e["mb"] for e in new] == [9]
+    for w in writers:
+        w.close()
+
+
+def test_a_run_of_an_earlier_version_is_read_from_its_one_events_jsonl(tmp_path):
+    from zerolock_core.run_dir import RunDir
+    from zerolock_core.telemetry.events import read_events
+
+    (tmp_path / "events.jsonl").write_text('{"stage": 0, "kind": "F", "mb": 0, "t0": 0, "t1": 1}\n')
+    assert RunDir(tmp_path).holds_a_run()
+    assert [e["kind"] for e in read_events(RunDir(tmp_path).event_files())[0]] == ["F"]

@@ -5,7 +5,7 @@ path of what they want. A run directory holds
 
     config.toml / config.json   the run's config (the TOML reproduces it: `zerolock train --config`)
     metrics.json                the run's record, written once at its end (`metrics.Metrics`)
-    events.jsonl, lifecycle.jsonl, curves.jsonl, trace.json   telemetry (`telemetry/`)
+    events/NNNNNN.jsonl, lifecycle.jsonl, curves.jsonl, trace.json   telemetry (`telemetry/`)
     eval.json, eval_progress.json                             the final evaluation
     stages/stage{s}.json, stages/stage{s}.losses.jsonl        each stage's own report and losses
     final/chunk{k}.safetensors                                the trained weights
@@ -40,15 +40,16 @@ if TYPE_CHECKING:
     from .metrics import Metrics
 
 _CONFIG_JSON, _CONFIG_TOML, _METRICS = "config.json", "config.toml", "metrics.json"
-_EVENTS, _LIFECYCLE, _CURVES, _TRACE = "events.jsonl", "lifecycle.jsonl", "curves.jsonl", "trace.json"
+_EVENTS_FILE, _LIFECYCLE, _CURVES, _TRACE = "events.jsonl", "lifecycle.jsonl", "curves.jsonl", "trace.json"
 _EVAL, _EVAL_PROGRESS, _CHECKPOINT_LOG = "eval.json", "eval_progress.json", "checkpoint_log.jsonl"
 _APP_RECORD, _STDERR = "dashboard.json", "stderr.log"
 _LOCK, _RESERVE = ".lock", ".reserve"
 _CHECKPOINTS, _STAGES, _FINAL, _INJECTED, _EXPORTS = "checkpoints", "stages", "final", "injected", "exports"
+_EVENTS = "events"
 # What a previous run leaves: the presence of any of these means "this directory holds a run".
-_RUN_FILES = (_CONFIG_JSON, _CONFIG_TOML, _METRICS, _EVENTS, _LIFECYCLE, _CURVES, _TRACE, _EVAL, _EVAL_PROGRESS,
+_RUN_FILES = (_CONFIG_JSON, _CONFIG_TOML, _METRICS, _EVENTS_FILE, _LIFECYCLE, _CURVES, _TRACE, _EVAL, _EVAL_PROGRESS,
               _CHECKPOINT_LOG, _APP_RECORD, _STDERR)
-_RUN_DIRS = (_CHECKPOINTS, _STAGES, _FINAL, _INJECTED, _EXPORTS)
+_RUN_DIRS = (_CHECKPOINTS, _STAGES, _FINAL, _INJECTED, _EXPORTS, _EVENTS)
 RESERVE_BYTES = 64 * 1024  # kept free for a failed run's metrics.json when the disk fills up
 _TEMPORARY = re.compile(r"^\..+\.tmp-(\d+)$")  # write_json_atomic's and save_final_weights' temporaries
 
@@ -91,7 +92,17 @@ class RunDir:
 
     @property
     def events(self) -> Path:
+        """The folder of the event files: one per `telemetry.events.SEGMENT_STEPS` steps."""
         return self.path / _EVENTS
+
+    def event_file(self, segment: int) -> Path:
+        return self.path / _EVENTS / f"{segment:06d}.jsonl"
+
+    def event_files(self) -> list[Path]:
+        """Every event file in order (a run of an earlier version: its one events.jsonl)."""
+        legacy = self.path / _EVENTS_FILE
+        return ([legacy] if legacy.exists() else []) + \
+            (sorted(self.events.glob("*.jsonl")) if self.events.is_dir() else [])
 
     @property
     def lifecycle(self) -> Path:

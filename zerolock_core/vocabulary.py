@@ -1,6 +1,6 @@
 """The telemetry vocabulary: every kind of bar that appears on a stage's lane, and what it counts as.
 
-One table for the runtime (events.jsonl, metrics.json), the schedules, the dashboard and the
+One table for the runtime (the event files, metrics.json), the schedules, the dashboard and the
 benchmarks: a lane kind is a `Kind`, never a string literal. A stage is **busy** during compute (its
 training work, replayed micro-batches included); communication, waits, recovery (restoring a
 checkpoint, rebuilding a link) and start-up are not busy: busy / span is the active fraction,
@@ -13,7 +13,7 @@ from enum import StrEnum
 
 
 class Kind(StrEnum):
-    """What a lane shows. The value is the code in events.jsonl and in action strings ("1F3"); a
+    """What a lane shows. The value is the code in the event files and in action strings ("1F3"); a
     schedule is made of the first ten (schedule.action.SCHEDULE_KINDS), the rest are recorded only."""
 
     F = "F"  # forward of a micro-batch

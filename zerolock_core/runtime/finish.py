@@ -62,7 +62,7 @@ def record(cfg: RunConfig, rd: RunDir, end: Ending) -> Metrics:
     of the loss curves; the record keeps a summary)."""
     K = cfg.train.stages
     reports = {r["stage"]: r for r in stage_reports(rd, K)}
-    events = [e for e in read_events(rd.events)[0] if e.get("t0", 0) >= end.since_ns]
+    events = [e for e in read_events(rd.event_files())[0] if e.get("t0", 0) >= end.since_ns]
     activity = stage_stats(events, stages=K)  # the dashboard computes the same, live
     wall = makespan_s(events)
     steps = [reports[s]["steps_done"] if s in reports else
@@ -93,7 +93,7 @@ def record(cfg: RunConfig, rd: RunDir, end: Ending) -> Metrics:
 
 
 def write_trace(rd: RunDir, stages: int) -> None:
-    events, _ = read_events(rd.events)
+    events, _ = read_events(rd.event_files())
     write_chrome_trace(rd.trace, events, stages=stages)
 
 

@@ -1,7 +1,7 @@
 """The coordinator's book of failures: which injections it expects, which recoveries are open, and
 the closed records that go into metrics.json (`recovery`): mode, kind, detect / restore / replay /
 total seconds, micro-batches replayed, bytes moved, and the instants themselves (`t_fail_ns`,
-`t_detect_ns`, `t_restored_ns`, `t_end_ns`: monotonic ns, the clock of events.jsonl) so that a
+`t_detect_ns`, `t_restored_ns`, `t_end_ns`: monotonic ns, the clock of the events) so that a
 timeline can draw the failure where it happened."""
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ from ..config import FAILURE_MODES, PIPEDREAM_REFUSAL, RunConfig
 from ..job import JobBase
 from ..metrics import STATES, Metrics
 from ..run_dir import RunDir, RunLock
-from ..telemetry import read_events
+from ..telemetry.events import Cursor, read_events
 from . import protocol
 from .finish import Ending, evaluate_in_child, record, resumable_step, write_trace
 from .processes import start_process
@@ -188,9 +188,9 @@ class Run(JobBase):
 
         return read_json(self.rd.eval_progress) or {"phase": "starting", "scored": 0, "total": None}
 
-    def events(self, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
-        """Events written since byte `offset`, and the offset to ask from next time."""
-        return read_events(self.rd.events, offset=offset)
+    def events(self, cursor: Cursor | None = None) -> tuple[list[dict[str, Any]], Cursor]:
+        """Events written since `cursor`, and the cursor to ask from next time (None: from the start)."""
+        return read_events(self.rd.event_files(), cursor=cursor)
 
     @property
     def standby_ready(self) -> bool:

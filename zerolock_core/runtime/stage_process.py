@@ -179,7 +179,7 @@ def build(cfg: RunConfig, launch: StageLaunch, store: dist.Store) -> Built:
     shape = (t.batch // t.microbatches, cfg.data.seq_len, chunk.config.hidden_size)
     store.set(protocol.HIDDEN_BYTES, str(shape[0] * shape[1] * shape[2] * 4))
     return Built(cfg=cfg, device=device, setup=setup, worker=worker, hidden_shape=shape,
-                 events=EventWriter(RunDir(launch.run_dir).events))
+                 events=EventWriter(RunDir(launch.run_dir).event_file))
 
 
 # ---- phase 2: restore ------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Per-stage activity from the events: busy, idle, span, active fraction, bubble, throughput.
 
 The one definition: metrics.json (runtime/report.py, at the end of a run), the dashboard (while it
-goes) and the benchmarks all compute them here, from events.jsonl, so they agree for any run, one
+goes) and the benchmarks all compute them here, from the event files, so they agree for any run, one
 with a recovery included (every process generation of a stage counts; the outage is idle). What is
 busy is the vocabulary's compute category (zerolock_core.vocabulary)."""
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Action events: one JSON line per executed action, appended while the run goes.
 
-All stage processes append to the same `events.jsonl`: each event is written with a single
-`os.write` on an O_APPEND descriptor, which Linux keeps whole for lines this short, so the
-dashboard can tail one file. Times are `time.monotonic_ns()` (one clock base on a host).
+All stage processes append to the same event files (`RunDir.event_files`: one per `SEGMENT_STEPS`
+optimizer steps, so no file grows with the run): each event is written with a single `os.write` on an
+O_APPEND descriptor, which Linux keeps whole for lines this short, so the dashboard can tail them.
+Times are `time.monotonic_ns()` (one clock base on a host).
 """
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable
+
+
+SEGMENT_STEPS = 250  # optimizer steps per event file (K=3, m=4: about 1.7 MB)
 
 
 @dataclass(kw_only=True)
@@ -31,31 +35,54 @@ class Event:
 
 
 class EventWriter:
-    def __init__(self, path: str | Path) -> None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    """Appends events to the run's event files, one file per `SEGMENT_STEPS` optimizer steps (the file of
+    an event is its step's): no file grows with the run, and a reader pages through them in order.
+    `path_of(index)` names segment `index` (RunDir.event_file)."""
+
+    def __init__(self, path_of: Callable[[int], Path]) -> None:
+        self._path_of = path_of
+        self._segment: int | None = None
+        self._fd: int | None = None
 
     def write(self, event: Event) -> None:
+        segment = event.step // SEGMENT_STEPS
+        if segment != self._segment:  # a replacement that restored an older step writes its old file again
+            self.close()
+            path = self._path_of(segment)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            self._segment = segment
         os.write(self._fd, (json.dumps(asdict(event), separators=(",", ":")) + "\n").encode())
 
     def close(self) -> None:
-        os.close(self._fd)
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd, self._segment = None, None
 
 
 def now_ns() -> int:
     return time.monotonic_ns()
 
 
-def read_events(path: str | Path, *, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
-    """Complete lines from byte `offset` on, and the offset to continue from (a line still being
-    written is left for the next call)."""
-    path = Path(path)
-    if not path.exists():
-        return [], offset
-    with open(path, "rb") as f:
-        f.seek(offset)
-        data = f.read()
-    end = data.rfind(b"\n") + 1
-    lines = data[:end].splitlines()
-    return [json.loads(line) for line in lines if line.strip()], offset + end
+Cursor = dict[str, int]  # event file name -> bytes read of it
 
+
+def read_events(files: Iterable[str | Path], *, cursor: Cursor | None = None) -> tuple[list[dict[str, Any]], Cursor]:
+    """Complete lines of `files` (in their order) past the `cursor`, and the cursor to continue from: a
+    line still being written is left for the next call; a file that has not grown is not opened."""
+    cursor = dict(cursor or {})
+    out: list[dict[str, Any]] = []
+    for path in map(Path, files):
+        offset = cursor.get(path.name, 0)
+        try:
+            if path.stat().st_size <= offset:
+                continue
+            with open(path, "rb") as f:
+                f.seek(offset)
+                data = f.read()
+        except FileNotFoundError:
+            continue
+        end = data.rfind(b"\n") + 1
+        out += [json.loads(line) for line in data[:end].splitlines() if line.strip()]
+        cursor[path.name] = offset + end
+    return out, cursor
