@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from zerolock_core.loss_curves import curve_name
+
 
 def live_loss_curves(events: Iterable[dict[str, Any]], *, microbatches: int, method: str) -> list[dict[str, Any]]:
     """Per stage that reports losses: the mean loss of each step's micro-batches seen so far."""
@@ -20,6 +22,6 @@ def live_loss_curves(events: Iterable[dict[str, Any]], *, microbatches: int, met
         for mb, loss in latest[stage].items():
             per_step.setdefault(mb // microbatches + 1, []).append(loss)
         steps = sorted(per_step)
-        curves.append({"chunk": f"chunk{stage}" if method == "zerolock" else "global", "step": steps,
+        curves.append({"chunk": curve_name(method, stage), "step": steps,
                        "loss": [sum(per_step[s]) / len(per_step[s]) for s in steps]})
     return curves

@@ -51,9 +51,9 @@ ARMS: dict[str, dict[str, Any]] = {
     "zerolock a=0.5 reverse": _arm(),
     "zerolock a=0.5 forward": _arm(consistency="forward"),
     "zerolock a=1": _arm(alpha=1.0),
-    "zerolock a=0.5 mlp adapter": _arm(readout_adapter="mlp"),
-    "zerolock a=0.5 affine adapter": _arm(readout_adapter="affine"),
-    "zerolock a=1 affine adapter": _arm(alpha=1.0, readout_adapter="affine"),
+    "zerolock a=0.5 mlp adapter": _arm(readout="mlp"),
+    "zerolock a=0.5 affine adapter": _arm(readout="affine"),
+    "zerolock a=1 affine adapter": _arm(alpha=1.0, readout="affine"),
     "zerolock a=0.5->1": _arm(alpha_ramp="linear:0.5->1"),
 }
 DEFAULT_ARMS = ("bp", "1f1b", "zerolock a=0.5 reverse", "zerolock a=0.5 forward", "zerolock a=1")
@@ -67,7 +67,7 @@ def arm_config(settings: BenchSettings, arm: str, *, seed: int, stages: int, bat
     # one process: all the cores, unless told (two benchmarks side by side must not oversubscribe)
     threads = threads_for(reference_threads) if reference else settings.threads
     return RunConfig(
-        model=ModelConfig(model=resolve_bench_model(settings.model), readout_adapter=a.get("readout_adapter", "none"),
+        model=ModelConfig(model=resolve_bench_model(settings.model), readout=a.get("readout", "head"),
                           lora_targets=lora_targets, boundaries=boundaries),
         data=DataConfig(dataset=settings.dataset, seq_len=settings.seq_len, eval_size=eval_size),
         objective=ObjectiveConfig(alpha=(a["alpha"],), consistency=a["consistency"],

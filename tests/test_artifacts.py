@@ -9,7 +9,7 @@ from zerolock_core.run_setup import build_run_setup
 
 @pytest.fixture(scope="module")
 def tiny_setup():
-    return build_run_setup(RunConfig(model=ModelConfig(readout_adapter="mlp"), data=DataConfig(seq_len=16),
+    return build_run_setup(RunConfig(model=ModelConfig(readout="mlp"), data=DataConfig(seq_len=16),
                                      train=TrainConfig(stages=2)))
 
 

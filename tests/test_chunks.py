@@ -137,7 +137,7 @@ def test_zerolock_microbatch_only_sends_detached_states(split_model):
 
 @pytest.mark.parametrize("kind", ["mlp", "affine"])
 def test_readout_adapter_is_identity_at_init(split_model, kind):
-    model, chunks = split_model(2, readout_adapter=kind)
+    model, chunks = split_model(2, readout=kind)
     h = torch.randn(3, 5, model.config.hidden_size)
     for c in chunks:
         assert torch.equal(c.readout_adapter(h), h)
@@ -146,15 +146,24 @@ def test_readout_adapter_is_identity_at_init(split_model, kind):
         assert any("readout_adapter" in n for n in c.trainable_state())
 
 
-@pytest.mark.parametrize("kind", ["mlp", "affine"])
-def test_consistency_target_is_the_upstream_chunks_own_readout_with_adapters(split_model, kind):
-    """After the adapters have moved off the identity, chunk k's target p_{k-1} (rebuilt from the
-    message chunk k-1 sent) is exactly chunk k-1's readout, the distribution it trains."""
-    model, chunks = split_model(3, readout_adapter=kind)
+def _moved_off_init(chunks) -> None:
+    """Every trained readout weight nudged (adapters and LoRA start as the identity)."""
     with torch.no_grad():
         for c in chunks:
-            for p in c.readout_adapter.parameters():
-                p.add_(0.05 * torch.randn_like(p))
+            for name, p in c.named_parameters():
+                if p.requires_grad and name.startswith(("readout_adapter.", "readout_top.")):
+                    p.add_(0.05 * torch.randn_like(p))
+
+
+READOUTS = ["mlp", "affine", "top:2", "top-lora:2"]
+
+
+@pytest.mark.parametrize("readout", READOUTS)
+def test_consistency_target_is_the_upstream_chunks_own_readout(split_model, readout):
+    """After the readouts have moved off their start, chunk k's target p_{k-1} (rebuilt from the
+    message chunk k-1 sent) is exactly chunk k-1's readout, the distribution it trains."""
+    model, chunks = split_model(3, readout=readout, boundaries=(1, 2))  # the last chunk: layers 2, 3
+    _moved_off_init(chunks)
     workers = [StageWorker(chunk=c, alpha=0.5, consistency="reverse", microbatches=1, lr=1e-3, weight_decay=0)
                for c in chunks]
     mb = make_batch(model.config.vocab_size)
@@ -166,10 +175,48 @@ def test_consistency_target_is_the_upstream_chunks_own_readout_with_adapters(spl
         h_in, rows = down.incoming(mb, message, tuple(h.shape))
         assert rows is not None and rows.shape == (int(omega.sum()), model.config.hidden_size)
         assert torch.equal(h_in, h.detach())
-        own = up.chunk.readout(h, omega)
+        own = up.chunk.readout(h, omega, mb["attention_mask"])
         assert torch.equal(down.chunk.upstream_readout(h_in, omega, rows), own)
-        assert not torch.equal(down.chunk.upstream_readout(h_in, omega), own)  # what the old code used
+        assert not torch.equal(down.chunk.upstream_readout(h_in, omega), own)  # the plain head's
         x = h_in
+
+
+@pytest.mark.parametrize("readout", ["top:2", "top-lora:2"])
+def test_a_top_readout_reads_through_copies_of_the_models_top_layers_and_the_last_chunk_through_the_head(
+        split_model, readout):
+    model, chunks = split_model(3, readout=readout, boundaries=(1, 2))
+    first, last = chunks[0], chunks[-1]
+    assert last.readout_top is None and not last.ships_readout  # its output is the model's top
+    assert list(first.readout_top.layers) == ["2", "3"]
+    assert all(t is not l for t, l in zip(first.readout_top.layers.values(), last.layers.values()))
+    assert first.readout_top.layers["2"] is not chunks[1].readout_top.layers["2"]  # each chunk its own copy
+    lora = {n for n in first.trainable_state() if n.startswith("readout_top.")}
+    assert bool(lora) == (readout == "top-lora:2")
+    if lora:  # seeded apart from the last chunk's own LoRA on the same layers
+        a = first.trainable_state()["readout_top.layers.3.self_attn.q_proj.lora_A.default.weight"]
+        assert not torch.equal(a, last.trainable_state()["layers.3.self_attn.q_proj.lora_A.default.weight"])
+    # at the start (LoRA B = 0) the readout is the frozen model's top: chunk 0's readout of the
+    # last chunk's input equals the model's own output there
+    mb = make_batch(model.config.vocab_size)
+    omega, _ = answer_positions(mb)
+    h = mb["input_ids"]
+    for c in chunks[:2]:
+        h = c(h, mb["attention_mask"])
+    with torch.no_grad():
+        expected = last.readout(last(h, mb["attention_mask"]), omega)
+        assert torch.allclose(chunks[1].readout(h, omega, mb["attention_mask"]), expected, atol=1e-5)
+
+
+def test_top_with_no_layers_is_the_plain_head(split_model):
+    model, head = split_model(3)
+    _, top0 = split_model(3, readout="top:0")
+    mb = make_batch(model.config.vocab_size)
+    omega, _ = answer_positions(mb)
+    for a, b in zip(head, top0):
+        assert b.readout_top is None and not b.ships_readout and not b.receives_readout
+        assert a.trainable_state().keys() == b.trainable_state().keys()
+        h = torch.randn(4, 16, model.config.hidden_size)
+        assert torch.equal(a.readout(h, omega), b.readout(h, omega, mb["attention_mask"]))
 
 
 def test_message_without_adapters_is_the_hidden_state_itself(split_model):

@@ -22,7 +22,7 @@ CONFIGS = [
     RunConfig(),
     RunConfig(out="runs/somewhere"),  # out is not written: it reads back unset
     RunConfig(model=ModelConfig(lora_targets=("q_proj", "k_proj", "v_proj", "o_proj"), boundaries=(2, 5),
-                                readout_adapter="affine", lora_alpha=8.0),
+                                readout="affine", lora_alpha=8.0),
               objective=ObjectiveConfig(alpha=(1.0, 0.5, 0.25), consistency="forward"),
               train=TrainConfig(stages=3, lr=1e-4, weight_decay=0.01, eval_every=50, final_eval=False)),
     RunConfig(objective=ObjectiveConfig(alpha_ramp="cosine:0.5->1"), data=DataConfig(dataset="csv:data/ag news.csv")),
@@ -179,3 +179,12 @@ def test_every_run_writes_a_config_toml_that_reproduces_it(tmp_path, started):
     run.prepare_fresh(dataclasses.replace(FILED, out=str(run.path)), overwrite=False).release()
     again = config_run_by(["--config", str(run.config_toml), "--out", str(tmp_path / "again")])
     assert again == dataclasses.replace(FILED, out=str(tmp_path / "again"))
+
+
+@pytest.mark.parametrize("written,readout", [(True, "mlp"), (False, "head"), ("none", "head"), ("affine", "affine"),
+                                             ("mlp", "mlp")])
+def test_a_config_of_an_earlier_version_reads_its_readout_adapter_as_the_readout(written, readout):
+    """config.json / config.toml written before --readout held readout_adapter (once a bool)."""
+    assert RunConfig.from_dict({"model": {"readout_adapter": written}}).model.readout == readout
+    if not isinstance(written, bool):
+        assert loads(f'[model]\nreadout_adapter = "{written}"\n').model.readout == readout

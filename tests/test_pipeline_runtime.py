@@ -176,25 +176,40 @@ def test_a_stop_after_the_last_step_ends_stopped_and_resume_only_evaluates(tmp_p
     assert metrics.per_stage == trained["per_stage"] and metrics.curves == trained["curves"]
 
 
-def test_pipeline_zerolock_with_readout_adapters_equals_reference_bitwise(tmp_path):
-    """The upstream's adapted readout rows travel with h (and are counted in bytes_sent): the
-    pipeline still performs exactly the reference's operations."""
+@pytest.mark.parametrize("method,readout", [("zerolock", "mlp"), ("zerolock", "affine"), ("zerolock", "top:2"),
+                                            ("zerolock", "top-lora:2"), ("terminal", "head"), ("1f1b", "affine")])
+def test_pipeline_equals_the_reference_bitwise_for_each_readout_and_terminal(tmp_path, method, readout):
+    """A readout other than the head ships its rows at Ω with h (counted in bytes_sent; the last chunk
+    ships nothing): the pipeline still performs exactly the reference's operations. terminal: only the last
+    chunk trains, the others keep their initial weights and send the hidden state alone. 1f1b with an
+    affine readout: BP given the readout's parameters on its last chunk (the fair control of a readout)."""
     from zerolock_core.config import replace
     from zerolock_core.run_setup import build_run_setup
 
-    ref_cfg = replace(cfg_for(tmp_path / "ref", runtime="reference", method="zerolock", stages=2),
-                      model={"readout_adapter": "mlp"})
+    def config(name, runtime):
+        reference_method = "bp" if runtime == "reference" and method == "1f1b" else method
+        return replace(cfg_for(tmp_path / name, runtime=runtime, method=reference_method, stages=3),
+                       model={"readout": readout, "boundaries": (3, 6)}, train={"final_eval": runtime == "reference"})
+
+    ref_cfg = config("ref", "reference")
     train_reference(ref_cfg, progress=False)
-    got = train(replace(cfg_for(tmp_path / "pipe", runtime="pipeline", method="zerolock", stages=2),
-                                 model={"readout_adapter": "mlp"}), progress=False)
+    got = train(config("pipe", "pipeline"), progress=False)
     ref, pipe = weights(tmp_path, "ref"), weights(tmp_path, "pipe")
-    assert any("readout_adapter" in name for name in ref[1])
     for k in ref:
         assert ref[k].keys() == pipe[k].keys()
         for name in ref[k]:
             assert torch.equal(ref[k][name], pipe[k][name]), (k, name)
+    start = {k: chunk.trainable_state() for k, chunk in enumerate(build_run_setup(ref_cfg).chunks)}
+    trained = [k for k in ref if any(not torch.equal(ref[k][n], start[k][n]) for n in ref[k])]
+    assert trained == ([2] if method == "terminal" else [0, 1, 2])
+    if readout not in ("head", "mlp", "affine"):
+        assert any(name.startswith("readout_top.") for name in ref[0]) == (readout == "top-lora:2")
+    if method == "1f1b":  # the readout on the last chunk only: the earlier ones read through the head
+        assert [any(n.startswith("readout_adapter.") for n in ref[k]) for k in ref] == [False, False, True]
+        return
     setup = build_run_setup(ref_cfg)
     rows = sum(int((mb["labels"] != -100).sum()) for step in range(STEPS) for mb in setup.microbatches(step))
     hidden = 128
     h_bytes = (BATCH // M) * SEQ * hidden * 4 * STEPS * M
-    assert [s["bytes_sent"] for s in got.per_stage] == [h_bytes + rows * hidden * 4, 0]
+    row_bytes = 0 if readout == "head" else rows * hidden * 4
+    assert [s["bytes_sent"] for s in got.per_stage] == [h_bytes + row_bytes] * 2 + [0]

@@ -160,7 +160,7 @@ def chunk_readouts(chunks: Sequence[Any], batch: dict[str, "torch.Tensor"]) -> C
         x = batch["input_ids"]
         for chunk in chunks:
             x = chunk(x, batch["attention_mask"])
-            logits.append(chunk.readout(x, omega))
+            logits.append(chunk.readout(x, omega, batch["attention_mask"]))
     ps = torch.stack([torch.log_softmax(z.double(), dim=-1).exp() for z in logits]).numpy()
     ps = ps / ps.sum(axis=-1, keepdims=True)
     return ChunkReadouts(ps=ps, targets=targets.numpy().astype(np.int64),

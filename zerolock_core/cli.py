@@ -18,6 +18,7 @@ from .preflight import preflight
 from .run_dir import RunDir
 from .run_fields import RUN_FIELDS, SECTIONS, RunField
 from .setting import value_text
+from .readout_spec import READOUT_CHOICES
 from .stop_signals import StopSignals
 
 if TYPE_CHECKING:
@@ -82,6 +83,15 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
         if f.group not in groups:
             groups[f.group] = p.add_argument_group(f.group)
         groups[f.group].add_argument(f.setting.flag, **_flag_arguments(f))
+    p.add_argument("--readout-adapter", nargs="?", action=_ReadoutAdapterMoved, help=argparse.SUPPRESS)
+
+
+class _ReadoutAdapterMoved(argparse.Action):
+    """The flag of an earlier version: one line saying what took its place."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        raise ConfigError(f"--readout-adapter is now --readout: --readout {values or 'mlp'} "
+                          f"(the readouts: {READOUT_CHOICES})")
 
 
 def config_from_args(a: argparse.Namespace, *, out: str | None, base: RunConfig | None = None) -> RunConfig:

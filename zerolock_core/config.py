@@ -15,14 +15,14 @@ from typing import Any
 from .alpha_ramp import AlphaRamp
 from .field_words import (ConfigError, FieldError, check_field, microbatches_below_stages, not_divisible,
                           require as rule)
-from .run_fields import (CONSISTENCY_DIRECTIONS, LINK_PROFILE_NAMES, METHODS_BY_RUNTIME, READOUT_ADAPTERS,
-                         RUN_FIELDS, SECTIONS, WARM_STANDBY, DataConfig, LinkConfig, ModelConfig, ObjectiveConfig,
-                         TrainConfig)
+from .readout_spec import ReadoutSpec
+from .run_fields import (CONSISTENCY_DIRECTIONS, LINK_PROFILE_NAMES, LOCAL_METHODS, METHODS_BY_RUNTIME, RUN_FIELDS,
+                         SECTIONS, WARM_STANDBY, DataConfig, LinkConfig, ModelConfig, ObjectiveConfig, TrainConfig)
 
-__all__ = ["CONSISTENCY_DIRECTIONS", "FAILURE_MODES", "HEARTBEAT_INTERVAL_S", "LINK_PROFILE_NAMES",
-           "METHODS_BY_RUNTIME", "MIN_HEARTBEAT_TIMEOUT_S", "PIPEDREAM_REFUSAL", "READOUT_ADAPTERS", "WARM_STANDBY",
+__all__ = ["CONSISTENCY_DIRECTIONS", "FAILURE_MODES", "HEARTBEAT_INTERVAL_S", "LINK_PROFILE_NAMES", "LOCAL_METHODS",
+           "METHODS_BY_RUNTIME", "MIN_HEARTBEAT_TIMEOUT_S", "PIPEDREAM_REFUSAL", "WARM_STANDBY",
            "ConfigError", "DataConfig", "FailureSpec", "LinkConfig", "ModelConfig", "ObjectiveConfig", "RunConfig",
-           "TrainConfig", "replace", "validate"]
+           "TrainConfig", "replace", "upgrade_sections", "validate"]
 
 FAILURE_MODES = ("kill", "stop", "post-step", "mid-ckpt")
 HEARTBEAT_INTERVAL_S = 0.2  # how often a stage beats (runtime/heartbeat.py uses this)
@@ -82,15 +82,22 @@ class RunConfig:
                 raise ConfigError(f"unknown {cls.__name__} field(s): {', '.join(sorted(unknown))}")
             return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
 
-        # run directories written before a field was renamed or changed its kind
-        sections = {name: dict(d.get(name, {})) for name in SECTIONS}
-        model, objective = sections["model"], sections["objective"]
-        if isinstance(model.get("readout_adapter"), bool):
-            model["readout_adapter"] = "mlp" if model["readout_adapter"] else "none"
-        if "alpha_schedule" in objective:  # the α ramp's old name
-            objective.setdefault("alpha_ramp", objective.pop("alpha_schedule"))
+        sections = upgrade_sections({name: dict(d.get(name, {})) for name in SECTIONS})
         return RunConfig(**{name: tuples(SECTIONS[name], values) for name, values in sections.items()},
                          out=d.get("out"))
+
+
+def upgrade_sections(sections: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The sections of a config written before a field was renamed or changed its kind (a run directory's
+    config.json, a config.toml), in today's names; changed in place and returned."""
+    model, objective = sections.setdefault("model", {}), sections.setdefault("objective", {})
+    if "readout_adapter" in model:  # --readout-adapter none | mlp | affine (once a bool) became --readout
+        adapter = model.pop("readout_adapter")
+        adapter = ("mlp" if adapter else "none") if isinstance(adapter, bool) else adapter
+        model.setdefault("readout", "head" if adapter == "none" else adapter)
+    if "alpha_schedule" in objective:  # the α ramp's old name
+        objective.setdefault("alpha_ramp", objective.pop("alpha_schedule"))
+    return sections
 
 
 def validate(cfg: RunConfig) -> None:
@@ -133,9 +140,7 @@ def validate(cfg: RunConfig) -> None:
         rule(t.method == "zerolock", "alpha_ramp", lambda w: f"{w.name('alpha_ramp')} belongs to ZeroLock's local "
                                                              f"objective; {w.value('method', t.method)} has no α")
     rule(len(m.lora_targets) >= 1, "lora_targets", lambda w: f"{w.name('lora_targets')} needs at least one module name")
-    rule(m.readout_adapter == "none" or t.method == "zerolock", "readout_adapter",
-         lambda w: f"{w.name('readout_adapter')} belongs to ZeroLock's local objective; "
-                   f"{w.value('method', t.method)} has no local readout")
+    _check_readout(m.readout, t.method)
     if m.boundaries is not None:
         b = m.boundaries
         rule(len(b) == t.stages - 1, "boundaries",
@@ -143,6 +148,19 @@ def validate(cfg: RunConfig) -> None:
                        f"{w.value('stages', t.stages)} needs {t.stages - 1}")
         rule(all(x > 0 for x in b) and list(b) == sorted(set(b)), "boundaries",
              lambda w: f"{w.value('boundaries', list(b))} must be strictly increasing layer indices > 0")
+
+
+def _check_readout(text: str, method: str) -> None:
+    """--readout: a known readout, and one the method reads through. BP and terminal train the last chunk
+    only, which reads a top readout through the head alone: there a top readout would change nothing."""
+    try:
+        spec = ReadoutSpec.parse(text)
+    except ValueError as err:
+        raise FieldError("readout", lambda w: f"{w.name('readout')}: {err}") from None
+    rule(method == "zerolock" or not spec.is_top, "readout",
+         lambda w: f"{w.value('readout', text)} is a readout of ZeroLock's chunks before the last; "
+                   f"{w.value('method', method)} trains only the last chunk, which reads through the head "
+                   f"(choose head, affine or mlp)")
 
 
 def _check_failures(t: TrainConfig) -> None:

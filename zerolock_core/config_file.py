@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .atomic_files import write_text_atomic
-from .config import ConfigError, RunConfig
+from .config import ConfigError, RunConfig, upgrade_sections
 from .field_words import FILE, render
 from .run_fields import RUN_FIELDS, SECTIONS
 
@@ -68,7 +68,8 @@ def loads(text: str, *, source: str = "config") -> RunConfig:
         if key not in SECTIONS or not isinstance(value, dict):
             raise ConfigError(f"{source}: {key!r} is not a table of a run config; the tables are "
                               f"{', '.join(f'[{name}]' for name in SECTIONS)}")
-    sections = {name: _section(source, name, data.get(name, {})) for name in SECTIONS}
+    tables = upgrade_sections({name: dict(data.get(name, {})) for name in SECTIONS})  # a file of an earlier version
+    sections = {name: _section(source, name, tables[name]) for name in SECTIONS}
     try:
         return RunConfig(**sections)
     except ConfigError as err:

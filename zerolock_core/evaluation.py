@@ -72,7 +72,7 @@ def evaluate_chunks(chunks: list[Chunk], split, label_first_tokens: torch.Tensor
         x = batch.mb["input_ids"]
         for chunk, score in zip(chunks, scores):
             x = chunk(x, batch.mb["attention_mask"])
-            score.add(chunk.readout(x, batch.omega), batch, label_first_tokens)
+            score.add(chunk.readout(x, batch.omega, batch.mb["attention_mask"]), batch, label_first_tokens)
         scored += batch.mb["input_ids"].shape[0]
         if progress is not None:
             progress(scored, total)

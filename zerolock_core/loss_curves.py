@@ -16,6 +16,14 @@ from typing import Any, Iterable
 from .metrics import MAX_CURVE_POINTS
 
 SERIES = ("loss", "task", "consistency")
+GLOBAL = "global"  # the one curve of a backprop run: the model's loss
+
+
+def curve_name(method: str, chunk: int) -> str:
+    """The curve of chunk `chunk`'s losses: its own under a local method, the model's under backprop."""
+    from .run_fields import LOCAL_METHODS
+
+    return f"chunk{chunk}" if method in LOCAL_METHODS else GLOBAL
 
 
 def _mean(values: Iterable[float | None]) -> float | None:

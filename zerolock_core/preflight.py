@@ -29,10 +29,10 @@ def preflight(cfg: RunConfig) -> None:
         k = cfg.train.stages
         require(k <= layers, "stages",
                 lambda w: f"{w.value('stages', k)} must be between 1 and the model's {layers} layers")
-        if cfg.model.boundaries is not None:
-            from .chunks import chunk_bounds
+        from .chunks import check_readout_fits, chunk_bounds
 
-            chunk_bounds(layers, k, cfg.model.boundaries)  # its rule and its message (they name --boundaries)
+        # their rules and their messages (they name --boundaries, --readout)
+        check_readout_fits(cfg.model.readout, chunk_bounds(layers, k, cfg.model.boundaries))
     check_dataset(cfg.data.dataset)
 
 

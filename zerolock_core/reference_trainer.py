@@ -14,11 +14,10 @@ from typing import Any, Callable
 
 import torch
 
-from .alpha_ramp import alpha_by_step
 from .artifacts import save_final_weights
-from .config import RunConfig
+from .config import LOCAL_METHODS, RunConfig
 from .evaluation import evaluate_chunks
-from .loss_curves import LossCurves, summarise, write_curves
+from .loss_curves import GLOBAL, LossCurves, curve_name, summarise, write_curves
 from .metrics import Metrics, eval_record
 from .run_dir import RunDir
 from .run_setup import RunSetup, build_run_setup
@@ -27,11 +26,7 @@ from .threads import pin_threads
 
 
 def make_workers(setup: RunSetup) -> list[StageWorker]:
-    cfg = setup.cfg
-    return [StageWorker(chunk=c, alpha=cfg.objective.alpha_for(c.index), consistency=cfg.objective.consistency,
-                        microbatches=cfg.train.microbatches, lr=cfg.train.lr, weight_decay=cfg.train.weight_decay,
-                        alpha_at=alpha_by_step(cfg, c.index))
-            for c in setup.chunks]
+    return [StageWorker.of_run(c, setup.cfg) for c in setup.chunks]
 
 
 def zerolock_microbatch(workers: list[StageWorker], mb: dict[str, torch.Tensor]) -> list[StepLoss]:
@@ -79,7 +74,7 @@ def _train(cfg: RunConfig, *, progress: bool, on_step: Callable[[int, dict[str, 
     workers = make_workers(setup)
     setup_s = time.perf_counter() - t_begin
     method, steps = cfg.train.method, cfg.train.steps
-    names = [f"chunk{k}" for k in range(len(workers))] if method == "zerolock" else ["global"]
+    names = list(dict.fromkeys(curve_name(method, k) for k in range(len(workers))))  # one "global" under BP
     curves = LossCurves(names=names)
     history: list[dict[str, Any]] = []
 
@@ -91,11 +86,11 @@ def _train(cfg: RunConfig, *, progress: bool, on_step: Callable[[int, dict[str, 
             break
         per_chunk: dict[str, list[StepLoss]] = {n: [] for n in names}
         for mb in setup.microbatches(step):
-            if method == "zerolock":
+            if method in LOCAL_METHODS:
                 for name, loss in zip(names, zerolock_microbatch(workers, mb)):
                     per_chunk[name].append(loss)
             else:
-                per_chunk["global"].append(bp_microbatch(workers, mb))
+                per_chunk[GLOBAL].append(bp_microbatch(workers, mb))
         for w in workers:
             w.optimizer_step()
         done = step + 1

@@ -14,17 +14,34 @@ from dataclasses import dataclass
 from typing import Any
 
 from .arg_types import bytes_arg, floats_arg, ints_arg, names_arg
+from .readout_spec import READOUT_CHOICES
 from .setting import Setting, setting, setting_of
 from .threads import DEFAULT_THREADS
 
 METHODS_BY_RUNTIME = {
-    "reference": ("bp", "zerolock"),
-    "pipeline": ("zerolock", "gpipe", "1f1b", "pipedream"),
+    "reference": ("bp", "zerolock", "terminal"),
+    "pipeline": ("zerolock", "terminal", "gpipe", "1f1b", "pipedream"),
 }
+# the methods whose chunks train on losses of their own, no gradient crossing a boundary, on ZeroLock's
+# schedule (early forwarding): zerolock; terminal, its control, where only the last chunk trains
+LOCAL_METHODS = ("zerolock", "terminal")
+
+
+def schedule_of(method: str) -> str:
+    """The pipeline schedule a method runs (schedule/builders.py): the local methods run ZeroLock's."""
+    return "zerolock" if method in LOCAL_METHODS else method
+
+
+def chunk_trains(method: str, *, last: bool) -> bool:
+    """Whether a chunk's weights train: every chunk's but those of terminal before its last chunk."""
+    return method != "terminal" or last
+
+
+def every_chunk_trains(method: str) -> bool:
+    """zerolock trains every chunk on a local loss of its own; BP and terminal train through the last
+    chunk's loss alone (terminal: that chunk only, the others run forward)."""
+    return method == "zerolock"
 CONSISTENCY_DIRECTIONS = ("reverse", "forward")
-# none | mlp: the paper's option (b), a residual MLP before the frozen head | affine: a tuned-lens
-# style translator h + A h + b (both the identity at initialisation)
-READOUT_ADAPTERS = ("none", "mlp", "affine")
 WARM_STANDBY = ("auto", "on", "off")
 LINK_PROFILE_NAMES = ("none", "local", "wifi", "mobile", "constrained", "custom")
 FAULT_TOLERANCE = "fault tolerance (pipeline)"  # a --help group of train's fields
@@ -42,12 +59,13 @@ class ModelConfig:
     lora_alpha: float = setting(16.0, flag="--lora-alpha", above=0, help="LoRA scaling numerator (scale = alpha / r)")
     lora_targets: tuple[str, ...] = setting(("q_proj", "v_proj"), flag="--lora-targets", parse=names_arg,
                                             help="comma-separated module names")
-    readout_adapter: str = setting(
-        "none", flag="--readout-adapter", choices=READOUT_ADAPTERS, const="mlp",
-        help="train an adapter before each chunk's frozen readout head: mlp (the paper's option (b), the default "
-             "when the flag has no value) or affine (tuned-lens style)")
+    readout: str = setting(
+        "head", flag="--readout", label="readout", metavar=READOUT_CHOICES,
+        help="how each chunk reads its hidden state out (readout_spec.py): head (the paper's frozen norm + head), "
+             "affine (tuned-lens translator) or mlp (the paper's option (b)) before it, top:N (through the model's "
+             "own frozen top N layers) or top-lora:N (those layers with LoRA of the chunk's own)")
     readout_adapter_hidden: int = setting(64, flag="--readout-adapter-hidden", minimum=1,
-                                          help="inner width of the mlp readout adapter")
+                                          help="inner width of the mlp readout")
     # first layer of chunks 2..K; None = an even split
     boundaries: tuple[int, ...] | None = setting(
         None, flag="--boundaries", parse=ints_arg, label="chunk boundaries",
@@ -85,7 +103,9 @@ class TrainConfig:
     runtime: str = setting("reference", flag="--runtime", choices=tuple(METHODS_BY_RUNTIME),
                            help="reference: one process; pipeline: one process per stage over torch.distributed")
     method: str = setting("zerolock", flag="--method", label="method",
-                          help="reference: bp | zerolock; pipeline: zerolock | gpipe | 1f1b | pipedream")
+                          help="reference: bp | zerolock | terminal; pipeline: zerolock | terminal | gpipe | 1f1b | "
+                               "pipedream (terminal: only the last chunk trains, on the task loss; the others "
+                               "run forward only)")
     stages: int = setting(2, flag="--stages", label="stages K", symbol="K", minimum=1,
                           help="K, the number of chunks / pipeline stages")
     batch: int = setting(8, flag="--batch", label="batch b", symbol="b", minimum=1,

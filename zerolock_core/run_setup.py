@@ -34,7 +34,9 @@ def build_run_setup(cfg: RunConfig, *, stage: int | None = None) -> RunSetup:
     """With `stage`, `chunks` holds only that chunk and only its weights were read from disk:
     its layers, the norm + head, and the embedding on stage 0."""
     from . import data
-    from .chunks import chunk_bounds
+    from .chunks import chunk_bounds, top_layer_indices
+    from .readout_spec import ReadoutSpec
+    from .run_fields import every_chunk_trains
 
     task = data.load_task(cfg.data.dataset, seed=DATA_SEED)
     tokenizer = load_tokenizer(cfg.model.model)
@@ -46,9 +48,12 @@ def build_run_setup(cfg: RunConfig, *, stage: int | None = None) -> RunSetup:
 
         layers = AutoConfig.from_pretrained(resolve_model(cfg.model.model)).num_hidden_layers
         first, end = chunk_bounds(layers, cfg.train.stages, cfg.model.boundaries)[stage]
-        keep = Keep(first=first, end=end, embedding=stage == 0)
+        readout = ReadoutSpec.parse(cfg.model.readout).of_chunk(
+            stage, cfg.train.stages, every_chunk_trains=every_chunk_trains(cfg.train.method))
+        keep = Keep(first=first, end=end, embedding=stage == 0, also=tuple(top_layer_indices(layers, readout)))
     model = load_causal_lm(cfg.model.model, keep=keep)
-    chunks = build_chunks(model, cfg.model, stages=cfg.train.stages, seed=cfg.train.seed, only=stage)
+    chunks = build_chunks(model, cfg.model, stages=cfg.train.stages, seed=cfg.train.seed, only=stage,
+                          method=cfg.train.method)
     enc = dict(tokenizer=tokenizer, cue=task.cue, label_words=task.label_words, seq_len=cfg.data.seq_len)
     train = data.encode_split(task.train, **enc)
     eval_ = data.encode_split(task.eval, **enc)

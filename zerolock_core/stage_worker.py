@@ -6,13 +6,16 @@ methods, so a pipeline run and a reference run perform the same floating-point o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import torch
 
 from . import boundary
 from .chunks import Chunk
 from .objectives import LocalLoss, local_loss, task_cross_entropy
+
+if TYPE_CHECKING:
+    from .config import RunConfig
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -31,25 +34,42 @@ def answer_positions(mb: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.T
 
 class StageWorker:
     def __init__(self, *, chunk: Chunk, alpha: float, consistency: str, microbatches: int,
-                 lr: float, weight_decay: float, alpha_at: Callable[[int], float] | None = None) -> None:
+                 lr: float, weight_decay: float, alpha_at: Callable[[int], float] | None = None,
+                 trains: bool = True, agrees_with_upstream: bool = True) -> None:
         self.chunk = chunk
         self.alpha = alpha
         self.alpha_at = alpha_at  # α by optimizer step (an α ramp); None = the constant `alpha`
         self.consistency = consistency
         self.microbatches = microbatches
+        # terminal's chunks before the last: forward only, their weights as initialised; their readout's
+        # task loss is still measured (no gradient), so their curves show what a frozen chunk reads
+        self.trains = trains
+        self.agrees_with_upstream = agrees_with_upstream  # the consistency term (not terminal's last chunk)
         self.params = [p for p in chunk.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(self.params, lr=lr, weight_decay=weight_decay, foreach=False)
         self.steps_done = 0
 
+    @classmethod
+    def of_run(cls, chunk: Chunk, cfg: "RunConfig") -> "StageWorker":
+        """The worker of `chunk` in a run of `cfg`: the same in the reference trainer and in a stage process."""
+        from .alpha_ramp import alpha_by_step
+        from .run_fields import chunk_trains, every_chunk_trains
+
+        t, local = cfg.train, every_chunk_trains(cfg.train.method)
+        return cls(chunk=chunk, alpha=cfg.objective.alpha_for(chunk.index), consistency=cfg.objective.consistency,
+                   microbatches=t.microbatches, lr=t.lr, weight_decay=t.weight_decay,
+                   alpha_at=alpha_by_step(cfg, chunk.index), trains=chunk_trains(t.method, last=chunk.is_last), agrees_with_upstream=local)
+
     def forward(self, mb: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
-        return self.chunk(x, mb["attention_mask"])
+        with torch.set_grad_enabled(self.trains and torch.is_grad_enabled()):  # a frozen chunk keeps nothing
+            return self.chunk(x, mb["attention_mask"])
 
     # ---- what crosses the boundary (ZeroLock) ----------------------------------------------
     def outgoing(self, mb: dict[str, torch.Tensor], h_out: torch.Tensor) -> torch.Tensor:
         """The message to the next stage, detached: the hidden state, and with a readout adapter
         also this chunk's adapted rows at Ω, so the next chunk's target is this chunk's readout."""
         h = h_out.detach()
-        rows = self.chunk.readout_rows(h, answer_positions(mb)[0])
+        rows = self.chunk.readout_rows(h, answer_positions(mb)[0], mb["attention_mask"])
         return boundary.pack(h, rows)
 
     def incoming(self, mb: dict[str, torch.Tensor], message: torch.Tensor,
@@ -58,20 +78,25 @@ class StageWorker:
         return boundary.unpack(message, hidden_shape=hidden_shape, rows=self.upstream_rows(mb))
 
     def upstream_rows(self, mb: dict[str, torch.Tensor]) -> int:
-        """How many adapted rows the upstream ships (0 without readout adapters: the same config
-        gives every chunk one, or none)."""
-        return int(answer_positions(mb)[0].sum()) if self.chunk.readout_adapter is not None else 0
+        """How many readout rows the upstream ships with its hidden state (0 when its readout is the
+        plain head, or nothing here reads them)."""
+        return int(answer_positions(mb)[0].sum()) if self.chunk.receives_readout else 0
 
     def local_backward(self, mb: dict[str, torch.Tensor], h_in: torch.Tensor | None,
                        h_out: torch.Tensor, prev_rows: torch.Tensor | None = None) -> StepLoss:
         """ZeroLock: readout + local loss + backward into this chunk's parameters only.
         `h_in` is the detached upstream hidden state (None on chunk 0); `prev_rows` the upstream's
-        adapted readout rows when chunks have readout adapters."""
+        readout rows when its readout is not the plain head. A chunk that does not train measures
+        its loss and keeps its weights."""
         omega, targets = answer_positions(mb)
-        prev = None if h_in is None else self.chunk.upstream_readout(h_in, omega, prev_rows)
-        loss: LocalLoss = local_loss(logits=self.chunk.readout(h_out, omega), targets=targets,
-                                     prev_logits=prev, alpha=self.current_alpha(), direction=self.consistency)
-        (loss.total / self.microbatches).backward()
+        with torch.set_grad_enabled(self.trains):
+            prev = None if h_in is None or not self.agrees_with_upstream else \
+                self.chunk.upstream_readout(h_in, omega, prev_rows)
+            loss: LocalLoss = local_loss(logits=self.chunk.readout(h_out, omega, mb["attention_mask"]),
+                                         targets=targets, prev_logits=prev, alpha=self.current_alpha(),
+                                         direction=self.consistency)
+        if self.trains:
+            (loss.total / self.microbatches).backward()
         return _detach(loss)
 
     def current_alpha(self) -> float:
@@ -80,7 +105,7 @@ class StageWorker:
     def bp_loss_backward(self, mb: dict[str, torch.Tensor], h_out: torch.Tensor) -> StepLoss:
         """Last stage of a BP pipeline: the ordinary task loss at the final readout."""
         omega, targets = answer_positions(mb)
-        loss = task_cross_entropy(self.chunk.readout(h_out, omega), targets)
+        loss = task_cross_entropy(self.chunk.readout(h_out, omega, mb["attention_mask"]), targets)
         (loss / self.microbatches).backward()
         value = float(loss.detach())
         return StepLoss(total=value, task=value, consistency=None)

@@ -22,10 +22,12 @@ from ..config import ConfigError
 
 @dataclass(kw_only=True, frozen=True)
 class Keep:
-    """What a process materialises: decoder layers [first, end) and, optionally, the embedding."""
+    """What a process materialises: decoder layers [first, end), `also` these layers (a top readout's),
+    and, optionally, the embedding."""
     first: int
     end: int
     embedding: bool
+    also: tuple[int, ...] = ()
 
 
 def safetensors_files(directory: Path) -> dict[str, Path]:
@@ -55,11 +57,13 @@ def load_partial(directory: Path, keep: Keep, *, dtype: torch.dtype) -> nn.Modul
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa", dtype=dtype)
     base = model.model
-    if not 0 <= keep.first < keep.end <= len(base.layers):
-        raise ConfigError(f"layers {keep.first}..{keep.end - 1} are not in the model's {len(base.layers)}")
+    if not 0 <= keep.first < keep.end <= len(base.layers) or not all(0 <= i < len(base.layers) for i in keep.also):
+        raise ConfigError(f"layers {keep.first}..{keep.end - 1} (and {list(keep.also)}) are not all in the model's "
+                          f"{len(base.layers)}")
 
     tied = bool(getattr(config, "tie_word_embeddings", False))
-    wanted: dict[str, nn.Module] = {f"model.layers.{i}": base.layers[i] for i in range(keep.first, keep.end)}
+    wanted: dict[str, nn.Module] = {f"model.layers.{i}": base.layers[i]
+                                    for i in sorted({*range(keep.first, keep.end), *keep.also})}
     wanted["model.norm"] = base.norm
     if keep.embedding:
         wanted["model.embed_tokens"] = base.embed_tokens

@@ -19,6 +19,7 @@ from typing import Callable, Iterable, Iterator
 import torch
 import torch.distributed as dist
 
+from ..run_fields import LOCAL_METHODS
 from ..schedule import Action, Kind
 from ..stage_worker import StageWorker, StepLoss
 from ..telemetry import ActivationMeter, Event, EventWriter
@@ -82,7 +83,7 @@ class Executor:
         self.wiring, self.events, self.poll, self.on_step = wiring, events, poll, on_step
         self.device, self.depth, self.memory_budget_bytes = device, depth, memory_budget_bytes
         self.ft = durability
-        self.bp = method != "zerolock"
+        self.bp = method not in LOCAL_METHODS
         self.meter = ActivationMeter([*worker.chunk.parameters(), *worker.chunk.buffers()])
         self.stash = WeightStash(worker.chunk, meter=self.meter) if method == "pipedream" else None
         self.counters = StageCounters()
@@ -202,8 +203,8 @@ class Executor:
             if (a.kind, a.microbatch) in self.posted:
                 continue
             shape = self.hidden_shape
-            if a.kind == Kind.RF and not self.bp and self.worker.chunk.readout_adapter is not None:
-                # with readout adapters, the upstream's adapted rows travel with h
+            if a.kind == Kind.RF and not self.bp and self.worker.chunk.receives_readout:
+                # the upstream's readout rows travel with h
                 shape = boundary.message_shape(shape, self.worker.upstream_rows(self.data(a.microbatch)))
             buf = torch.empty(shape, device=self.device)
             link, kind = (self.prev, HIDDEN) if a.kind == Kind.RF else (self.next, GRAD)

@@ -10,7 +10,7 @@ from typing import Any, Callable
 from ..artifacts import final_weight_steps
 from ..config import RunConfig
 from ..atomic_files import read_json, read_json_lines
-from ..loss_curves import from_step_losses, summarise, write_curves
+from ..loss_curves import curve_name, from_step_losses, summarise, write_curves
 from ..metrics import Metrics
 from ..run_dir import RunDir
 from ..telemetry import read_events, write_chrome_trace
@@ -76,7 +76,7 @@ def record(cfg: RunConfig, rd: RunDir, end: Ending) -> Metrics:
     for s in range(K):
         losses = read_losses(rd.stage_losses(s))
         if losses:
-            curves.append(from_step_losses(f"chunk{s}" if cfg.train.method == "zerolock" else "global", losses))
+            curves.append(from_step_losses(curve_name(cfg.train.method, s), losses))
     write_curves(rd.curves, curves)
     summary, note = summarise(curves)
     return Metrics(

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..config import PIPEDREAM_REFUSAL
+from ..config import LOCAL_METHODS, PIPEDREAM_REFUSAL
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -86,7 +86,7 @@ def decide(obs: Observed) -> Decision:
                                                    f"{v.restarts} restart(s); --max-restarts is {obs.max_restarts}")
     if obs.method == "pipedream":
         return Decision(action="fail", reason=PIPEDREAM_REFUSAL)
-    if obs.method == "zerolock":
+    if obs.method in LOCAL_METHODS:
         local = _local(obs)
         if local.action == "local":
             return local

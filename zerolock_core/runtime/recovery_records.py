@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import torch.distributed as dist
 
-from ..config import FailureSpec, RunConfig
+from ..config import LOCAL_METHODS, FailureSpec, RunConfig
 from ..run_dir import RunDir
 from . import protocol
 
@@ -80,7 +80,7 @@ class RecoveryBook:
         self._open[stage] = {"stage": stage, "mode": mode, "failure": label, "kind": "global", "reason": reason,
                              "t_fail": t_fail, "t_detect": t_detect, "rollback_step": rollback_step,
                              "frontier_step": frontier_step, "gen": gen,
-                             "fallback": self.cfg.train.method == "zerolock"}
+                             "fallback": self.cfg.train.method in LOCAL_METHODS}
 
     def close_all_open(self, why: str) -> list[dict[str, Any]]:
         """Every record, the open ones closed as interrupted (`why`): the run ends during a recovery."""

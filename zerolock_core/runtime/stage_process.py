@@ -26,10 +26,10 @@ import torch.distributed as dist
 from ..artifacts import save_final_weights
 from ..atomic_files import write_json_atomic
 from ..run_dir import RunDir
-from ..config import FailureSpec, RunConfig
+from ..config import LOCAL_METHODS, FailureSpec, RunConfig
+from ..run_fields import schedule_of
 from ..threads import threads_for
 from ..schedule import Action, iter_stage_actions
-from ..alpha_ramp import alpha_by_step
 from ..stage_worker import StageWorker
 from ..telemetry import Event, EventWriter
 from ..telemetry.lifecycle import StartupClock, write_lifecycle
@@ -173,9 +173,7 @@ def build(cfg: RunConfig, launch: StageLaunch, store: dist.Store) -> Built:
     chunk = setup.chunks[0].to(device)
     setup.chunks = [chunk]
     gc.collect()
-    worker = StageWorker(chunk=chunk, alpha=cfg.objective.alpha_for(launch.stage),
-                         consistency=cfg.objective.consistency, microbatches=t.microbatches, lr=t.lr,
-                         weight_decay=t.weight_decay, alpha_at=alpha_by_step(cfg, launch.stage))
+    worker = StageWorker.of_run(chunk, cfg)
     shape = (t.batch // t.microbatches, cfg.data.seq_len, chunk.config.hidden_size)
     store.set(protocol.HIDDEN_BYTES, str(shape[0] * shape[1] * shape[2] * 4))
     return Built(cfg=cfg, device=device, setup=setup, worker=worker, hidden_shape=shape,
@@ -282,7 +280,7 @@ def stage_actions(cfg: RunConfig, stage: int, start_step: int) -> Iterator[Actio
         return iter(())
     assert t.ckpt_every == 0 or start_step % t.ckpt_every == 0, "restores happen at checkpoint steps"
     offset = start_step * t.microbatches
-    actions = iter_stage_actions(t.method, stage=stage, stages=t.stages, microbatches=t.microbatches,
+    actions = iter_stage_actions(schedule_of(t.method), stage=stage, stages=t.stages, microbatches=t.microbatches,
                                  windows=t.steps - start_step, checkpoint_every=t.ckpt_every)
     if offset == 0:
         return actions
@@ -308,7 +306,7 @@ def _run_stage(cfg: RunConfig, launch: StageLaunch, store: dist.Store, heartbeat
         durability = Durability(store=store, generation=launch.generation, checkpoints=r.checkpoints,
                                 injection=FaultInjection(store=store, stage=stage, run_dir=RunDir(launch.run_dir),
                                                          failures=tuple(map(FailureSpec.parse, t.failures))),
-                                local_recovery=launch.coordinated and t.method == "zerolock", replay=replay,
+                                local_recovery=launch.coordinated and t.method in LOCAL_METHODS, replay=replay,
                                 replay_until=linked.replay_until, skip_sends_below=linked.skip_sends_below)
         if replay is not None:
             store.set(protocol.buffer_floor(stage), str(replay.floor))
