@@ -18,6 +18,7 @@ BENCHMARKS = {
     "throughput": ("benchmarks.throughput", "Fig. 6a: samples/s and active fraction vs K"),
     "links": ("benchmarks.links", "Fig. 6b: throughput per emulated link profile"),
     "quality": ("benchmarks.quality", "Fig. 3: accuracy and NLL curves, BP / 1F1B / ZeroLock variants"),
+    "depth": ("benchmarks.depth", "the gap to BP over K = 2..6 and what closes it: terminal, readouts, fair BP controls"),
     "readability": ("benchmarks.readability",
                     "the frozen head's readout after every layer (logit / tuned lens), where to cut chunks"),
     "stage-rss": ("benchmarks.stage_rss", "per-stage resident memory after loading, K = 1, 2, 3, 5"),

@@ -582,3 +582,23 @@ def test_a_readme_block_without_its_result_file_is_refused(tmp_path):
 
     with pytest.raises(ValueError, match="no result file"):
         regenerate("<!-- results: nothing-here -->\n<!-- /results: nothing-here -->\n", results=tmp_path)
+
+
+@pytest.mark.parametrize("stages,top,rank,expected", [
+    (3, 2, 4, 5),   # SmolLM2-135M: 30 layers + 2 chunks x 2 copied layers = 34 layers of r=4 -> r=5 on 30
+    (2, 0, 4, 4),   # no copied layers: the same rank
+    (6, 4, 4, 7),   # 30 + 5 x 4 = 50 layers of r=4 -> 200/30 -> 7
+])
+def test_the_rank_matched_bp_control_trains_at_least_as_many_parameters_as_top_lora(stages, top, rank, expected):
+    from types import SimpleNamespace
+
+    from benchmarks.depth import lora_params_per_layer, matched_rank
+
+    smollm2 = SimpleNamespace(hidden_size=576, num_attention_heads=9, num_key_value_heads=3, intermediate_size=1536,
+                              num_hidden_layers=30)
+    targets = ("q_proj", "v_proj")
+    assert lora_params_per_layer(smollm2, targets, 1) == (576 + 576) + (576 + 192)
+    got = matched_rank(smollm2, stages=stages, top=top, rank=rank, targets=targets)
+    assert got == expected
+    zerolock = lora_params_per_layer(smollm2, targets, rank) * (30 + (stages - 1) * top)
+    assert lora_params_per_layer(smollm2, targets, got) * 30 >= zerolock > lora_params_per_layer(smollm2, targets, got - 1) * 30 or top == 0

@@ -1,0 +1,314 @@
+"""`zerolock bench depth`: how the gap to backprop grows with K, and what closes it.
+
+For every K and arm, `seeds` single-process reference runs (`zerolock train --runtime reference`, one
+thread each, `--jobs` of them side by side), each evaluated every `--eval-every` steps: label accuracy
+and NLL of every chunk's own readout over the steps. After training, on the final weights: δ_k per chunk
+(Proposition 1's chunk suboptimality on the eval readouts, the estimator of notebook 05), the cosine
+between each chunk's local-loss gradient and the BP gradient on its LoRA (gradient_alignment.py), and
+the arm's cost: trainable parameters, bytes per micro-batch across a boundary, seconds per step.
+
+Arms (one definition, `ARMS`): BP; terminal (only the last chunk trains); ZeroLock with the frozen head
+at α = 1 and 0.5; with an affine readout; through the model's top N layers (`top:N`) and with LoRA on
+them (`top-lora:N`); and the fair BP controls — BP given the affine readout on its last chunk, and BP
+with its LoRA rank raised until it trains at least as many parameters as `top-lora:N`.
+
+The study is resumable: a run whose `metrics.json` says finished with the same config is not run again,
+and each run's analysis is kept beside it (`analysis.json`), so the command can be stopped and rerun.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from zerolock_core.arg_types import ints_arg
+from zerolock_core.atomic_files import read_json, write_json_atomic
+from zerolock_core.config import DataConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig
+from zerolock_core.config_file import write_config_toml
+from zerolock_core.palette import method_colour, stage_colour
+from zerolock_core.readout_spec import ReadoutSpec
+from zerolock_core.run_dir import RunDir
+
+from . import plots
+from .experiment import Experiment
+from .presets import resolve_bench_model
+from .settings import BenchSettings, report_header
+from .table import markdown_table, preamble
+
+TOP = "{N}"  # an arm's readout with the top readouts' N still to fill in
+
+
+@dataclass(kw_only=True, frozen=True)
+class Arm:
+    method: str
+    alpha: float = 1.0
+    readout: str = "head"
+    rank_matched: bool = False  # BP with its LoRA rank raised to train as much as `top-lora:N`
+
+
+ARMS: dict[str, Arm] = {
+    "bp": Arm(method="bp"),
+    "terminal": Arm(method="terminal"),
+    "zerolock a=1": Arm(method="zerolock"),
+    "zerolock a=0.5": Arm(method="zerolock", alpha=0.5),
+    "zerolock a=1 affine": Arm(method="zerolock", readout="affine"),
+    f"zerolock a=1 top:{TOP}": Arm(method="zerolock", readout=f"top:{TOP}"),
+    f"zerolock a=1 top-lora:{TOP}": Arm(method="zerolock", readout=f"top-lora:{TOP}"),
+    "bp affine": Arm(method="bp", readout="affine"),
+    "bp rank-matched": Arm(method="bp", rank_matched=True),
+}
+DEFAULT_ARMS = tuple(ARMS)
+DECISIVE_ARMS = ("bp", "zerolock a=1", f"zerolock a=1 top-lora:{TOP}", "bp rank-matched")
+
+
+def arm_name(arm: str, top: int) -> str:
+    return arm.replace(TOP, str(top))
+
+
+def lora_params_per_layer(model_config: Any, targets: tuple[str, ...], rank: int) -> int:
+    """Trainable parameters LoRA of `rank` puts on one decoder layer of a Llama-style model."""
+    d, heads = model_config.hidden_size, model_config.num_attention_heads
+    kv = getattr(model_config, "num_key_value_heads", heads) * (d // heads)
+    inter = model_config.intermediate_size
+    shapes = {"q_proj": (d, d), "k_proj": (d, kv), "v_proj": (d, kv), "o_proj": (d, d),
+              "gate_proj": (d, inter), "up_proj": (d, inter), "down_proj": (inter, d)}
+    return sum(rank * (i + o) for i, o in (shapes[t] for t in targets))
+
+
+def matched_rank(model_config: Any, *, stages: int, top: int, rank: int, targets: tuple[str, ...]) -> int:
+    """The smallest LoRA rank with which BP trains at least the parameters of ZeroLock with `top-lora:top`:
+    its LoRA on every layer plus each chunk but the last's LoRA on its copy of the top layers."""
+    layers = model_config.num_hidden_layers
+    zerolock = lora_params_per_layer(model_config, targets, rank) * (layers + (stages - 1) * top)
+    return math.ceil(zerolock / lora_params_per_layer(model_config, targets, 1) / layers)
+
+
+def run_config(settings: BenchSettings, arm: Arm, *, stages: int, top: int, seed: int, batch: int,
+               microbatches: int, eval_every: int, eval_size: int, rank: int, dataset: str, out: Path) -> RunConfig:
+    from zerolock_core.loading import resolve_model
+
+    model = resolve_bench_model(settings.model)
+    targets = ("q_proj", "v_proj")
+    if arm.rank_matched:
+        from transformers import AutoConfig
+
+        rank = matched_rank(AutoConfig.from_pretrained(resolve_model(model)), stages=stages, top=top, rank=rank,
+                            targets=targets)
+    return RunConfig(
+        model=ModelConfig(model=model, readout=arm.readout.replace(TOP, str(top)), lora_rank=rank,
+                          lora_alpha=4.0 * rank, lora_targets=targets),  # scale α/r = 4 in every arm
+        data=DataConfig(dataset=dataset, seq_len=settings.seq_len, eval_size=eval_size),
+        objective=ObjectiveConfig(alpha=(arm.alpha,)),
+        train=TrainConfig(runtime="reference", method=arm.method, stages=stages, batch=batch,
+                          microbatches=microbatches, steps=settings.steps, lr=settings.lr, seed=seed,
+                          eval_every=eval_every, threads=1, device=settings.device),
+        out=str(out))
+
+
+def _finished_with(cfg: RunConfig) -> bool:
+    rd = RunDir(cfg.out)
+    if not rd.metrics.exists():
+        return False
+    m = rd.read_metrics()
+    return m.state == "finished" and RunConfig.from_dict(m.config) == cfg
+
+
+def _train(cfg: RunConfig, log: Path) -> None:
+    """One run in a process of its own (one thread): two of them side by side share the two cores."""
+    toml = Path(cfg.out).with_suffix(".toml")
+    write_config_toml(cfg, toml)
+    with open(log, "w") as f:
+        code = subprocess.call([sys.executable, "-m", "zerolock_core", "train", "--config", str(toml),
+                                "--out", str(cfg.out), "--overwrite", "--quiet"], stdout=f, stderr=subprocess.STDOUT)
+    if code != 0:
+        raise RuntimeError(f"{cfg.out}: zerolock train exited {code} (log: {log})")
+
+
+def analyse(cfg: RunConfig, *, examples: int = 64, cosine_batches: int = 2) -> dict[str, Any]:
+    """What the final weights say, beyond the eval: δ_k and the gradient cosines per chunk, the cost."""
+    import torch
+
+    from theory import readouts as R
+    from zerolock_core.artifacts import load_trained_weights
+    from zerolock_core.gradient_alignment import gradient_cosines
+    from zerolock_core.run_setup import build_run_setup
+    from zerolock_core.stage_worker import StageWorker, answer_positions
+
+    torch.set_num_threads(1)
+    setup = build_run_setup(cfg)
+    load_trained_weights(setup.chunks, cfg.out)
+    ro = R.chunk_readouts(setup.chunks, R.eval_batch(setup.eval, examples))
+    bound = R.proposition1_on_readouts(ro, cfg.objective.alpha[0] if cfg.train.method == "zerolock" else 1.0,
+                                       geometry="bregman", smoothing=0.1)
+    workers = [StageWorker.of_run(c, cfg) for c in setup.chunks]
+    if cfg.train.method != "zerolock":  # the cosine of ZeroLock's local loss at these weights, for every arm
+        for w in workers:
+            w.trains, w.agrees_with_upstream = True, True
+    batches = setup.microbatches(0)[:cosine_batches]
+    cosines = [gradient_cosines(workers, mb) for mb in batches]
+    trainable = [sum(t.numel() for t in c.trainable_state().values()) for c in setup.chunks]
+    mb = setup.microbatches(0)[0]
+    hidden = mb["input_ids"].numel() * setup.chunks[0].config.hidden_size * 4
+    rows = int(answer_positions(mb)[0].sum()) * setup.chunks[0].config.hidden_size * 4
+    metrics = RunDir(cfg.out).read_metrics()
+    return {
+        "delta_k": [float(x) for x in bound.result.deltas],
+        "gradient_cosine": [statistics.fmean(c[k] for c in cosines) for k in range(len(setup.chunks))],
+        "trainable_params": trainable,
+        "bytes_per_microbatch": [hidden + (rows if c.ships_readout else 0) for c in setup.chunks[:-1]],
+        "seconds_per_step": metrics.wall_s / max(1, metrics.steps_done),
+    }
+
+
+def _summary(cfg: RunConfig, analysis: dict[str, Any]) -> dict[str, Any]:
+    m = RunDir(cfg.out).read_metrics()
+    history = m.eval_history
+    return {
+        "seed": cfg.train.seed,
+        "step": [h["step"] for h in history],
+        "label_accuracy": [[c["label_accuracy"] for c in h["per_chunk"]] for h in history],
+        "nll": [[c["nll"] for c in h["per_chunk"]] for h in history],
+        "final": {k: m.eval[k] for k in ("accuracy", "label_accuracy", "nll")},
+        **analysis,
+    }
+
+
+def _mean_sd(values: list[float]) -> dict[str, float]:
+    return {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0}
+
+
+def run_depth(settings: BenchSettings, *, out: Path, stages: tuple[int, ...], arms: tuple[str, ...], top: int,
+              seeds: tuple[int, ...], decisive_seeds: tuple[int, ...], batch: int, microbatches: int,
+              eval_every: int, eval_size: int, rank: int, jobs: int, needle: bool) -> dict[str, Any]:
+    unknown = [a for a in arms if a not in ARMS]
+    if unknown:
+        raise ValueError(f"unknown depth arm(s) {unknown}; choose from {', '.join(ARMS)}")
+    plan: list[tuple[str, int, str, int]] = []  # (dataset, K, arm, seed)
+    for k in stages:
+        for arm in arms:
+            for seed in (decisive_seeds if arm in DECISIVE_ARMS else seeds):
+                plan.append((settings.dataset, k, arm, seed))
+    if needle:  # the long-range task at K = 3: BP, terminal and the readout the study is about
+        plan += [("needle", 3, arm, seed) for arm in ("bp", "terminal", f"zerolock a=1 top-lora:{TOP}")
+                 for seed in seeds]
+    configs = {key: run_config(settings, ARMS[key[2]], stages=key[1], top=top, seed=key[3], batch=batch,
+                               microbatches=microbatches, eval_every=eval_every, eval_size=eval_size, rank=rank,
+                               dataset=key[0], out=out / "runs" / _slug(*key, top=top)) for key in plan}
+    todo = [cfg for cfg in configs.values() if not _finished_with(cfg)]
+    started = time.perf_counter()
+    print(f"  {len(configs)} runs, {len(configs) - len(todo)} already finished; {jobs} side by side", flush=True)
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for cfg in pool.map(lambda c: (_train(c, Path(c.out).with_suffix(".log")), c)[1], todo):
+            print(f"  finished {Path(cfg.out).name} ({time.perf_counter() - started:.0f} s so far)", flush=True)
+    results: dict[str, dict[str, Any]] = {}
+    for (dataset, k, arm, seed), cfg in configs.items():
+        cached = Path(cfg.out) / "analysis.json"
+        analysis = read_json(cached) if cached.exists() else None
+        if analysis is None:
+            analysis = analyse(cfg)
+            write_json_atomic(cached, analysis)
+        key = f"{dataset} K={k}"
+        entry = results.setdefault(key, {}).setdefault(arm_name(arm, top), {
+            "arm": arm_name(arm, top), "method": ARMS[arm].method, "stages": k, "dataset": dataset,
+            "readout": cfg.model.readout, "alpha": cfg.objective.alpha[0], "lora_rank": cfg.model.lora_rank,
+            "runs": []})
+        entry["runs"].append(_summary(cfg, analysis))
+    for per_k in results.values():
+        for entry in per_k.values():
+            runs = entry["runs"]
+            entry["final"] = {m: _mean_sd([r["final"][m] for r in runs]) for m in ("label_accuracy", "nll")}
+            entry["seeds"] = [r["seed"] for r in runs]
+    return {
+        **report_header("depth", settings),
+        "config": {"stages": list(stages), "top_layers": top, "batch": batch, "microbatches": microbatches,
+                   "steps": settings.steps, "eval_every": eval_every, "eval_size": eval_size, "seeds": list(seeds),
+                   "decisive_seeds": list(decisive_seeds), "lora_rank": rank, "jobs": jobs, "threads_per_run": 1},
+        "wall_s": round(time.perf_counter() - started, 1),
+        "results": results,
+    }
+
+
+def _slug(dataset: str, k: int, arm: str, seed: int, *, top: int) -> str:
+    name = arm_name(arm, top).replace(" ", "_").replace("=", "").replace(":", "")
+    return f"{dataset}-K{k}-{name}-seed{seed}"
+
+
+def format_report(report: dict[str, Any]) -> str:
+    c, s = report["config"], report["settings"]
+    lines = preamble(report, f"model {s['model']}, K in {c['stages']}, b={c['batch']}, m={c['microbatches']}, "
+                             f"{c['steps']} steps, lr {s['lr']}, LoRA r={c['lora_rank']}, top N={c['top_layers']}, "
+                             f"{c['jobs']} runs side by side, one thread each")
+    heads = ["task · K", "arm", "seeds", "label accuracy", "NLL", "label acc. per chunk", "δ_k", "cos(local, BP)",
+             "trainable", "bytes / micro-batch", "s / step"]
+    rows = []
+    for key, per_k in report["results"].items():
+        for name, e in per_k.items():
+            runs = e["runs"]
+            mean_of = lambda field: [statistics.fmean(r[field][i] for r in runs)  # noqa: E731
+                                     for i in range(len(runs[0][field]))]
+            per_chunk = [statistics.fmean(r["label_accuracy"][-1][i] for r in runs)
+                         for i in range(len(runs[0]["label_accuracy"][-1]))]
+            rows.append([key, name, len(runs), f"{e['final']['label_accuracy']['mean']:.3f} ± "
+                         f"{e['final']['label_accuracy']['sd']:.3f}", f"{e['final']['nll']['mean']:.2f}",
+                         " / ".join(f"{x:.2f}" for x in per_chunk), " / ".join(f"{x:.2f}" for x in mean_of("delta_k")),
+                         " / ".join(f"{x:.2f}" for x in mean_of("gradient_cosine")),
+                         f"{sum(runs[0]['trainable_params']):,}",
+                         f"{max(runs[0]['bytes_per_microbatch'], default=0):,}",
+                         f"{statistics.fmean(r['seconds_per_step'] for r in runs):.2f}"])
+    return "\n".join([*lines, markdown_table(heads, rows)])
+
+
+def figures(report: dict[str, Any]):
+    """Per K, the last chunk's label accuracy over the steps, every arm (mean over its seeds)."""
+    keys = list(report["results"])
+    fig = plots.panels(tuple(keys))
+    for col, key in enumerate(keys, start=1):
+        for j, (name, e) in enumerate(report["results"][key].items()):
+            runs = e["runs"]
+            steps = runs[0]["step"]
+            mean = [statistics.fmean(r["label_accuracy"][i][-1] for r in runs) for i in range(len(steps))]
+            colour = method_colour(e["method"]) if e["readout"] == "head" else stage_colour(j % 4, 4)
+            fig.add_trace(plots.curve(name, steps, mean, color=colour, legendgroup=name, showlegend=col == 1),
+                          row=1, col=col)
+    fig.update_xaxes(title_text="step")
+    fig.update_yaxes(title_text="label accuracy (last chunk)", col=1)
+    fig.update_layout(title="Label accuracy over training per K: where the local objectives track backprop")
+    return {"depth_curves": fig}
+
+
+def _arguments(a: argparse.Namespace, out: Path) -> dict[str, Any]:
+    arms = tuple(x.strip() for x in a.arms.split(",") if x.strip())
+    ReadoutSpec.parse(f"top:{a.top_layers}")
+    return dict(stages=a.stages, arms=arms, top=a.top_layers, seeds=a.seeds, decisive_seeds=a.decisive_seeds,
+                batch=a.batch, microbatches=a.microbatches, eval_every=a.eval_every or max(1, a.steps // 4),
+                eval_size=a.eval_size, rank=a.lora_rank, jobs=a.jobs, needle=a.needle)
+
+
+EXPERIMENT = Experiment(name="depth", run=run_depth, figures=figures, format_report=format_report,
+                        arguments=_arguments, steps=60, seq_len=64, defaults={"lr": 5e-4, "model": "smollm2-135m"},
+                        shape=None, runs=False, repeats=False, out=True)
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    EXPERIMENT.register(p)
+    p.add_argument("--stages", type=ints_arg, default=(2, 3, 4, 6), help="comma-separated K values")
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--microbatches", type=int, default=4)
+    p.add_argument("--arms", default=",".join(DEFAULT_ARMS), help=f"comma-separated, from: {', '.join(ARMS)}")
+    p.add_argument("--top-layers", type=int, default=2, help="N of the top:N / top-lora:N arms")
+    p.add_argument("--seeds", type=ints_arg, default=(0, 1))
+    p.add_argument("--decisive-seeds", type=ints_arg, default=(0, 1, 2),
+                   help=f"seeds of the decisive arms ({', '.join(DECISIVE_ARMS)})")
+    p.add_argument("--eval-every", type=int, default=0, help="0 = steps // 4")
+    p.add_argument("--eval-size", type=int, default=128)
+    p.add_argument("--lora-rank", type=int, default=4)
+    p.add_argument("--jobs", type=int, default=2, help="runs side by side (one thread each)")
+    p.add_argument("--needle", action="store_true", help="add the needle task at K=3: BP, terminal, top-lora:N")
