@@ -9,8 +9,9 @@ the arm's cost: trainable parameters, bytes per micro-batch across a boundary, s
 
 Arms (one definition, `ARMS`): BP; terminal (only the last chunk trains); ZeroLock with the frozen head
 at α = 1 and 0.5; with an affine readout; through the model's top N layers (`top:N`) and with LoRA on
-them (`top-lora:N`); and the fair BP controls — BP given the affine readout on its last chunk, and BP
-with its LoRA rank raised until it trains at least as many parameters as `top-lora:N`.
+them (`top-lora:N`), for every N of `--top-layers`; and the fair BP controls — BP given the affine
+readout on its last chunk, and BP with its LoRA rank raised until it trains at least as many parameters
+as `top-lora:N`.
 
 The study is resumable: a run whose `metrics.json` says finished with the same config is not run again,
 and each run's analysis is kept beside it (`analysis.json`), so the command can be stopped and rerun.
@@ -18,6 +19,7 @@ and each run's analysis is kept beside it (`analysis.json`), so the command can 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import statistics
 import subprocess
@@ -62,10 +64,10 @@ ARMS: dict[str, Arm] = {
     f"zerolock a=1 top:{TOP}": Arm(method="zerolock", readout=f"top:{TOP}"),
     f"zerolock a=1 top-lora:{TOP}": Arm(method="zerolock", readout=f"top-lora:{TOP}"),
     "bp affine": Arm(method="bp", readout="affine"),
-    "bp rank-matched": Arm(method="bp", rank_matched=True),
+    f"bp rank-matched to top-lora:{TOP}": Arm(method="bp", rank_matched=True),
 }
 DEFAULT_ARMS = tuple(ARMS)
-DECISIVE_ARMS = ("bp", "zerolock a=1", f"zerolock a=1 top-lora:{TOP}", "bp rank-matched")
+DECISIVE_ARMS = ("bp", "zerolock a=1", f"zerolock a=1 top-lora:{TOP}", f"bp rank-matched to top-lora:{TOP}")
 
 
 def arm_name(arm: str, top: int) -> str:
@@ -113,11 +115,12 @@ def run_config(settings: BenchSettings, arm: Arm, *, stages: int, top: int, seed
 
 
 def _finished_with(cfg: RunConfig) -> bool:
+    """A finished run of `cfg` is there (wherever it was first written: a study's runs may be moved)."""
     rd = RunDir(cfg.out)
     if not rd.metrics.exists():
         return False
     m = rd.read_metrics()
-    return m.state == "finished" and RunConfig.from_dict(m.config) == cfg
+    return m.state == "finished" and dataclasses.replace(RunConfig.from_dict(m.config), out=cfg.out) == cfg
 
 
 def _train(cfg: RunConfig, log: Path) -> None:
@@ -148,12 +151,14 @@ def analyse(cfg: RunConfig, *, examples: int = 64, cosine_batches: int = 2) -> d
     bound = R.proposition1_on_readouts(ro, cfg.objective.alpha[0] if cfg.train.method == "zerolock" else 1.0,
                                        geometry="bregman", smoothing=0.1)
     workers = [StageWorker.of_run(c, cfg) for c in setup.chunks]
+    # what the arm trains (terminal: the last chunk's alone)
+    trainable = [sum(t.numel() for t in c.trainable_state().values()) if w.trains else 0
+                 for c, w in zip(setup.chunks, workers)]
     if cfg.train.method != "zerolock":  # the cosine of ZeroLock's local loss at these weights, for every arm
         for w in workers:
             w.trains, w.agrees_with_upstream = True, True
     batches = setup.microbatches(0)[:cosine_batches]
     cosines = [gradient_cosines(workers, mb) for mb in batches]
-    trainable = [sum(t.numel() for t in c.trainable_state().values()) for c in setup.chunks]
     mb = setup.microbatches(0)[0]
     hidden = mb["input_ids"].numel() * setup.chunks[0].config.hidden_size * 4
     rows = int(answer_positions(mb)[0].sum()) * setup.chunks[0].config.hidden_size * 4
@@ -184,23 +189,24 @@ def _mean_sd(values: list[float]) -> dict[str, float]:
     return {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0}
 
 
-def run_depth(settings: BenchSettings, *, out: Path, stages: tuple[int, ...], arms: tuple[str, ...], top: int,
+def run_depth(settings: BenchSettings, *, out: Path, stages: tuple[int, ...], arms: tuple[str, ...], top: tuple[int, ...],
               seeds: tuple[int, ...], decisive_seeds: tuple[int, ...], batch: int, microbatches: int,
               eval_every: int, eval_size: int, rank: int, jobs: int, needle: bool) -> dict[str, Any]:
     unknown = [a for a in arms if a not in ARMS]
     if unknown:
         raise ValueError(f"unknown depth arm(s) {unknown}; choose from {', '.join(ARMS)}")
-    plan: list[tuple[str, int, str, int]] = []  # (dataset, K, arm, seed)
+    plan: list[tuple[str, int, str, int, int]] = []  # (dataset, K, arm, N, seed)
     for k in stages:
         for arm in arms:
-            for seed in (decisive_seeds if arm in DECISIVE_ARMS else seeds):
-                plan.append((settings.dataset, k, arm, seed))
+            for n in (top if TOP in arm else top[:1]):  # an arm without N runs once
+                for seed in (decisive_seeds if arm in DECISIVE_ARMS else seeds):
+                    plan.append((settings.dataset, k, arm, n, seed))
     if needle:  # the long-range task at K = 3: BP, terminal and the readout the study is about
-        plan += [("needle", 3, arm, seed) for arm in ("bp", "terminal", f"zerolock a=1 top-lora:{TOP}")
+        plan += [("needle", 3, arm, max(top), seed) for arm in ("bp", "terminal", f"zerolock a=1 top-lora:{TOP}")
                  for seed in seeds]
-    configs = {key: run_config(settings, ARMS[key[2]], stages=key[1], top=top, seed=key[3], batch=batch,
+    configs = {key: run_config(settings, ARMS[key[2]], stages=key[1], top=key[3], seed=key[4], batch=batch,
                                microbatches=microbatches, eval_every=eval_every, eval_size=eval_size, rank=rank,
-                               dataset=key[0], out=out / "runs" / _slug(*key, top=top)) for key in plan}
+                               dataset=key[0], out=out / "runs" / _slug(*key)) for key in plan}
     todo = [cfg for cfg in configs.values() if not _finished_with(cfg)]
     started = time.perf_counter()
     print(f"  {len(configs)} runs, {len(configs) - len(todo)} already finished; {jobs} side by side", flush=True)
@@ -209,15 +215,15 @@ def run_depth(settings: BenchSettings, *, out: Path, stages: tuple[int, ...], ar
         for cfg in pool.map(lambda c: (_train(c, Path(c.out).with_suffix(".log")), c)[1], todo):
             print(f"  finished {Path(cfg.out).name} ({time.perf_counter() - started:.0f} s so far)", flush=True)
     results: dict[str, dict[str, Any]] = {}
-    for (dataset, k, arm, seed), cfg in configs.items():
+    for (dataset, k, arm, n, seed), cfg in configs.items():
         cached = Path(cfg.out) / "analysis.json"
         analysis = read_json(cached) if cached.exists() else None
         if analysis is None:
             analysis = analyse(cfg)
             write_json_atomic(cached, analysis)
         key = f"{dataset} K={k}"
-        entry = results.setdefault(key, {}).setdefault(arm_name(arm, top), {
-            "arm": arm_name(arm, top), "method": ARMS[arm].method, "stages": k, "dataset": dataset,
+        entry = results.setdefault(key, {}).setdefault(arm_name(arm, n), {
+            "arm": arm_name(arm, n), "method": ARMS[arm].method, "stages": k, "dataset": dataset,
             "readout": cfg.model.readout, "alpha": cfg.objective.alpha[0], "lora_rank": cfg.model.lora_rank,
             "runs": []})
         entry["runs"].append(_summary(cfg, analysis))
@@ -228,7 +234,7 @@ def run_depth(settings: BenchSettings, *, out: Path, stages: tuple[int, ...], ar
             entry["seeds"] = [r["seed"] for r in runs]
     return {
         **report_header("depth", settings),
-        "config": {"stages": list(stages), "top_layers": top, "batch": batch, "microbatches": microbatches,
+        "config": {"stages": list(stages), "top_layers": list(top), "batch": batch, "microbatches": microbatches,
                    "steps": settings.steps, "eval_every": eval_every, "eval_size": eval_size, "seeds": list(seeds),
                    "decisive_seeds": list(decisive_seeds), "lora_rank": rank, "jobs": jobs, "threads_per_run": 1},
         "wall_s": round(time.perf_counter() - started, 1),
@@ -236,7 +242,7 @@ def run_depth(settings: BenchSettings, *, out: Path, stages: tuple[int, ...], ar
     }
 
 
-def _slug(dataset: str, k: int, arm: str, seed: int, *, top: int) -> str:
+def _slug(dataset: str, k: int, arm: str, top: int, seed: int) -> str:
     name = arm_name(arm, top).replace(" ", "_").replace("=", "").replace(":", "")
     return f"{dataset}-K{k}-{name}-seed{seed}"
 
@@ -244,8 +250,8 @@ def _slug(dataset: str, k: int, arm: str, seed: int, *, top: int) -> str:
 def format_report(report: dict[str, Any]) -> str:
     c, s = report["config"], report["settings"]
     lines = preamble(report, f"model {s['model']}, K in {c['stages']}, b={c['batch']}, m={c['microbatches']}, "
-                             f"{c['steps']} steps, lr {s['lr']}, LoRA r={c['lora_rank']}, top N={c['top_layers']}, "
-                             f"{c['jobs']} runs side by side, one thread each")
+                             f"{c['steps']} steps, lr {s['lr']}, LoRA r={c['lora_rank']}, eval on {c['eval_size']} examples, "
+                             f"runs {c['jobs']} at a time, one thread each")
     heads = ["task · K", "arm", "seeds", "label accuracy", "NLL", "label acc. per chunk", "δ_k", "cos(local, BP)",
              "trainable", "bytes / micro-batch", "s / step"]
     rows = []
@@ -286,7 +292,8 @@ def figures(report: dict[str, Any]):
 
 def _arguments(a: argparse.Namespace, out: Path) -> dict[str, Any]:
     arms = tuple(x.strip() for x in a.arms.split(",") if x.strip())
-    ReadoutSpec.parse(f"top:{a.top_layers}")
+    for n in a.top_layers:
+        ReadoutSpec.parse(f"top:{n}")
     return dict(stages=a.stages, arms=arms, top=a.top_layers, seeds=a.seeds, decisive_seeds=a.decisive_seeds,
                 batch=a.batch, microbatches=a.microbatches, eval_every=a.eval_every or max(1, a.steps // 4),
                 eval_size=a.eval_size, rank=a.lora_rank, jobs=a.jobs, needle=a.needle)
@@ -303,7 +310,8 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--microbatches", type=int, default=4)
     p.add_argument("--arms", default=",".join(DEFAULT_ARMS), help=f"comma-separated, from: {', '.join(ARMS)}")
-    p.add_argument("--top-layers", type=int, default=2, help="N of the top:N / top-lora:N arms")
+    p.add_argument("--top-layers", type=ints_arg, default=(2,),
+                   help="N of the top:N / top-lora:N arms (comma-separated: each N its own arms)")
     p.add_argument("--seeds", type=ints_arg, default=(0, 1))
     p.add_argument("--decisive-seeds", type=ints_arg, default=(0, 1, 2),
                    help=f"seeds of the decisive arms ({', '.join(DECISIVE_ARMS)})")
