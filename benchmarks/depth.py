@@ -35,7 +35,6 @@ from zerolock_core.atomic_files import read_json, write_json_atomic
 from zerolock_core.config import DataConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig
 from zerolock_core.config_file import write_config_toml
 from zerolock_core.palette import method_colour, stage_colour
-from zerolock_core.readout_spec import ReadoutSpec
 from zerolock_core.run_dir import RunDir
 
 from . import plots
@@ -45,6 +44,29 @@ from .settings import BenchSettings, report_header
 from .table import markdown_table, preamble
 
 TOP = "{N}"  # an arm's readout with the top readouts' N still to fill in
+LAST = "last"  # --top-layers last: N = the last chunk's layers at each K (the whole downstream of chunk K-2)
+
+
+def top_layers_arg(text: str) -> tuple[int | str, ...]:
+    """"1,2,last" -> (1, 2, "last")."""
+    items = tuple(t.strip() for t in text.split(",") if t.strip())
+    if not items or not all(t == LAST or t.isdigit() for t in items):
+        raise argparse.ArgumentTypeError(f"expected comma-separated layer counts or {LAST!r}, got {text!r}")
+    return tuple(t if t == LAST else int(t) for t in items)
+
+
+def resolved_top(n: int | str, *, model: str, stages: int) -> int:
+    """N itself, or for `last` the number of layers of the last chunk at K = `stages`."""
+    if n != LAST:
+        return int(n)
+    from zerolock_core.chunks import chunk_bounds
+    from zerolock_core.preflight import model_layers
+
+    layers = model_layers(model)
+    if layers is None:
+        raise ValueError(f"--top-layers {LAST}: the number of layers of {model} is unknown")
+    first, end = chunk_bounds(layers, stages)[-1]
+    return end - first
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -189,7 +211,8 @@ def _mean_sd(values: list[float]) -> dict[str, float]:
     return {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0}
 
 
-def run_depth(settings: BenchSettings, *, out: Path, stages: tuple[int, ...], arms: tuple[str, ...], top: tuple[int, ...],
+def run_depth(settings: BenchSettings, *, out: Path, stages: tuple[int, ...], arms: tuple[str, ...],
+              top: tuple[int | str, ...],
               seeds: tuple[int, ...], decisive_seeds: tuple[int, ...], batch: int, microbatches: int,
               eval_every: int, eval_size: int, rank: int, jobs: int, needle: bool) -> dict[str, Any]:
     unknown = [a for a in arms if a not in ARMS]
@@ -198,11 +221,13 @@ def run_depth(settings: BenchSettings, *, out: Path, stages: tuple[int, ...], ar
     plan: list[tuple[str, int, str, int, int]] = []  # (dataset, K, arm, N, seed)
     for k in stages:
         for arm in arms:
-            for n in (top if TOP in arm else top[:1]):  # an arm without N runs once
+            tops = [resolved_top(n, model=resolve_bench_model(settings.model), stages=k) for n in top]
+            for n in (dict.fromkeys(tops) if TOP in arm else tops[:1]):  # an arm without N runs once
                 for seed in (decisive_seeds if arm in DECISIVE_ARMS else seeds):
                     plan.append((settings.dataset, k, arm, n, seed))
     if needle:  # the long-range task at K = 3: BP, terminal and the readout the study is about
-        plan += [("needle", 3, arm, max(top), seed) for arm in ("bp", "terminal", f"zerolock a=1 top-lora:{TOP}")
+        needle_top = max(resolved_top(n, model=resolve_bench_model(settings.model), stages=3) for n in top)
+        plan += [("needle", 3, arm, needle_top, seed) for arm in ("bp", "terminal", f"zerolock a=1 top-lora:{TOP}")
                  for seed in seeds]
     configs = {key: run_config(settings, ARMS[key[2]], stages=key[1], top=key[3], seed=key[4], batch=batch,
                                microbatches=microbatches, eval_every=eval_every, eval_size=eval_size, rank=rank,
@@ -292,8 +317,6 @@ def figures(report: dict[str, Any]):
 
 def _arguments(a: argparse.Namespace, out: Path) -> dict[str, Any]:
     arms = tuple(x.strip() for x in a.arms.split(",") if x.strip())
-    for n in a.top_layers:
-        ReadoutSpec.parse(f"top:{n}")
     return dict(stages=a.stages, arms=arms, top=a.top_layers, seeds=a.seeds, decisive_seeds=a.decisive_seeds,
                 batch=a.batch, microbatches=a.microbatches, eval_every=a.eval_every or max(1, a.steps // 4),
                 eval_size=a.eval_size, rank=a.lora_rank, jobs=a.jobs, needle=a.needle)
@@ -310,8 +333,9 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--microbatches", type=int, default=4)
     p.add_argument("--arms", default=",".join(DEFAULT_ARMS), help=f"comma-separated, from: {', '.join(ARMS)}")
-    p.add_argument("--top-layers", type=ints_arg, default=(2,),
-                   help="N of the top:N / top-lora:N arms (comma-separated: each N its own arms)")
+    p.add_argument("--top-layers", type=top_layers_arg, default=(LAST,),
+                   help=f"N of the top:N / top-lora:N arms, comma-separated (each N its own arms); {LAST}: the "
+                        f"last chunk's layers at each K (the K=3 pilot: smaller N does not help)")
     p.add_argument("--seeds", type=ints_arg, default=(0, 1))
     p.add_argument("--decisive-seeds", type=ints_arg, default=(0, 1, 2),
                    help=f"seeds of the decisive arms ({', '.join(DECISIVE_ARMS)})")

@@ -602,3 +602,20 @@ def test_the_rank_matched_bp_control_trains_at_least_as_many_parameters_as_top_l
     assert got == expected
     zerolock = lora_params_per_layer(smollm2, targets, rank) * (30 + (stages - 1) * top)
     assert lora_params_per_layer(smollm2, targets, got) * 30 >= zerolock > lora_params_per_layer(smollm2, targets, got - 1) * 30 or top == 0
+
+
+@pytest.mark.parametrize("text,stages,expected", [("last", 3, [2]), ("last", 2, [4]), ("1,last", 4, [1, 2]), ("3", 2, [3])])
+def test_top_layers_last_is_the_last_chunks_layers_at_each_k(text, stages, expected):
+    from benchmarks.depth import resolved_top, top_layers_arg
+
+    assert [resolved_top(n, model="tiny", stages=stages) for n in top_layers_arg(text)] == expected  # tiny: 8 layers
+
+
+@pytest.mark.parametrize("text", ["", "two", "1,-2", "last,x"])
+def test_top_layers_refuses_what_is_not_a_count_or_last(text):
+    import argparse
+
+    from benchmarks.depth import top_layers_arg
+
+    with pytest.raises(argparse.ArgumentTypeError):
+        top_layers_arg(text)
