@@ -44,6 +44,8 @@ from .settings import BenchSettings, report_header
 from .table import markdown_table, preamble
 
 TOP = "{N}"  # an arm's readout with the top readouts' N still to fill in
+ANALYSIS_FIELDS = {"delta_k", "gradient_cosine", "trainable_params", "bytes_per_microbatch", "seconds_per_step",
+                   "stage_weight_bytes", "stage_activation_bytes"}
 LAST = "last"  # --top-layers last: N = the last chunk's layers at each K (the whole downstream of chunk K-2)
 
 
@@ -164,6 +166,8 @@ def analyse(cfg: RunConfig, *, examples: int = 64, cosine_batches: int = 2) -> d
     from zerolock_core.artifacts import load_trained_weights
     from zerolock_core.gradient_alignment import gradient_cosines
     from zerolock_core.run_setup import build_run_setup
+    from zerolock_core.run_fields import LOCAL_METHODS
+    from zerolock_core.stage_memory import stage_memory
     from zerolock_core.stage_worker import StageWorker, answer_positions
 
     torch.set_num_threads(1)
@@ -173,6 +177,7 @@ def analyse(cfg: RunConfig, *, examples: int = 64, cosine_batches: int = 2) -> d
     bound = R.proposition1_on_readouts(ro, cfg.objective.alpha[0] if cfg.train.method == "zerolock" else 1.0,
                                        geometry="bregman", smoothing=0.1)
     workers = [StageWorker.of_run(c, cfg) for c in setup.chunks]
+    memory = stage_memory(workers, setup.microbatches(0)[0], backprop=cfg.train.method not in LOCAL_METHODS)
     # what the arm trains (terminal: the last chunk's alone)
     trainable = [sum(t.numel() for t in c.trainable_state().values()) if w.trains else 0
                  for c, w in zip(setup.chunks, workers)]
@@ -191,6 +196,8 @@ def analyse(cfg: RunConfig, *, examples: int = 64, cosine_batches: int = 2) -> d
         "trainable_params": trainable,
         "bytes_per_microbatch": [hidden + (rows if c.ships_readout else 0) for c in setup.chunks[:-1]],
         "seconds_per_step": metrics.wall_s / max(1, metrics.steps_done),
+        "stage_weight_bytes": [m.weight_bytes for m in memory],
+        "stage_activation_bytes": [m.activation_bytes for m in memory],
     }
 
 
@@ -243,7 +250,7 @@ def run_depth(settings: BenchSettings, *, out: Path, stages: tuple[int, ...], ar
     for (dataset, k, arm, n, seed), cfg in configs.items():
         cached = Path(cfg.out) / "analysis.json"
         analysis = read_json(cached) if cached.exists() else None
-        if analysis is None:
+        if analysis is None or not ANALYSIS_FIELDS <= analysis.keys():  # an older analysis lacks a field
             analysis = analyse(cfg)
             write_json_atomic(cached, analysis)
         key = f"{dataset} K={k}"
@@ -278,7 +285,7 @@ def format_report(report: dict[str, Any]) -> str:
                              f"{c['steps']} steps, lr {s['lr']}, LoRA r={c['lora_rank']}, eval on {c['eval_size']} examples, "
                              f"runs {c['jobs']} at a time, one thread each")
     heads = ["task · K", "arm", "seeds", "label accuracy", "NLL", "label acc. per chunk", "δ_k", "cos(local, BP)",
-             "trainable", "bytes / micro-batch", "s / step"]
+             "trainable", "bytes / micro-batch", "largest stage MB (weights + act.)", "s / step"]
     rows = []
     for key, per_k in report["results"].items():
         for name, e in per_k.items():
@@ -292,9 +299,16 @@ def format_report(report: dict[str, Any]) -> str:
                          " / ".join(f"{x:.2f}" for x in per_chunk), " / ".join(f"{x:.2f}" for x in mean_of("delta_k")),
                          " / ".join(f"{x:.2f}" for x in mean_of("gradient_cosine")),
                          f"{sum(runs[0]['trainable_params']):,}",
-                         f"{max(runs[0]['bytes_per_microbatch'], default=0):,}",
+                         f"{max(runs[0]['bytes_per_microbatch'], default=0):,}", _largest_stage(runs[0]),
                          f"{statistics.fmean(r['seconds_per_step'] for r in runs):.2f}"])
     return "\n".join([*lines, markdown_table(heads, rows)])
+
+
+def _largest_stage(run: dict[str, Any]) -> str:
+    if "stage_weight_bytes" not in run:  # a result written before the memory was measured
+        return "–"
+    w, a = max(zip(run["stage_weight_bytes"], run["stage_activation_bytes"]), key=sum)
+    return f"{w / 2**20:.0f} + {a / 2**20:.1f}"
 
 
 def figures(report: dict[str, Any]):

@@ -619,3 +619,32 @@ def test_top_layers_refuses_what_is_not_a_count_or_last(text):
 
     with pytest.raises(argparse.ArgumentTypeError):
         top_layers_arg(text)
+
+
+def test_depth_command_end_to_end_on_tiny_writes_every_field_and_reruns_nothing(tmp_path, capsys):
+    """`zerolock bench depth` through the CLI (K=3, BP, terminal and top-lora:last, 2 steps): every run's
+    per-chunk curves, δ_k, cosines and cost are in the JSON; a second call finds every run finished."""
+    import json
+
+    from zerolock_core.cli import main
+
+    args = ["bench", "depth", "--model", "tiny", "--stages", "3", "--steps", "2", "--eval-every", "1",
+            "--eval-size", "8", "--batch", "4", "--microbatches", "2", "--seeds", "0", "--decisive-seeds", "0",
+            "--arms", "bp,terminal,zerolock a=1 top-lora:{N}", "--jobs", "2", "--no-png", "--out", str(tmp_path)]
+    assert main(args) == 0
+    report = json.loads((tmp_path / "depth.json").read_text())
+    arms = report["results"]["topics K=3"]
+    assert list(arms) == ["bp", "terminal", "zerolock a=1 top-lora:2"]  # tiny: 8 layers, the last chunk holds 2
+    for name, entry in arms.items():
+        (run,) = entry["runs"]
+        assert run["step"] == [1, 2] and all(len(acc) == 3 for acc in run["label_accuracy"])
+        for field in ("delta_k", "gradient_cosine", "trainable_params", "stage_weight_bytes", "stage_activation_bytes"):
+            assert len(run[field]) == 3, (name, field)
+        assert run["gradient_cosine"][-1] == pytest.approx(1.0, abs=1e-6)  # α = 1: the last chunk's loss is the task's
+    terminal, top = arms["terminal"]["runs"][0], arms["zerolock a=1 top-lora:2"]["runs"][0]
+    assert terminal["trainable_params"][:2] == [0, 0] and terminal["stage_activation_bytes"][:2] == [0, 0]
+    assert top["stage_weight_bytes"][0] > terminal["stage_weight_bytes"][0]  # the copied top layers are held
+    assert top["bytes_per_microbatch"][0] > terminal["bytes_per_microbatch"][0]  # the readout's rows travel
+    assert "largest stage MB" in capsys.readouterr().out
+    assert main(args) == 0
+    assert "3 runs, 3 already finished" in capsys.readouterr().out
