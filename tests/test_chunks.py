@@ -6,6 +6,7 @@ from zerolock_core.chunks import build_chunks, chunk_bounds
 from zerolock_core.config import ConfigError, ModelConfig
 from zerolock_core.loading import load_causal_lm
 from zerolock_core.objectives import task_cross_entropy
+from zerolock_core.readout_spec import ReadoutSpec
 from zerolock_core.reference_trainer import zerolock_microbatch
 from zerolock_core.stage_worker import StageWorker, answer_positions
 
@@ -217,6 +218,40 @@ def test_top_with_no_layers_is_the_plain_head(split_model):
         assert a.trainable_state().keys() == b.trainable_state().keys()
         h = torch.randn(4, 16, model.config.hidden_size)
         assert torch.equal(a.readout(h, omega), b.readout(h, omega, mb["attention_mask"]))
+
+
+@pytest.mark.parametrize("kind", ["top", "top-lora"])
+@pytest.mark.parametrize("stages", [2, 3, 4])
+def test_top_last_reads_through_the_last_chunks_layers_at_every_k(split_model, kind, stages):
+    model, last = split_model(stages, readout=f"{kind}:last")
+    layers = model.config.num_hidden_layers
+    first, end = chunk_bounds(layers, stages, None)[-1]
+    n = end - first
+    _, explicit = split_model(stages, readout=f"{kind}:{n}")
+    mb = make_batch(model.config.vocab_size)
+    omega, _ = answer_positions(mb)
+    for a, b in zip(last[:-1], explicit[:-1]):
+        assert list(a.readout_top.layers) == list(b.readout_top.layers) == [str(i) for i in range(layers - n, layers)]
+        assert a.trainable_state().keys() == b.trainable_state().keys()
+        assert all(torch.equal(a.trainable_state()[k], b.trainable_state()[k]) for k in a.trainable_state())
+        h = torch.randn(4, 16, model.config.hidden_size)
+        with torch.no_grad():
+            assert torch.equal(a.readout(h, omega, mb["attention_mask"]), b.readout(h, omega, mb["attention_mask"]))
+
+
+@pytest.mark.parametrize("text,spec", [
+    ("head", ReadoutSpec(kind="head")), ("top:3", ReadoutSpec(kind="top", layers=3)),
+    ("top-lora:last", ReadoutSpec(kind="top-lora", to_last=True)), (" top:last ", ReadoutSpec(kind="top", to_last=True)),
+])
+def test_readout_specs_parse(text, spec):
+    assert ReadoutSpec.parse(text) == spec
+    assert ReadoutSpec.of_model(text, [(0, 5), (5, 8)]).layers == (3 if spec.to_last else spec.layers)
+
+
+@pytest.mark.parametrize("text", ["top", "top:", "top:-1", "top:lastx", "head:last", "affine:2", "last"])
+def test_bad_readout_specs_name_the_choices(text):
+    with pytest.raises(ValueError, match="head | affine | mlp | top:N | top-lora:N"):
+        ReadoutSpec.parse(text)
 
 
 def test_message_without_adapters_is_the_hidden_state_itself(split_model):

@@ -29,6 +29,7 @@ BAD_FLAGS = [
     (["--readout", "top-lora:2", "--method", "bp"], "--method bp trains only the last chunk"),
     (["--readout", "top:1", "--method", "terminal"], "--method terminal trains only the last chunk"),
     (["--readout", "top:3", "--stages", "3"], "--readout top:3 reads through 3 top layers but the last chunk holds 2"),
+    (["--readout", "top:last", "--method", "bp"], "--method bp trains only the last chunk"),
     (["--alpha-ramp", "linear:0.5->1", "--method", "terminal"], "--alpha-ramp belongs to ZeroLock"),
     (["--runtime", "pipeline", "--method", "1f1b", "--stages", "4", "--microbatches", "2", "--batch", "4"],
      "1f1b needs --microbatches >= --stages"),

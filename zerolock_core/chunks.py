@@ -193,13 +193,14 @@ class Chunk(nn.Module):
 
 def top_layer_indices(num_layers: int, spec: ReadoutSpec) -> list[int]:
     """The model's layers a top readout runs: its last N."""
+    assert not spec.to_last, "resolve top:last with ReadoutSpec.of_model first"
     return list(range(num_layers - spec.layers, num_layers)) if spec.is_top else []
 
 
 def check_readout_fits(readout: str, bounds: list[tuple[int, int]]) -> None:
     """A top readout reads through layers of the last chunk only: were N larger, a chunk before the last
     would read through layers of its own or of the chunks between (its own output fed to itself again)."""
-    spec = ReadoutSpec.parse(readout)
+    spec = ReadoutSpec.of_model(readout, bounds)
     first, end = bounds[-1]
     if spec.is_top and spec.layers > end - first:
         raise FieldError("readout", lambda w: f"{w.value('readout', readout)} reads through {spec.layers} top layers "
@@ -229,7 +230,7 @@ def build_chunks(model, cfg: ModelConfig, *, stages: int, seed: int, only: int |
     lora = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=0.0,
                       target_modules=list(cfg.lora_targets), bias="none")
     check_readout_fits(cfg.readout, bounds)
-    spec = ReadoutSpec.parse(cfg.readout)
+    spec = ReadoutSpec.of_model(cfg.readout, bounds)
     every_chunk_trains = every_chunk_trains_with(method)
     readouts = [spec.of_chunk(k, stages, every_chunk_trains=every_chunk_trains) for k in range(stages)]
     built = [k for k in range(stages) if only is None or k == only]

@@ -7,6 +7,9 @@
     top-lora:N   the same N layers with LoRA of the chunk's own, trained by that chunk's local loss
                  (a per-chunk trainable top, as SegProp's trainable head)
 
+N is a number of layers, or `last`: as many as the last chunk holds (the whole top of the model after
+the last boundary, whatever K is) — what `zerolock bench depth` found to work at K = 3.
+
 The last chunk's output *is* the top of the model: with `top:N` / `top-lora:N` it reads through the norm
 and head alone, as the model does. Every readout but `head` changes the rows at Ω before the head, so a
 stage ships its rows with its hidden state: the next chunk's consistency target is then exactly the
@@ -20,12 +23,14 @@ READOUT_KINDS = ("head", "affine", "mlp", "top", "top-lora")
 TOP_KINDS = ("top", "top-lora")
 ADAPTER_KINDS = ("affine", "mlp")
 READOUT_CHOICES = "head | affine | mlp | top:N | top-lora:N"
+LAST = "last"  # top:last: N = the last chunk's layers
 
 
 @dataclass(kw_only=True, frozen=True)
 class ReadoutSpec:
     kind: str
     layers: int = 0  # N of top:N / top-lora:N
+    to_last: bool = False  # top:last, until resolved() knows the last chunk's size
 
     @staticmethod
     def parse(text: str) -> "ReadoutSpec":
@@ -33,14 +38,24 @@ class ReadoutSpec:
         kind, colon, n = text.strip().partition(":")
         if kind in TOP_KINDS and colon and n.strip().isdigit():
             return ReadoutSpec(kind=kind, layers=int(n))
+        if kind in TOP_KINDS and colon and n.strip() == LAST:
+            return ReadoutSpec(kind=kind, to_last=True)
         if kind in READOUT_KINDS and not colon and kind not in TOP_KINDS:
             return ReadoutSpec(kind=kind)
-        raise ValueError(f"{text!r} is not one of {READOUT_CHOICES} (N: a number of layers, e.g. top:2)")
+        raise ValueError(f"{text!r} is not one of {READOUT_CHOICES} (N: a number of layers, e.g. top:2, "
+                         f"or {LAST}: the last chunk's)")
+
+    @staticmethod
+    def of_model(text: str, bounds: list[tuple[int, int]]) -> "ReadoutSpec":
+        """`text` for a model split at `bounds` (chunk_bounds): top:last becomes top:N, N the last chunk's layers."""
+        spec = ReadoutSpec.parse(text)
+        first, end = bounds[-1]
+        return ReadoutSpec(kind=spec.kind, layers=end - first) if spec.to_last else spec
 
     @property
     def is_top(self) -> bool:
         """Reads through decoder layers of the model's top (N = 0 is the plain head)."""
-        return self.kind in TOP_KINDS and self.layers > 0
+        return self.kind in TOP_KINDS and (self.layers > 0 or self.to_last)
 
     @property
     def is_adapter(self) -> bool:

@@ -47,8 +47,9 @@ def build_run_setup(cfg: RunConfig, *, stage: int | None = None) -> RunSetup:
         from .loading import resolve_model
 
         layers = AutoConfig.from_pretrained(resolve_model(cfg.model.model)).num_hidden_layers
-        first, end = chunk_bounds(layers, cfg.train.stages, cfg.model.boundaries)[stage]
-        readout = ReadoutSpec.parse(cfg.model.readout).of_chunk(
+        bounds = chunk_bounds(layers, cfg.train.stages, cfg.model.boundaries)
+        first, end = bounds[stage]
+        readout = ReadoutSpec.of_model(cfg.model.readout, bounds).of_chunk(
             stage, cfg.train.stages, every_chunk_trains=every_chunk_trains(cfg.train.method))
         keep = Keep(first=first, end=end, embedding=stage == 0, also=tuple(top_layer_indices(layers, readout)))
     model = load_causal_lm(cfg.model.model, keep=keep)
