@@ -9,6 +9,7 @@ from zerolock_core.config import (CONSISTENCY_DIRECTIONS, FAILURE_MODES, LINK_PR
                                   LinkConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig)
 from zerolock_core.field_words import FieldError, number, qualified, whole
 from zerolock_core.preflight import preflight
+from zerolock_core.readout_spec import RECOMMENDED_AT_DEPTH, ReadoutSpec
 from zerolock_core.setting import value_text
 
 # (label shown, method); "bp" is the single-process backprop reference trainer
@@ -16,6 +17,14 @@ METHOD_CHOICES: tuple[tuple[str, str], ...] = (
     ("ZeroLock", "zerolock"), ("GPipe", "gpipe"), ("1F1B", "1f1b"), ("PipeDream", "pipedream"),
     ("BP reference (1 process)", "bp"))
 PIPELINE_METHODS = ("zerolock", "gpipe", "1f1b", "pipedream")
+# (label shown, --readout); the recommended one for K >= 3 is marked (RECOMMENDED_AT_DEPTH)
+READOUT_CHOICES: tuple[tuple[str, str], ...] = tuple(
+    (f"{label}{'  ★ recommended for K ≥ 3' if value == RECOMMENDED_AT_DEPTH else ''}", value) for label, value in (
+        ("head: the paper's frozen norm + LM head", "head"),
+        ("top-lora:last: through a copy of the last chunk's layers, with LoRA of its own", "top-lora:last"),
+        ("top:last: through a frozen copy of the last chunk's layers", "top:last"),
+        ("affine: a trained translator before the head (tuned lens)", "affine"),
+        ("mlp: a trained residual MLP before the head", "mlp")))
 REFERENCE_METHODS = ("bp",)
 NO_FAILURE = "none"  # the failure mode of "no scheduled failure"
 
@@ -40,6 +49,7 @@ class RunForm:
     lr: float = TrainConfig.lr
     model: str = ModelConfig.model
     dataset: str = DataConfig.dataset
+    readout: str = ModelConfig.readout
     # a failure scheduled from the form (pipeline methods): stage fail_stage fails once it has done
     # fail_step optimizer steps, in fail_mode (one of FAILURE_MODES, or NO_FAILURE)
     fail_stage: int = 1
@@ -68,7 +78,7 @@ def parse_alpha(text: str) -> tuple[float, ...]:
 def form_from_values(*, methods: Any, stages: Any, batch: Any, microbatches: Any, alpha: Any, consistency: Any,
                      steps: Any, seed: Any, link: Any, seq_len: Any, eval_size: Any, lr: Any,
                      fail_stage: Any = RunForm.fail_stage, fail_step: Any = RunForm.fail_step,
-                     fail_mode: Any = RunForm.fail_mode) -> RunForm:
+                     fail_mode: Any = RunForm.fail_mode, readout: Any = RunForm.readout) -> RunForm:
     """Gradio widget values (numbers arrive as floats or None: 2.5 is refused, not rounded) -> RunForm,
     or ConfigError."""
     chosen = tuple(methods or ())
@@ -80,6 +90,8 @@ def form_from_values(*, methods: Any, stages: Any, batch: Any, microbatches: Any
                           f"{', '.join(PIPELINE_METHODS + REFERENCE_METHODS)}")
     if consistency not in CONSISTENCY_DIRECTIONS:
         raise ConfigError(f"consistency {consistency!r} is not one of {', '.join(CONSISTENCY_DIRECTIONS)}")
+    if readout not in {value for _, value in READOUT_CHOICES}:
+        raise ConfigError(f"readout {readout!r} is not one of {', '.join(v for _, v in READOUT_CHOICES)}")
     if link not in LINK_PROFILE_NAMES or link == "custom":
         raise ConfigError(f"link profile {link!r} is not one of none, local, wifi, mobile, constrained")
     mode = fail_mode or NO_FAILURE
@@ -90,10 +102,16 @@ def form_from_values(*, methods: Any, stages: Any, batch: Any, microbatches: Any
                    microbatches=whole("microbatches", microbatches), alpha=str(alpha),
                    consistency=consistency, steps=whole("steps", steps), seed=whole("seed", seed), link=link,
                    seq_len=whole("seq_len", seq_len), eval_size=whole("eval_size", eval_size),
-                   lr=number("lr", lr), fail_mode=mode,
+                   lr=number("lr", lr), fail_mode=mode, readout=readout,
                    # without a scheduled failure its stage and step are not read
                    fail_stage=whole("fail_stage", fail_stage) if scheduled else RunForm.fail_stage,
                    fail_step=whole("fail_step", fail_step) if scheduled else RunForm.fail_step)
+
+
+def readout_of(form: RunForm, method: str) -> str:
+    """A top readout is a readout of ZeroLock's chunks before the last: the other methods train the last
+    chunk only, which reads through the head (the engine refuses the pair; the form runs them beside)."""
+    return form.readout if method == "zerolock" or not ReadoutSpec.parse(form.readout).is_top else "head"
 
 
 def config_for(form: RunForm, method: str, *, out: str) -> RunConfig:
@@ -101,7 +119,7 @@ def config_for(form: RunForm, method: str, *, out: str) -> RunConfig:
     The BP reference runs in one process: link emulation and scheduled failures do not apply to it."""
     reference = method in REFERENCE_METHODS
     return RunConfig(
-        model=ModelConfig(model=form.model),
+        model=ModelConfig(model=form.model, readout=readout_of(form, method)),
         data=DataConfig(dataset=form.dataset, seq_len=form.seq_len, eval_size=form.eval_size),
         objective=ObjectiveConfig(alpha=parse_alpha(form.alpha), consistency=form.consistency),
         train=TrainConfig(runtime="reference" if reference else "pipeline", method=method, stages=form.stages,

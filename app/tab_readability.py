@@ -26,21 +26,24 @@ class ReadabilityTab:
 def build_readability_tab() -> ReadabilityTab:
     gr.Markdown("Every ZeroLock chunk reads its hidden state out through the **frozen** final norm + LM head. "
                 "This measures whether the head can: label accuracy after each layer, read through the "
-                "frozen head (solid) and through a small translator fitted per layer (dotted). Dashed lines "
-                "are the chunk boundaries at K; the grey dotted line is always answering the most frequent label.")
+                "frozen head (solid), through a small translator fitted per layer (dotted), and through the "
+                "model's own top layers (dash-dot: `--readout top:last`, the last chunk's layers at K, read by "
+                "every chunk before it). Dashed lines are the chunk boundaries at K; the grey dotted line is "
+                "always answering the most frequent label.")
     with gr.Row():
         model = gr.Dropdown(list(MODELS), value="tiny", label="model", elem_id="read-model")
         dataset = gr.Dropdown(list(DATASETS), value="topics", label="dataset", elem_id="read-dataset")
         stages = gr.Slider(1, 8, value=3, step=1, label="stages K (boundaries drawn)", elem_id="read-k")
         examples = gr.Slider(32, 512, value=128, step=32, label="eval examples", elem_id="read-examples")
         fit = gr.Checkbox(True, label="fit translators (slower)", elem_id="read-fit")
+        top = gr.Checkbox(True, label="read through the top layers (top:last)", elem_id="read-top")
     button = gr.Button("Measure readability", variant="primary", elem_id="read-go")
     text = gr.Markdown(elem_id="read-text")
     plot = gr.Plot(show_label=False, elem_id="read-plot")
-    return ReadabilityTab(inputs=[model, dataset, stages, examples, fit], button=button, outputs=[text, plot])
+    return ReadabilityTab(inputs=[model, dataset, stages, examples, fit, top], button=button, outputs=[text, plot])
 
 
-def measure(model: str, dataset: str, stages: float, examples: float, fit: bool,
+def measure(model: str, dataset: str, stages: float, examples: float, fit: bool, top: bool = True,
             progress: gr.Progress = gr.Progress()) -> tuple:
     from zerolock_core.readability import TranslatorFit, lens_config, measure_condition, readability_summary
     from zerolock_core.readability_figures import readability_figures
@@ -63,13 +66,20 @@ def measure(model: str, dataset: str, stages: float, examples: float, fit: bool,
         return lambda done, total: progress(done / max(1, total), desc=label)
 
     try:
-        condition = measure_condition(cfg, run_dir=None, fit=translator, eval_size=n, progress=bar)
+        condition = measure_condition(cfg, run_dir=None, fit=translator, eval_size=n, progress=bar,
+                                      top=bool(top))
     except ValueError as err:  # ConfigError: a bad model / dataset name, a missing extra
         return f"⚠️ {err}", None
     summary = readability_summary({"pretrained": condition}, stages=k, boundaries=None)
     lines = [f"**{model}** on **{dataset}**, {n} eval examples, {condition['seconds']:.0f} s. "
              f"Majority class: {summary['chance']:.2f}; last layer: "
              f"{condition['lens'][-1]['label_accuracy']:.2f} (frozen head)."]
+    if "top" in condition:
+        n_top, reach = condition["top_layers"], condition["top"]
+        lines.append(f"- through the top {n_top} layers (`--readout top:last`): "
+                     + ", ".join(f"after layer {r['layer']}: {r['label_accuracy']:.2f}"
+                                 for r in reach if r["layer"] in summary["chunk_boundaries"])
+                     + " (the chunks before the last, at their ends)")
     for curve, s in summary["suggestions"]["pretrained"].items():
         where = "no cut works" if s["boundaries"] is None else \
             f"`--boundaries {','.join(str(b) for b in s['boundaries'])}`" if s["boundaries"] else "—"

@@ -10,7 +10,8 @@ from zerolock_core.field_words import FORM, render
 
 from .controller import EngineController
 from .failure_panel import MODE_LABELS
-from .form import METHOD_CHOICES, NO_FAILURE, REFERENCE_METHODS, RunForm, configs_for, form_from_values
+from .form import (METHOD_CHOICES, NO_FAILURE, READOUT_CHOICES, REFERENCE_METHODS, RunForm, configs_for,
+                   form_from_values, readout_of)
 
 LINK_CHOICES = (("none (no emulation)", "none"), ("local (1 Gbps)", "local"), ("Wi-Fi (300 Mbps, 5 ms)", "wifi"),
                 ("mobile (100 Mbps, 15 ms)", "mobile"), ("constrained (50 Mbps, 30 ms)", "constrained"))
@@ -48,6 +49,8 @@ def build_run_tab(defaults: RunForm = RunForm()) -> RunTab:
                                 ("forward: KL(p_k−1 ‖ p_k), authors' code", "forward")],
                                value=d.consistency, label=_label("consistency"))
     with gr.Row():
+        readout = gr.Dropdown(list(READOUT_CHOICES), value=d.readout, label=_label("readout", "ZeroLock's chunks"),
+                              elem_id="readout-choice")
         link = gr.Dropdown(list(LINK_CHOICES), value=d.link, label=_label("profile", "pipeline methods"))
         seed = gr.Number(d.seed, label=_label("seed"), **whole)
     with gr.Row(equal_height=True):  # a failure at a known step: a class watches it without racing the run
@@ -67,19 +70,19 @@ def build_run_tab(defaults: RunForm = RunForm()) -> RunTab:
         stop = gr.Button("Stop", variant="stop", elem_id="stop-button")
     message = gr.Markdown(elem_id="run-message")
     return RunTab(inputs=[methods, stages, batch, micro, alpha, consistency, steps, seed, link, seq_len, eval_size,
-                          lr, fail_stage, fail_step, fail_mode], run=run, stop=stop, message=message)
+                          lr, fail_stage, fail_step, fail_mode, readout], run=run, stop=stop, message=message)
 
 
 def start_runs(controller: EngineController, methods, stages, batch, microbatches, alpha, consistency, steps,
                seed, link, seq_len, eval_size, lr, fail_stage=RunForm.fail_stage, fail_step=RunForm.fail_step,
-               fail_mode=RunForm.fail_mode) -> tuple[str, bool]:
+               fail_mode=RunForm.fail_mode, readout=RunForm.readout) -> tuple[str, bool]:
     """Validate everything (preflight: no directory, file or process before that), then start;
     returns (message, started). Bad input is explained in the form's words, never raised."""
     try:
         form = form_from_values(methods=methods, stages=stages, batch=batch, microbatches=microbatches,
                                 alpha=alpha, consistency=consistency, steps=steps, seed=seed, link=link,
                                 seq_len=seq_len, eval_size=eval_size, lr=lr, fail_stage=fail_stage,
-                                fail_step=fail_step, fail_mode=fail_mode)
+                                fail_step=fail_step, fail_mode=fail_mode, readout=readout)
         configs = configs_for(form, out_for=lambda m: str(controller.new_run_dir(m, form.stages)))
     except ConfigError as err:
         return f"⚠️ **Cannot start:** {render(err, FORM)}", False
@@ -93,6 +96,10 @@ def start_runs(controller: EngineController, methods, stages, batch, microbatche
     extra = ""
     if "bp" in form.methods and form.link != "none":
         extra = " The BP reference runs in one process, so the link setting does not apply to it."
+    others = sorted({m for m in form.methods if readout_of(form, m) != form.readout})
+    if others:
+        extra += f" {', '.join(others)} read{'s' if len(others) == 1 else ''} through the head: {form.readout} is a " \
+                 "readout of ZeroLock's chunks before the last."
     if form.failures:
         extra += f" Scheduled: stage {form.fail_stage} fails ({MODE_LABELS[form.fail_mode]}) at step {form.fail_step}"
         extra += " (not in the BP reference: one process)." if set(form.methods) & set(REFERENCE_METHODS) else "."

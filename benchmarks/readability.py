@@ -1,6 +1,7 @@
 """`zerolock bench readability`: can the frozen head read the hidden state after every layer?
 
-The logit lens (frozen final norm + head) and a fitted translator per layer (the tuned lens), for
+The logit lens (frozen final norm + head), a fitted translator per layer (the tuned lens) and, with
+`--top`, the model's own top N layers (the `top:last` readout's lens, N = the last chunk's layers), for
 the pretrained model and after short fine-tunes (BP through the whole model; ZeroLock's local
 losses with K chunks), on any `--model` and `--dataset`. A table, two figures (label accuracy and
 answer NLL vs depth, chunk boundaries and the majority-class line marked), and a suggestion of
@@ -16,7 +17,7 @@ from typing import Any
 
 from zerolock_core.readability import (TranslatorFit, lens_config, measure_condition, measured_curves,
                                        readability_summary)
-from zerolock_core.readability_figures import readability_figures
+from zerolock_core.readability_figures import curve_name, readability_figures
 from zerolock_core.reference_trainer import train_reference
 from zerolock_core.threads import DEFAULT_THREADS, pin_threads
 from .experiment import Experiment
@@ -40,7 +41,8 @@ def _bar(label: str):
 
 def run_readability(settings: BenchSettings, *, out: Path, stages: int, finetune: tuple[str, ...],
                     finetune_steps: int, eval_size: int, fit: TranslatorFit | None,
-                    boundaries: tuple[int, ...] | None, threads: int = DEFAULT_THREADS) -> dict[str, Any]:
+                    boundaries: tuple[int, ...] | None, threads: int = DEFAULT_THREADS,
+                    top: bool = False) -> dict[str, Any]:
     threads = pin_threads(threads)
     common = dict(model=resolve_bench_model(settings.model), dataset=settings.dataset, seq_len=settings.seq_len,
                   stages=stages, eval_size=eval_size, boundaries=boundaries, alpha=(settings.alpha,),
@@ -48,13 +50,15 @@ def run_readability(settings: BenchSettings, *, out: Path, stages: int, finetune
     base = lens_config(method="bp", steps=1, out=None, **common)
     conditions: dict[str, Any] = {}
     _say(f"readability of {settings.model} on {settings.dataset}: pretrained")
-    conditions["pretrained"] = measure_condition(base, run_dir=None, fit=fit, eval_size=eval_size, progress=_bar)
+    conditions["pretrained"] = measure_condition(base, run_dir=None, fit=fit, eval_size=eval_size, progress=_bar,
+                                                 top=top)
     for method in finetune if finetune_steps > 0 else ():
         run_dir = out / f"finetune-{method}"
         cfg = lens_config(method=method, steps=finetune_steps, out=run_dir, **common)
         _say(f"fine-tuning with {method} for {finetune_steps} steps (K={stages}) ...")
         train_reference(cfg, progress=False)
-        conditions[method] = measure_condition(cfg, run_dir=run_dir, fit=fit, eval_size=eval_size, progress=_bar)
+        conditions[method] = measure_condition(cfg, run_dir=run_dir, fit=fit, eval_size=eval_size, progress=_bar,
+                                              top=top)
     return assemble_report(settings, conditions, stages=stages, boundaries=boundaries, fit=fit,
                            finetune_steps=finetune_steps, eval_size=eval_size)
 
@@ -72,9 +76,10 @@ def assemble_report(settings: BenchSettings, conditions: dict[str, Any], *, stag
 
 def format_report(report: dict[str, Any]) -> str:
     curves, cuts = measured_curves(report), set(report["chunk_boundaries"])
-    heads = ["layer", *(f"{name} {curve}" for name, curve, _ in curves)]
-    rows = [[f"{i + 1}{' ▶' if i in cuts else ''}", *(f"{x[i]['label_accuracy']:.3f}" for _, _, x in curves)]
-            for i in range(report["layers"])]
+    heads = ["layer", *(f"{name} {curve_name(curve, report['conditions'][name])}" for name, curve, _ in curves)]
+    by_layer = [{r["layer"]: r["label_accuracy"] for r in x} for _, _, x in curves]  # the top lens stops at L − N
+    rows = [[f"{i + 1}{' ▶' if i in cuts else ''}",
+             *(f"{x[i + 1]:.3f}" if i + 1 in x else "–" for x in by_layer)] for i in range(report["layers"])]
     lines = [f"label accuracy of the readout after every layer (majority class {report['chance']:.3f}; "
              f"▶ = the first layer of a chunk at K={report['stages']})", markdown_table(heads, rows), ""]
     for name, by_curve in report["suggestions"].items():
@@ -99,7 +104,7 @@ def _readability_arguments(a: argparse.Namespace, out: Path) -> dict[str, Any]:
         kind=a.translator, examples=a.translator_examples, steps=a.translator_steps, seed=a.seed)
     return dict(stages=a.stages, finetune=finetune, finetune_steps=a.steps, eval_size=a.eval_size, fit=fit,
                 boundaries=None if a.boundaries is None else tuple(int(x) for x in a.boundaries.split(",")),
-                threads=a.reference_threads)
+                threads=a.reference_threads, top=a.top)
 
 
 # --steps: of each fine-tune; no pipeline runs and no geometry flags (--stages only marks chunk boundaries)
@@ -119,5 +124,8 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="fit this translator per layer (none: the frozen-head lens only)")
     p.add_argument("--translator-steps", type=int, default=150)
     p.add_argument("--translator-examples", type=int, default=256)
+    p.add_argument("--top", action="store_true",
+                   help="also read every layer through the model's own top N layers (N = the last chunk's at "
+                        "--stages: the --readout top:last lens)")
     p.add_argument("--reference-threads", type=int, default=DEFAULT_THREADS,
                    help="torch threads (the engine's default; 0 = every core)")

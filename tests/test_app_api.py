@@ -216,11 +216,14 @@ def test_resume_from_the_runs_tab_explains_a_run_it_cannot_resume(app):
 
 def test_readability_tab_measures_the_tiny_model_and_refuses_a_path(app):
     client, _, _ = app
-    text, plot = client.predict("tiny", "topics", 3, 32, False, api_name="/readability")
-    assert "Majority class" in text and "cut suggestion" in text and plot is not None
+    text, plot = client.predict("tiny", "topics", 3, 32, False, False, api_name="/readability")
+    assert "Majority class" in text and "cut suggestion" in text and plot is not None and "top:last" not in text
+    text, plot = client.predict("tiny", "topics", 3, 32, False, True, api_name="/readability")
+    assert "through the top 2 layers (`--readout top:last`): after layer 3: " in text
+    assert "dashdot" in json.dumps(plot)  # the top lens drawn beside the frozen head's
     for model, dataset in (("./no-such-model-dir", "topics"), ("/etc", "topics"), ("tiny", "csv:/etc/passwd")):
         with pytest.raises(AppError, match="is not in the list of choices"):  # refused before the handler runs
-            client.predict(model, dataset, 3, 32, False, api_name="/readability")
+            client.predict(model, dataset, 3, 32, False, False, api_name="/readability")
     from app.tab_readability import measure  # and the handler refuses a path itself too
 
     text, plot = measure("/etc", "topics", 3, 32, False)

@@ -272,6 +272,33 @@ def test_the_default_form_runs_long_enough_to_inject_into_and_schedules_failures
     assert bp.train.failures == ()  # one process: nothing to kill
 
 
+@pytest.mark.parametrize("readout,methods,expected", [
+    ("top-lora:last", ["zerolock", "bp", "1f1b"], {"zerolock": "top-lora:last", "bp": "head", "1f1b": "head"}),
+    ("top:last", ["zerolock"], {"zerolock": "top:last"}),
+    ("affine", ["zerolock", "bp"], {"zerolock": "affine", "bp": "affine"}),  # BP given the readout: the fair control
+    ("head", ["zerolock", "gpipe"], {"zerolock": "head", "gpipe": "head"}),
+])
+def test_the_forms_readout_goes_to_zerolock_and_a_top_readout_not_to_the_methods_that_train_one_chunk(
+        readout, methods, expected):
+    from app.form import configs_for, form_from_values
+
+    form = form_from_values(**{**FORM_VALUES, "methods": methods, "microbatches": 2, "batch": 4}, readout=readout)
+    configs = configs_for(form, out_for=lambda m: f"/unused/{m}")
+    assert {c.train.method: c.model.readout for c in configs} == expected
+
+
+def test_the_form_marks_the_recommended_readout_once_and_refuses_one_it_does_not_offer(controller):
+    from app.form import READOUT_CHOICES
+    from app.tab_run import start_runs
+    from zerolock_core.readout_spec import RECOMMENDED_AT_DEPTH, ReadoutSpec
+
+    marked = [value for label, value in READOUT_CHOICES if "recommended" in label]
+    assert marked == [RECOMMENDED_AT_DEPTH]
+    assert all(ReadoutSpec.parse(value) for _, value in READOUT_CHOICES)
+    message, started = start_runs(controller, **FORM_VALUES, readout="top:99")
+    assert not started and "readout 'top:99' is not one of head, top-lora:last" in message
+
+
 def test_the_inject_panel_names_the_watched_runs_stages(tmp_path):
     from app.failure_panel import inject, stage_control
     from zerolock_core.runtime.run import Run

@@ -46,6 +46,49 @@ def test_fitting_translators_lowers_the_training_rows_loss(tiny_setup):
     assert all(a["nll"] < bf["nll"] for a, bf in zip(after, before))
 
 
+def test_the_top_lens_at_every_chunk_end_equals_the_engines_top_last_readout_of_that_chunk(tiny_setup):
+    """The lens through the model's own top N layers is what a chunk with `--readout top:last` reads (its
+    evaluator's numbers), and where it stops (layer L − N) it is the frozen head's reading of layer L."""
+    from zerolock_core.config import ModelConfig
+    from zerolock_core.readability import pretrained_top, top_lens_scores
+
+    b = tiny_setup
+    layers = 8
+    first, end = b.chunks[-1].layer_range
+    top = top_lens_scores(b.chunks, b.eval, b.label_first_tokens,
+                          pretrained_top(b.cfg.model.model, layers=layers, top=end - first), limit=24)
+    assert [r["layer"] for r in top] == list(range(1, first + 1))
+    engine = build_run_setup(RunConfig(model=ModelConfig(readout="top:last"), data=DataConfig(seq_len=48, eval_size=24),
+                                       train=TrainConfig(stages=3)))
+    reference = evaluate_chunks(engine.chunks, engine.eval, engine.label_first_tokens, limit=24)
+    for chunk, ref in zip(engine.chunks[:-1], reference):
+        got = top[chunk.layer_range[1] - 1]
+        assert got["label_accuracy"] == ref["label_accuracy"] and got["accuracy"] == ref["accuracy"]
+        assert got["nll"] == pytest.approx(ref["nll"], rel=1e-5)
+    lens = lens_scores(b.chunks, b.eval, b.label_first_tokens, limit=24)
+    assert top[-1]["label_accuracy"] == lens[-1]["label_accuracy"]
+    assert top[-1]["nll"] == pytest.approx(lens[-1]["nll"], rel=1e-5)
+
+
+def test_the_readability_table_and_figure_show_the_top_lens_where_it_reaches(tiny_setup):
+    from benchmarks.readability import format_report
+    from zerolock_core.readability import measure_condition
+
+    b = tiny_setup
+    condition = measure_condition(b.cfg, run_dir=None, fit=None, eval_size=24, top=True)
+    assert condition["top_layers"] == 2 and len(condition["top"]) == 6
+    summary = {**readability_summary({"pretrained": condition}, stages=3, boundaries=None), "stages": 3}
+    table = format_report(summary)
+    assert "pretrained top:2 (the model's top 2 layers)" in table
+    last, reached = (next(line for line in table.splitlines() if line.startswith(f"| {n} ")) for n in (8, 6))
+    assert last.split("|")[-2].strip() == "–" and reached.split("|")[-2].strip() != "–"  # it stops at L − N = 6
+    figure = readability_figures(summary, model="tiny", dataset="topics", stages=3)["readability_label_accuracy"]
+    assert [t.line.dash for t in figure.data] == ["solid", "dashdot"]
+    one = measure_condition(RunConfig(data=DataConfig(seq_len=48, eval_size=24), train=TrainConfig(stages=1)), run_dir=None,
+                            fit=None, eval_size=24, top=True)
+    assert "top" not in one  # K = 1: no chunk reads through a top
+
+
 @pytest.mark.parametrize("accuracy,stages,expected", [
     ([0.26] * 8, 3, None),                                   # nothing reads: fine-tune first
     ([0.25, 0.25, 0.3, 0.8, 0.8, 0.8, 0.8, 0.9], 3, [4, 6]),  # readable from layer 4: 3 -> 4, 6 stays

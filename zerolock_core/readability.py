@@ -1,5 +1,6 @@
 """Readability of the hidden state at every depth through the frozen final norm + head (the logit
-lens), optionally through a small translator fitted per layer (the tuned lens).
+lens), optionally through a small translator fitted per layer (the tuned lens), and through the model's
+own top N layers (the `top:N` readout's lens: N = the last chunk's layers at K, as `--readout top:last`).
 
 ZeroLock assumes an early chunk's hidden state can be read by the frozen head; this measures
 whether it can. For each layer l = 1..L the eval split's hidden state after layer l is read out
@@ -11,6 +12,11 @@ paper's residual MLP, fitted by Adam on the training split's rows at Ω with the
 large vocabulary the fit's softmax runs over the answer tokens only (the tokens of the label words),
 which makes it cheap on a CPU; it is then scored over the whole vocabulary like everything else.
 
+The top-layer lens reads the hidden state after layer l ≤ L − N through the *pretrained* top N layers
+(what the engine's `top:N` runs; a run's own trained top layers are not used, so a fine-tune's curve
+shows what its chunks hand to a frozen top). After layer L − N it would run layers already applied: it
+stops there, where it equals the frozen head's reading of layer L.
+
 One measurement for `zerolock bench readability`, the dashboard's Readability tab and notebook 7:
 `lens_config` -> `measure_condition` per set of weights -> `readability_summary` (what the table,
 the cut suggestions and readability_figures.py read).
@@ -20,18 +26,21 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 from torch import nn
 
 from .artifacts import load_trained_weights
-from .chunks import Chunk, chunk_bounds, make_readout_adapter
+from .chunks import Chunk, TopReadout, chunk_bounds, make_readout_adapter
 from .config import DataConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig
 from .evaluation import EvalBatch, ReadoutScore, eval_batches
+from .loading import load_causal_lm
+from .models.partial_load import Keep
 from .run_setup import build_run_setup
 from .threads import DEFAULT_THREADS, threads_for
 
+CURVES = ("lens", "tuned", "top")  # frozen head, fitted translator, the model's own top layers
 FULL_SOFTMAX_MAX_VOCAB = 8192  # above this, translators are fitted on the answer tokens' softmax
 
 
@@ -49,14 +58,18 @@ def num_layers(chunks: list[Chunk]) -> int:
 
 
 @torch.no_grad()
-def _layer_rows(chunks: list[Chunk], batch: EvalBatch) -> list[torch.Tensor]:
-    """The hidden state's rows at Ω after every layer, in depth order: L tensors [|Ω|, d]."""
-    rows, x = [], batch.mb["input_ids"]
+def _layer_states(chunks: list[Chunk], batch: EvalBatch) -> Iterator[torch.Tensor]:
+    """The hidden state [B, S, d] after every layer, in depth order."""
+    x = batch.mb["input_ids"]
     for chunk in chunks:
         for h in chunk.layer_outputs(x, batch.mb["attention_mask"]):
-            rows.append(h[batch.omega])
+            yield h
         x = h
-    return rows
+
+
+def _layer_rows(chunks: list[Chunk], batch: EvalBatch) -> list[torch.Tensor]:
+    """The hidden state's rows at Ω after every layer, in depth order: L tensors [|Ω|, d]."""
+    return [h[batch.omega] for h in _layer_states(chunks, batch)]
 
 
 def _head(chunks: list[Chunk]) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -77,6 +90,31 @@ def lens_scores(chunks: list[Chunk], split, label_first_tokens: torch.Tensor, *,
             if translators is not None:
                 rows = translators[layer](rows)
             scores[layer].add(head(rows), batch, label_first_tokens)
+        if progress is not None:
+            progress(i + 1, len(batches))
+    return [{"layer": layer + 1, **s.metrics()} for layer, s in enumerate(scores)]
+
+
+def pretrained_top(model: str, *, layers: int, top: int) -> TopReadout:
+    """The model's own top `top` decoder layers as loaded (no LoRA, frozen): what `top:N` reads through."""
+    base = load_causal_lm(model, keep=Keep(first=layers - top, end=layers, embedding=False))
+    copies = nn.ModuleDict({str(i): base.model.layers[i] for i in range(layers - top, layers)})
+    copies.requires_grad_(False)
+    return TopReadout(copies, config=base.config, rotary=base.model.rotary_emb)
+
+
+@torch.no_grad()
+def top_lens_scores(chunks: list[Chunk], split, label_first_tokens: torch.Tensor, top: TopReadout, *,
+                    limit: int = 0, progress: Callable[[int, int], None] | None = None) -> list[dict[str, float]]:
+    """One metrics dict per layer l = 1 .. L − N: the hidden state after layer l read through `top`'s
+    N layers, then the frozen norm + head."""
+    head = _head(chunks)
+    reach = num_layers(chunks) - len(top.layers)
+    scores = [ReadoutScore() for _ in range(reach)]
+    batches = eval_batches(split, limit=limit)
+    for i, batch in enumerate(batches):
+        for layer, h in zip(range(reach), _layer_states(chunks, batch)):
+            scores[layer].add(head(top(h, batch.mb["attention_mask"])[batch.omega]), batch, label_first_tokens)
         if progress is not None:
             progress(i + 1, len(batches))
     return [{"layer": layer + 1, **s.metrics()} for layer, s in enumerate(scores)]
@@ -186,8 +224,9 @@ def lens_config(*, model: str, dataset: str, seq_len: int, method: str, stages: 
 
 
 def measure_condition(cfg: RunConfig, *, run_dir: Path | None, fit: TranslatorFit | None,
-                      eval_size: int, progress: Progress = no_progress) -> dict[str, Any]:
-    """Lens (and tuned-lens) curves of one set of weights: the pretrained model or a run's."""
+                      eval_size: int, progress: Progress = no_progress, top: bool = False) -> dict[str, Any]:
+    """Lens (and tuned-lens, and with `top` the top:last lens) curves of one set of weights: the
+    pretrained model or a run's."""
     setup = build_run_setup(cfg)
     if run_dir is not None:
         load_trained_weights(setup.chunks, run_dir)
@@ -203,6 +242,13 @@ def measure_condition(cfg: RunConfig, *, run_dir: Path | None, fit: TranslatorFi
         result["tuned"] = lens_scores(setup.chunks, setup.eval, setup.label_first_tokens, limit=eval_size,
                                       translators=translators)
         result["answer_vocab"] = int(answers.numel())
+    layers = num_layers(setup.chunks)
+    first, end = chunk_bounds(layers, cfg.train.stages, cfg.model.boundaries)[-1]
+    if top and end - first < layers:  # K = 1: no chunk before the last reads through a top
+        readout = pretrained_top(cfg.model.model, layers=layers, top=end - first)
+        result["top"] = top_lens_scores(setup.chunks, setup.eval, setup.label_first_tokens, readout, limit=eval_size,
+                                        progress=progress(f"{name}: through the top {end - first} layers"))
+        result["top_layers"] = end - first
     result["seconds"] = round(time.perf_counter() - t0, 1)
     result["chance"] = majority_rate(setup.eval, eval_size)
     return result
@@ -225,5 +271,4 @@ def readability_summary(conditions: dict[str, Any], *, stages: int,
 
 def measured_curves(summary: dict[str, Any]) -> list[tuple[str, str, list[dict[str, Any]]]]:
     """(condition, "lens" or "tuned", its score per layer) of every curve measured."""
-    return [(name, curve, c[curve]) for name, c in summary["conditions"].items() for curve in ("lens", "tuned")
-            if curve in c]
+    return [(name, curve, c[curve]) for name, c in summary["conditions"].items() for curve in CURVES if curve in c]

@@ -12,8 +12,14 @@ from typing import Any
 from .palette import NEUTRAL, method_colour
 from .readability import measured_curves
 
-CURVE_DASHES = {"lens": "solid", "tuned": "dot"}
-CURVE_NAMES = {"lens": "frozen head", "tuned": "fitted translator"}
+CURVE_DASHES = {"lens": "solid", "tuned": "dot", "top": "dashdot"}
+
+
+def curve_name(curve: str, condition: dict[str, Any]) -> str:
+    """How a curve is named in a legend or a table."""
+    if curve == "top":
+        return f"top:{condition['top_layers']} (the model's top {condition['top_layers']} layers)"
+    return {"lens": "frozen head", "tuned": "fitted translator"}[curve]
 METRICS = (("label_accuracy", "label accuracy"), ("nll", "answer NLL (nats / token)"))
 
 
@@ -29,7 +35,7 @@ def readability_figures(summary: dict[str, Any], *, model: str, dataset: str, st
     figs = {}
     for metric, title in METRICS:
         fig = go.Figure([
-            go.Scatter(name=f"{name} · {CURVE_NAMES[curve]}", x=[r["layer"] for r in scores],
+            go.Scatter(name=f"{name} · {curve_name(curve, summary['conditions'][name])}", x=[r["layer"] for r in scores],
                        y=[r[metric] for r in scores], mode="lines+markers",
                        line={"color": condition_colour(name), "dash": CURVE_DASHES[curve]})
             for name, curve, scores in measured_curves(summary)

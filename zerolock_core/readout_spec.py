@@ -78,3 +78,7 @@ class ReadoutSpec:
 
 
 HEAD = ReadoutSpec(kind="head")
+# what the project recommends once K >= 3 (README, "Local objectives at depth"): the frozen head cannot read
+# an early chunk; reading through the model's own top (the last chunk's layers) can
+RECOMMENDED_AT_DEPTH = "top-lora:last"
+
