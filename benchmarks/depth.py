@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import re
 import statistics
 import subprocess
 import sys
@@ -34,7 +35,7 @@ from zerolock_core.arg_types import ints_arg
 from zerolock_core.atomic_files import read_json, write_json_atomic
 from zerolock_core.config import DataConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig
 from zerolock_core.config_file import write_config_toml
-from zerolock_core.palette import method_colour, stage_colour
+from zerolock_core.palette import DASHES, method_colour, stage_colour
 from zerolock_core.run_dir import RunDir
 
 from . import plots
@@ -218,10 +219,40 @@ def _mean_sd(values: list[float]) -> dict[str, float]:
     return {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0}
 
 
+SAME_STUDY = ("model", "dataset", "seq_len", "steps", "lr", "seed")  # settings two merged studies must share
+
+
+def merge_reports(settings: BenchSettings, reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """Studies of the same settings (e.g. K=3 with every arm and 3 seeds; K=2,4,6 with fewer) as one
+    report: their results side by side, each K's config kept (`parts`)."""
+    first = reports[0]
+    for r in reports[1:]:
+        differs = [k for k in SAME_STUDY if r["settings"][k] != first["settings"][k]]
+        if differs or r["config"]["steps"] != first["config"]["steps"]:
+            raise ValueError(f"cannot merge studies that differ in {', '.join(differs) or 'steps'}")
+        clash = set(r["results"]) & set(first["results"])
+        if clash:
+            raise ValueError(f"both studies hold {', '.join(sorted(clash))}: merge different K or tasks")
+    results = {key: value for r in reports for key, value in r["results"].items()}
+    order = sorted(results, key=lambda key: (not key.startswith("topics"), int(key.rpartition("=")[2]), key))
+    merged_settings = {**first["settings"], "seed": settings.seed}
+    return {
+        **report_header("depth", settings), "settings": merged_settings,
+        "config": {**first["config"], "stages": sorted({k for r in reports for k in r["config"]["stages"]})},
+        "parts": [{"command": r["command"], "config": r["config"], "wall_s": r["wall_s"], "machine": r["machine"]}
+                  for r in reports],
+        "wall_s": round(sum(r["wall_s"] for r in reports), 1),
+        "results": {key: results[key] for key in order},
+    }
+
+
 def run_depth(settings: BenchSettings, *, out: Path, stages: tuple[int, ...], arms: tuple[str, ...],
               top: tuple[int | str, ...],
               seeds: tuple[int, ...], decisive_seeds: tuple[int, ...], batch: int, microbatches: int,
-              eval_every: int, eval_size: int, rank: int, jobs: int, needle: bool) -> dict[str, Any]:
+              eval_every: int, eval_size: int, rank: int, jobs: int, needle: bool,
+              merge: tuple[Path, ...] = ()) -> dict[str, Any]:
+    if merge:
+        return merge_reports(settings, [read_json(p) for p in merge])
     unknown = [a for a in arms if a not in ARMS]
     if unknown:
         raise ValueError(f"unknown depth arm(s) {unknown}; choose from {', '.join(ARMS)}")
@@ -326,14 +357,45 @@ def figures(report: dict[str, Any]):
     fig.update_xaxes(title_text="step")
     fig.update_yaxes(title_text="label accuracy (last chunk)", col=1)
     fig.update_layout(title="Label accuracy over training per K: where the local objectives track backprop")
-    return {"depth_curves": fig}
+    return {"depth_curves": fig, "depth_by_k": by_k_figure(report)}
+
+
+def arm_family(name: str) -> str:
+    """An arm across K: `top-lora:10` at K=3 and `top-lora:5` at K=6 are both the last chunk's layers."""
+    return re.sub(r"(top(?:-lora)?):\d+", r"\1:last", name)
+
+
+def by_k_figure(report: dict[str, Any]):
+    """The final label accuracy (last chunk) against K, one line per arm (mean ± sd over its seeds): the
+    gap to BP as the pipeline deepens. A method's arms share its colour and differ by dash."""
+    families: dict[str, dict[int, dict[str, Any]]] = {}
+    for key, per_k in report["results"].items():
+        if not key.startswith("topics"):
+            continue
+        for name, e in per_k.items():
+            families.setdefault(arm_family(name), {})[e["stages"]] = e
+    fig = plots.figure(title="Label accuracy after training against K (mean ± sd over seeds)",
+                       xaxis_title="stages K", yaxis_title="label accuracy (last chunk)", template="plotly_white")
+    dashes: dict[str, int] = {}
+    for family, by_k in families.items():
+        method = next(iter(by_k.values()))["method"]
+        dash = DASHES[dashes.setdefault(method, 0) % len(DASHES)]
+        dashes[method] += 1
+        ks = sorted(by_k)
+        fig.add_trace(plots.curve(family, ks, [by_k[k]["final"]["label_accuracy"]["mean"] for k in ks],
+                                  color=method_colour(method), line={"dash": dash},
+                                  error_y={"type": "data", "array": [by_k[k]["final"]["label_accuracy"]["sd"]
+                                                                     for k in ks], "visible": True}))
+    fig.update_xaxes(tickvals=sorted({k for by_k in families.values() for k in by_k}))
+    return fig
 
 
 def _arguments(a: argparse.Namespace, out: Path) -> dict[str, Any]:
     arms = tuple(x.strip() for x in a.arms.split(",") if x.strip())
     return dict(stages=a.stages, arms=arms, top=a.top_layers, seeds=a.seeds, decisive_seeds=a.decisive_seeds,
                 batch=a.batch, microbatches=a.microbatches, eval_every=a.eval_every or max(1, a.steps // 4),
-                eval_size=a.eval_size, rank=a.lora_rank, jobs=a.jobs, needle=a.needle)
+                eval_size=a.eval_size, rank=a.lora_rank, jobs=a.jobs, needle=a.needle,
+                merge=tuple(Path(p) for p in a.merge.split(",") if p) if a.merge else ())
 
 
 EXPERIMENT = Experiment(name="depth", run=run_depth, figures=figures, format_report=format_report,
@@ -358,3 +420,6 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lora-rank", type=int, default=4)
     p.add_argument("--jobs", type=int, default=2, help="runs side by side (one thread each)")
     p.add_argument("--needle", action="store_true", help="add the needle task at K=3: BP, terminal, top-lora:N")
+    p.add_argument("--merge", default="", metavar="JSON,JSON",
+                   help="run nothing: merge these studies' depth.json files (same settings, different K) into one "
+                        "report with the figures over every K")

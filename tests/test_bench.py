@@ -648,3 +648,23 @@ def test_depth_command_end_to_end_on_tiny_writes_every_field_and_reruns_nothing(
     assert "largest stage MB" in capsys.readouterr().out
     assert main(args) == 0
     assert "3 runs, 3 already finished" in capsys.readouterr().out
+    # a second study at K=2 (BP only), merged with the first: one report, both K, the figure over K
+    k2 = [*args[:args.index("--stages") + 1], "2", *args[args.index("--stages") + 2:]]
+    k2[k2.index("--arms") + 1], k2[-1] = "bp", str(tmp_path / "k2")
+    assert main(k2) == 0
+    merged = tmp_path / "merged"
+    assert main(["bench", "depth", "--model", "tiny", "--steps", "2", "--no-png", "--out", str(merged), "--merge",
+                 f"{tmp_path / 'depth.json'},{tmp_path / 'k2' / 'depth.json'}"]) == 0
+    both = json.loads((merged / "depth.json").read_text())
+    assert list(both["results"]) == ["topics K=2", "topics K=3"] and both["config"]["stages"] == [2, 3]
+    assert len(both["parts"]) == 2 and "depth_by_k" in str(both["figures"])
+    from benchmarks.depth import by_k_figure, merge_reports
+    from benchmarks.settings import BenchSettings
+
+    lines = {t.name: list(t.x) for t in by_k_figure(both).data}
+    assert lines == {"bp": [2, 3], "terminal": [3], "zerolock a=1 top-lora:last": [3]}
+    first = json.loads((tmp_path / "depth.json").read_text())
+    with pytest.raises(ValueError, match="both studies hold topics K=3"):
+        merge_reports(BenchSettings(), [first, first])
+    with pytest.raises(ValueError, match="differ in lr"):
+        merge_reports(BenchSettings(), [first, {**both, "results": {}, "settings": {**both["settings"], "lr": 1.0}}])

@@ -17,7 +17,8 @@ families (tests/test_palette.py checks both):
   (position only); where a stage needs a colour (memory rows, per-chunk loss, per-chunk accuracy,
   active/idle bars) it is a slate shade, with a dash pattern (`stage_dash`) as a second cue.
 * **Methods** (`METHOD_COLOURS`): dark, saturated earth tones (saturation >= 0.6, lightness
-  <= 0.31): ZeroLock dark teal, GPipe brown, 1F1B wine, PipeDream olive, the BP reference indigo.
+  <= 0.31): ZeroLock dark teal, GPipe brown, 1F1B wine, PipeDream olive, the BP reference indigo, terminal
+  (only the last chunk trains) dark violet.
   They colour whole runs in Compare (loss curves, accuracy/throughput bars, memory peaks).
 * **Structure** (`NEUTRAL`): pure greys (saturation 0) for everything that carries no data
   meaning: step boundaries, idle time, chance lines, muted text, the whole-model loss line.
@@ -96,6 +97,7 @@ METHOD_LABELS: dict[str, str] = {
     "1f1b": "1F1B",
     "pipedream": "PipeDream",
     "bp": "BP reference",
+    "terminal": "terminal (last chunk only)",
 }
 METHOD_COLOURS: dict[str, str] = {
     "zerolock": "#00695C",  # dark teal
@@ -103,6 +105,7 @@ METHOD_COLOURS: dict[str, str] = {
     "1f1b": "#880E4F",  # wine
     "pipedream": "#827717",  # olive
     "bp": "#1A237E",  # indigo
+    "terminal": "#3D0F66",  # dark violet: only the last chunk trains (the control of `bench depth`)
 }
 UNKNOWN_METHOD_COLOUR = "#4A2C0A"
 
