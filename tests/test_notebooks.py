@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NB_DIR = ROOT / "notebooks"
 NOTEBOOKS = sorted(NB_DIR.glob("[0-9][0-9]_*.py"))
 EXPECTED = ["01_update_locking.py", "02_bregman.py", "03_lemma1_prox.py", "04_lemma2_targets.py",
-            "05_prop1_theorem1.py", "06_run_a_pipeline.py", "07_readability.py"]
+            "05_prop1_theorem1.py", "06_run_a_pipeline.py", "07_readability.py", "08_depth.py"]
 
 
 def _read(path: Path):
@@ -30,7 +30,7 @@ def _read(path: Path):
 # Fast structural checks
 # ---------------------------------------------------------------------------
 
-def test_all_seven_notebooks_exist_and_ipynb_files_are_ignored():
+def test_all_eight_notebooks_exist_and_ipynb_files_are_ignored():
     assert [p.name for p in NOTEBOOKS] == EXPECTED
     ignored = (NB_DIR / ".gitignore").read_text().split()
     assert "*.ipynb" in ignored, "commit the py:percent sources only"
