@@ -211,6 +211,7 @@ def _summary(cfg: RunConfig, analysis: dict[str, Any]) -> dict[str, Any]:
         "label_accuracy": [[c["label_accuracy"] for c in h["per_chunk"]] for h in history],
         "nll": [[c["nll"] for c in h["per_chunk"]] for h in history],
         "final": {k: m.eval[k] for k in ("accuracy", "label_accuracy", "nll")},
+        "run_s": m.total_s,  # the run's whole time on its one thread: setup, training, evals
         **analysis,
     }
 
@@ -333,6 +334,36 @@ def format_report(report: dict[str, Any]) -> str:
                          f"{max(runs[0]['bytes_per_microbatch'], default=0):,}", _largest_stage(runs[0]),
                          f"{statistics.fmean(r['seconds_per_step'] for r in runs):.2f}"])
     return "\n".join([*lines, markdown_table(heads, rows)])
+
+
+VERDICT_ARMS = ("bp", "terminal", "zerolock a=1", "zerolock a=1 top:last", "zerolock a=1 top-lora:last",
+                "bp rank-matched to top-lora:last")  # the README's columns, by arm family
+
+
+def format_verdict(reports: list[dict[str, Any]]) -> str:
+    """The README's table: final label accuracy (last chunk) per K and arm family, mean ± sd (seeds), and
+    the seconds per step of the head and top-lora readouts side by side (measured in the same study)."""
+    report = reports[0]
+    heads = ["task · K", *VERDICT_ARMS, "s / step: head → top-lora"]
+    rows = []
+    for key, per_k in report["results"].items():
+        by_family = {arm_family(name): e for name, e in per_k.items()}
+        cells = []
+        for arm in VERDICT_ARMS:
+            e = by_family.get(arm)
+            acc = None if e is None else e["final"]["label_accuracy"]
+            cells.append("–" if e is None else f"{acc['mean']:.3f} ± {acc['sd']:.3f} ({len(e['runs'])})")
+        speed = [statistics.fmean(r["seconds_per_step"] for r in by_family[a]["runs"])
+                 for a in ("zerolock a=1", "zerolock a=1 top-lora:last") if a in by_family]
+        rows.append([key, *cells, " → ".join(f"{x:.1f}" for x in speed) if len(speed) == 2 else "–"])
+    c, s = report["config"], report["settings"]
+    runs = [r for per_k in report["results"].values() for e in per_k.values() for r in e["runs"]]
+    hours = sum(r.get("run_s", 0.0) for r in runs) / 3600
+    return "\n".join([
+        f"label accuracy of the last chunk after {c['steps']} steps, {s['model']}, mean ± sd over (seeds); "
+        f"{len(runs)} runs, {hours:.1f} CPU-hours of training and evaluation ({c['jobs']} runs side by side, "
+        "one thread each)", "",
+        markdown_table(heads, rows)])
 
 
 def _largest_stage(run: dict[str, Any]) -> str:

@@ -663,6 +663,12 @@ def test_depth_command_end_to_end_on_tiny_writes_every_field_and_reruns_nothing(
 
     lines = {t.name: list(t.x) for t in by_k_figure(both).data}
     assert lines == {"bp": [2, 3], "terminal": [3], "zerolock a=1 top-lora:last": [3]}
+    from benchmarks.depth import format_verdict
+
+    verdict = format_verdict([both])
+    assert "| topics K=2 | " in verdict and "| topics K=3 | " in verdict
+    k2_row = next(line for line in verdict.splitlines() if line.startswith("| topics K=2 |"))
+    assert k2_row.count("(1)") == 1 and k2_row.count("–") == 6  # BP only at K=2
     first = json.loads((tmp_path / "depth.json").read_text())
     with pytest.raises(ValueError, match="both studies hold topics K=3"):
         merge_reports(BenchSettings(), [first, first])
