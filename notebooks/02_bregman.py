@@ -234,3 +234,90 @@ assert worst < 1e-12 and worst_swapped > 1e-6
 # $\alpha D(p, p_y) + (1-\alpha) D(p, p_{k-1})$ becomes "a linearised global loss plus $1/\alpha$ times a
 # Bregman penalty for moving away from $p_{k-1}$" — a proximal step, exactly like section 1 but in
 # KL geometry. That is Lemma 1, the subject of **notebook 3**.
+
+# %% [markdown]
+# ## Exercises
+#
+# Try each exercise before you look at its solution: the code cell under it is collapsed to its first
+# line (click the three dots, or the bar on its left, to show it). The solutions run with the rest of
+# the notebook and `assert` their answers, so they are checked like everything above.
+#
+# ### Exercise 1 · A third potential
+#
+# Take the **Burg entropy** $\psi(x) = -\sum_i \log x_i$ on positive vectors (not only the simplex).
+# Work out $D_\psi(u, v)$ by hand from the definition in section 2, then check your formula with
+# `B.bregman_numeric` at random positive points. Is it symmetric? And what happens when you scale both
+# points by the same $c > 0$: compare $D_\psi(cu, cv)$ with $D_\psi(u, v)$ for the Burg entropy, the
+# negative entropy and the squared norm.
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Solution
+# grad psi(v) = -1/v, so D(u, v) = sum(u/v - log(u/v) - 1): the Itakura-Saito divergence.
+def burg(x):
+    return -np.sum(np.log(x), axis=-1)
+
+
+def burg_grad(x):
+    return -1.0 / np.asarray(x)
+
+
+def itakura_saito(u, v):
+    return float(np.sum(u / v - np.log(u / v) - 1.0))
+
+
+potentials_numeric = {"Burg entropy": (burg, burg_grad),
+                      "negative entropy": (B.negative_entropy_numeric, B.negative_entropy_grad_numeric),
+                      "squared norm": (B.squared_norm_numeric, B.squared_norm_grad_numeric)}
+u_, v_, c = rng.uniform(0.1, 2.0, 6), rng.uniform(0.1, 2.0, 6), 3.0
+d_burg = B.bregman_numeric(burg, burg_grad, u_, v_)
+print(f"Burg: D(u,v) = {d_burg:.6f}, Itakura-Saito formula {itakura_saito(u_, v_):.6f}, "
+      f"D(v,u) = {B.bregman_numeric(burg, burg_grad, v_, u_):.6f}")
+assert abs(d_burg - itakura_saito(u_, v_)) < 1e-12 and d_burg > 0
+assert abs(d_burg - B.bregman_numeric(burg, burg_grad, v_, u_)) > 1e-3          # not symmetric
+scaling = {name: B.bregman_numeric(f, g, c * u_, c * v_) / B.bregman_numeric(f, g, u_, v_)
+           for name, (f, g) in potentials_numeric.items()}
+print(f"D(cu, cv) / D(u, v) with c = {c}: " + ", ".join(f"{k} {x:.6f}" for k, x in scaling.items()))
+assert abs(scaling["Burg entropy"] - 1) < 1e-9           # scale-free: only ratios u/v matter
+assert abs(scaling["negative entropy"] - c) < 1e-9       # grows like c
+assert abs(scaling["squared norm"] - c**2) < 1e-9        # grows like c^2
+
+# %% [markdown]
+# ### Exercise 2 · Eq. (9) for your potential
+#
+# Section 5 proved the three-point identity for *any* potential. Predict whether it holds for the Burg
+# entropy, then check it with `TP.three_point_numeric` at 20 random triples of positive vectors. Does the
+# `swapped_last` variant (remainder $D(q, p)$ instead of $D(p, q)$) fail for it too?
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Solution
+worst_burg, best_swapped = 0.0, np.inf
+for _ in range(20):
+    p, q_, y = (rng.uniform(0.1, 2.0, 8) for _ in range(3))
+    worst_burg = max(worst_burg, abs(TP.three_point_numeric(burg, burg_grad, p, q_, y)))
+    swapped = (B.bregman_numeric(burg, burg_grad, p, y) - B.bregman_numeric(burg, burg_grad, q_, y)
+               - np.dot(burg_grad(q_) - burg_grad(y), p - q_) - B.bregman_numeric(burg, burg_grad, q_, p))
+    best_swapped = min(best_swapped, abs(swapped))
+print(f"Burg entropy: Eq. (9) max |residual| {worst_burg:.1e};  swapped remainder min |residual| {best_swapped:.2e}")
+assert worst_burg < 1e-10 and best_swapped > 1e-6
+
+# %% [markdown]
+# ### Exercise 3 · Potentials that give the same divergence
+#
+# Change the potential without changing the geometry: add a linear function and a constant,
+# $\psi(x) + \langle a, x\rangle + b$, or multiply it by $c > 0$. **Predict** what happens to $D_\psi$ in
+# each case (the tangent plane is the hint), then check with the negative entropy on the simplex.
+# Why does this mean the step size $\eta$ of section 1 and a rescaled potential are the same knob?
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Solution
+a_vec, b_const, c = rng.standard_normal(5), 1.7, 2.5
+psi, grad = B.negative_entropy_numeric, B.negative_entropy_grad_numeric
+shifted = (lambda x: psi(x) + np.dot(x, a_vec) + b_const, lambda x: grad(x) + a_vec)
+scaled = (lambda x: c * psi(x), lambda x: c * grad(x))
+for _ in range(5):
+    u5, v5 = random_simplex(rng, 5), random_simplex(rng, 5)
+    d = B.bregman_numeric(psi, grad, u5, v5)
+    assert abs(B.bregman_numeric(*shifted, u5, v5) - d) < 1e-12    # the tangent moves with psi: same gap
+    assert abs(B.bregman_numeric(*scaled, u5, v5) - c * d) < 1e-12  # every height scales by c
+print("psi + <a, x> + b: the same divergence;  c * psi: c times it.  So (1/eta) D_psi = D_{psi/eta}: "
+      "choosing a step size is choosing a rescaled potential")

@@ -278,3 +278,75 @@ for seed in range(4):
 # identity and the local optimum is the exponentiated-gradient step $p_y^\alpha p_{k-1}^{1-\alpha}/Z$.
 # The engine's cross-entropy is a different function with a different minimiser; notebook 4 works
 # out what each variant actually optimises.
+
+# %% [markdown]
+# ## Exercises
+#
+# Try each exercise before you look at its solution: the code cell under it is collapsed to its first
+# line (click the three dots, or the bar on its left, to show it). The solutions run with the rest of
+# the notebook and `assert` their answers, so they are checked like everything above.
+#
+# ### Exercise 1 · Turn the α knob
+#
+# In section 5's picture, $p^\star(\alpha)$ runs from $q$ ($\alpha \to 0$) to the label ($\alpha = 1$).
+# **Predict** how the two distances $\mathrm{KL}(p^\star(\alpha)\Vert p_y)$ (to the label) and
+# $\mathrm{KL}(p^\star(\alpha)\Vert q)$ (to the previous chunk) change as α grows. Check on section 5's `y3`,
+# `q3` for 50 values of α in $(0, 1]$. Where does the step land at $\alpha = 1$?
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Solution
+# p*(alpha) is proportional to y^alpha q^(1-alpha): an exponential family in alpha, along which
+# KL(p* || y) falls and KL(p* || q) rises monotonically (their derivatives are -/+ alpha-weighted variances).
+grid_alpha = np.linspace(0.02, 1.0, 50)
+steps = [L2.geometric_target(y3, q3, a) for a in grid_alpha]
+to_label = np.array([kl(p, y3) for p in steps])
+to_prev = np.array([kl(p, q3) for p in steps])
+print("KL(p*||p_y):", np.round(to_label[::10], 4), " KL(p*||q):", np.round(to_prev[::10], 4))
+assert np.all(np.diff(to_label) < 0) and np.all(np.diff(to_prev) > 0)
+assert np.allclose(steps[-1], y3, atol=1e-12)           # alpha = 1: the step jumps onto the label
+
+# %% [markdown]
+# ### Exercise 2 · More chunks or a bigger α?
+#
+# The chain of section 5 says $K$ perfect chunks with step α land on the geometric target with the
+# *effective* step $1 - (1-\alpha)^K$. **Predict**: where do two chunks with $\alpha = 0.5$ land? How many
+# chunks with $\alpha = 0.2$ does it take to get at least as far as one chunk with $\alpha = 0.5$?
+# Check both with `L1.prox_step_closed_form`, chunk after chunk.
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Solution
+def run_chain(p, alpha, chunks):
+    for _ in range(chunks):
+        p = L1.prox_step_closed_form(p, L1.task_gradient(p, y3), alpha)
+    return p
+
+
+two_halves = run_chain(p0, 0.5, 2)
+assert np.allclose(two_halves, L2.geometric_target(y3, p0, 0.75), atol=1e-12)     # 1 - 0.5^2 = 0.75
+needed = int(np.ceil(np.log(1 - 0.5) / np.log(1 - 0.2)))                            # 0.8^K <= 0.5
+print(f"two chunks at alpha=0.5 = one at alpha=0.75;  chunks at alpha=0.2 to pass one at 0.5: {needed}")
+assert needed == 4 and 1 - 0.8**3 < 0.5 <= 1 - 0.8**4
+assert np.allclose(run_chain(p0, 0.2, needed), L2.geometric_target(y3, p0, 1 - 0.8**needed), atol=1e-12)
+assert kl(run_chain(p0, 0.2, needed), y3) < kl(run_chain(p0, 0.5, 1), y3) < kl(run_chain(p0, 0.2, needed - 1), y3)
+
+# %% [markdown]
+# ### Exercise 3 · Other weights
+#
+# Section 2 showed that weights $a\,D(p, p_y) + b\,D(p, q)$ give the step $a/(a+b)$. Take $a = 0.3$ and
+# $b = 1$ (a consistency term that does not shrink when α does). **Predict** the effective step, then
+# check: minimise the weighted loss numerically (`L1.local_minimiser_numeric(..., consistency_weight=b)`)
+# and compare it with the geometric target at your predicted step — and at the naive step $0.3$.
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Solution
+a_w, b_w = 0.3, 1.0
+step = L1.effective_step_size(a_w, b_w)                                    # 0.3 / 1.3
+yv5 = label_smooth(one_hot(1, 5), 0.1)
+qv5 = random_simplex(rng, 5, floor=0.05)
+weighted = L1.local_minimiser_numeric(yv5, qv5, a_w, consistency_weight=b_w)
+print(f"effective step {step:.4f}; |argmin - geometric(step)| = "
+      f"{np.max(np.abs(weighted - L2.geometric_target(yv5, qv5, step))):.1e}, "
+      f"|argmin - geometric(0.3)| = {np.max(np.abs(weighted - L2.geometric_target(yv5, qv5, a_w))):.3f}")
+assert abs(step - 0.3 / 1.3) < 1e-15
+assert np.max(np.abs(weighted - L2.geometric_target(yv5, qv5, step))) < 1e-6
+assert np.max(np.abs(weighted - L2.geometric_target(yv5, qv5, a_w))) > 1e-3

@@ -281,3 +281,84 @@ assert torch.allclose(first.total, torch.nn.functional.cross_entropy(z0, targets
 # * So Lemmas 1–2, and Proposition 1 built on them, describe the *Bregman-form* objective; they are a
 #   model of what the engine does, not a description of it. Notebook 5 measures how the bound fares
 #   on the engine's real chunk readouts in both geometries.
+
+# %% [markdown]
+# ## Exercises
+#
+# Try each exercise before you look at its solution: the code cell under it is collapsed to its first
+# line (click the three dots, or the bar on its left, to show it). The solutions run with the rest of
+# the notebook and `assert` their answers, so they are checked like everything above.
+#
+# ### Exercise 1 · How much does α move the label's mass?
+#
+# Take a one-hot label (as in training) on word $c$ and a previous chunk $q$ that gives it
+# $q_c = 0.05$. **Predict** the label's mass in the forward (arithmetic) target as a formula in α, and
+# whether the reverse target's label mass also grows with α. Check both for 20 values of α in
+# $(0, 1)$ with `L2.arithmetic_target` and `L2.reverse_target_numeric`.
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Solution
+# Forward: alpha + (1 - alpha) q_c, a straight line. Reverse: the label's stationarity condition
+# (1 - alpha) log(p_c (1 - q_c) / ((1 - p_c) q_c)) = alpha / p_c has a root that rises with alpha.
+V6, c6 = 40, 7
+q6 = np.insert(0.95 * random_simplex(np.random.default_rng(6), V6 - 1, floor=0.01), c6, 0.05)   # q_c = 0.05
+y6 = one_hot(c6, V6)
+grid_alpha = np.linspace(0.05, 0.95, 20)
+mass_fwd = np.array([L2.arithmetic_target(y6, q6, a)[c6] for a in grid_alpha])
+mass_rev = np.array([L2.reverse_target_numeric(y6, q6, a)[c6] for a in grid_alpha])
+for a, f, r in list(zip(grid_alpha, mass_fwd, mass_rev))[::4]:
+    print(f"alpha {a:.2f}: label mass forward {f:.3f}, reverse {r:.3f}")
+assert np.allclose(mass_fwd, grid_alpha + (1 - grid_alpha) * 0.05, atol=1e-12)
+assert np.all(np.diff(mass_rev) > 0) and np.all((mass_rev > 0.05) & (mass_rev < 1))
+
+# %% [markdown]
+# ### Exercise 2 · What happens to the wrong words?
+#
+# The label has one word; the previous chunk $q$ has an opinion about all the others. **Predict**, for
+# each target, how its mass on a wrong word $l \ne c$ relates to $q_l$: the forward target with a one-hot
+# label, the reverse target with a one-hot label, the geometric target with a smoothed label. Which ones
+# keep $q$'s *ratios* between wrong words, and which only keep their *order*? Check with α = 0.4.
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Solution
+# forward: p_l = (1 - alpha) q_l;  reverse: p_l = kappa q_l (same kappa for every l != c, from the
+# stationarity condition with y_l = 0);  geometric: p_l proportional to q_l^(1 - alpha) (y_l is the same
+# small number for every l != c), which flattens q's ratios but keeps their order.
+a4 = 0.4
+off = np.arange(V6) != c6
+ratio_fwd = L2.arithmetic_target(y6, q6, a4)[off] / q6[off]
+ratio_rev = L2.reverse_target_numeric(y6, q6, a4)[off] / q6[off]
+geo6 = L2.geometric_target(label_smooth(y6, 0.1), q6, a4)
+ratio_geo = geo6[off] / q6[off] ** (1 - a4)
+print(f"p_l / q_l over the wrong words: forward {ratio_fwd.min():.6f}..{ratio_fwd.max():.6f}, "
+      f"reverse {ratio_rev.min():.6f}..{ratio_rev.max():.6f};  geometric p_l / q_l^(1-alpha): "
+      f"{ratio_geo.min():.6f}..{ratio_geo.max():.6f}")
+assert np.allclose(ratio_fwd, 1 - a4, rtol=1e-12)
+assert np.ptp(ratio_rev) < 1e-9 * ratio_rev.mean()
+assert np.ptp(ratio_geo) < 1e-9 * ratio_geo.mean()
+assert np.ptp(geo6[off] / q6[off]) > 0.1 * (geo6[off] / q6[off]).mean()              # ratios not kept
+assert np.array_equal(np.argsort(geo6[off], kind="stable"), np.argsort(q6[off], kind="stable"))  # order kept
+
+# %% [markdown]
+# ### Exercise 3 · Pick α for a target — and switch the consistency direction
+#
+# With `--consistency forward`, which α makes a chunk's local optimum give the label **exactly half** of
+# its mass, for a previous chunk that gives it $q_c$? Work it out from Exercise 1, then confirm it on the
+# engine's own loss with section 5's `minimise_engine_loss` (one token, $V = 50$). Now switch the same
+# chunk to `--consistency reverse` at the same α: more or less than half?
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Solution
+# alpha + (1 - alpha) q_c = 1/2  =>  alpha = (1/2 - q_c) / (1 - q_c)
+token, c5 = targets[:1], int(targets[0])                     # section 5's first answer token
+qc = float(q5[0, c5])
+alpha_half = (0.5 - qc) / (1 - qc)
+p_fwd = minimise_engine_loss(token, prev_logits[:1], alpha_half, "forward")[0, c5]
+p_rev = minimise_engine_loss(token, prev_logits[:1], alpha_half, "reverse")[0, c5]
+print(f"q_c = {qc:.4f} -> alpha = {alpha_half:.4f}: engine optimum gives the label {p_fwd:.6f} (forward), "
+      f"{p_rev:.4f} (reverse)")
+assert abs(p_fwd - 0.5) < 1e-5
+assert abs(p_rev - L2.reverse_target_numeric(y5[0], q5[0], alpha_half)[c5]) < 1e-5
+# Less than half: KL(p || q) makes every unit of mass moved onto a word that q rules out expensive
+# (p log(p / q) with a tiny q_c), and the cross-entropy term does not pay for it at this alpha.
+assert p_rev < 0.5 - 1e-3                     # the direction changes the optimum, not only the loss value

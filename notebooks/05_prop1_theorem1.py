@@ -340,3 +340,78 @@ assert np.all(avg_probe[4:] <= trace.reference("probe", anchor=5)[4:] * 1.05)   
 # %%
 elapsed = time.perf_counter() - t_start
 print(f"notebook body ran in {elapsed:.0f} s")
+
+# %% [markdown]
+# ## Exercises
+#
+# Try each exercise before you look at its solution: the code cell under it is collapsed to its first
+# line (click the three dots, or the bar on its left, to show it). The solutions reuse the readouts and
+# chunks above (nothing is trained again), run with the rest of the notebook and `assert` their
+# answers.
+#
+# ### Exercise 1 · The slack at another α, by hand
+#
+# In the proofs' geometry the slack of step $k$ is $\mathrm{KL}(p_{k-1}\Vert p_y) + \frac1\alpha\log Z_k$, where
+# $Z_k = \sum_l p_y(l)^\alpha\,p_{k-1}(l)^{1-\alpha}$ is the normaliser of Lemma 2's geometric target
+# (notebook 4). Compute it at $\alpha = 0.2$ with plain NumPy from `ro.ps` and `ro.labels(0.1)`
+# (averaged over the tokens) and compare with `closed_form_slack`. Then **predict**: if the last chunk
+# were perfect — replace $p_K$ by the label itself — would the bound get tighter?
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Solution
+import dataclasses
+
+from scipy.special import logsumexp, rel_entr
+
+a_ex, y_s, q_prev = 0.2, ro.labels(0.1), ro.ps[:-1]            # q_prev: p_0 .. p_{K-1}
+with np.errstate(divide="ignore"):                              # log 0 = -inf is fine inside logsumexp
+    log_z = logsumexp(a_ex * np.log(y_s) + (1 - a_ex) * np.log(q_prev), axis=-1)
+by_hand = (rel_entr(q_prev, y_s).sum(-1) + log_z / a_ex).mean(-1)
+at_02 = R.proposition1_on_readouts(ro, a_ex, geometry="bregman", smoothing=0.1)
+print("slack per chunk by hand:", np.round(by_hand, 5), "  closed_form_slack:", np.round(at_02.closed_form_slack, 5))
+assert np.allclose(by_hand, at_02.closed_form_slack, rtol=1e-9, atol=1e-12) and np.all(by_hand >= 0)
+# No: the slack of step k involves only p_{k-1}, so p_K never enters it. A perfect last chunk lowers
+# L(p_K) and the right-hand side by the same amount.
+perfect = dataclasses.replace(ro, ps=np.concatenate([ro.ps[:-1], ro.labels(0.1)[None]]))
+at_02_perfect = R.proposition1_on_readouts(perfect, a_ex, geometry="bregman", smoothing=0.1)
+print(f"L(p_K): {at_02.lhs:.4f} -> {at_02_perfect.lhs:.4f};  slack: {at_02.result.slack:.6f} -> "
+      f"{at_02_perfect.result.slack:.6f}")
+assert at_02_perfect.lhs < 1e-12 < at_02.lhs
+assert abs(at_02_perfect.result.slack - at_02.result.slack) < 1e-8
+
+# %% [markdown]
+# ### Exercise 2 · Overestimate β
+#
+# An *under*estimated β breaks Eq. (11) (section 3). What does an *over*estimated one do? **Predict** how the
+# right-hand side changes when β goes from its true value 1 to $\beta'$ in the proofs' geometry (α = 0.5),
+# as a formula in the distances $D(p_k, p_{k-1})$. Check for $\beta' \in \{1.5, 2, 5\}$. Does the bound still
+# hold, and does it still promise descent ($\alpha < 1/\beta$)?
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Solution
+# rhs = L(p_0) - (1/alpha - beta) sum_k D(p_k, p_k-1) + (1/alpha) sum_k delta_k: linear in beta, slope sum_k D.
+true_beta = R.proposition1_on_readouts(ro, 0.5, geometry="bregman", smoothing=0.1)
+for beta_over in (1.5, 2.0, 5.0):
+    over = R.proposition1_on_readouts(ro, 0.5, geometry="bregman", smoothing=0.1, beta=beta_over)
+    growth = (beta_over - 1.0) * true_beta.result.distances.sum()
+    print(f"beta = {beta_over}: rhs {true_beta.rhs:.4f} -> {over.rhs:.4f} (predicted +{growth:.4f}); "
+          f"holds {over.holds}; alpha < 1/beta: {over.result.step_condition}; verdict {over.verdict}")
+    assert over.holds and abs(over.rhs - true_beta.rhs - growth) < 1e-9 * (1 + abs(over.rhs))
+    assert over.result.step_condition == (0.5 < 1 / beta_over)
+
+# %% [markdown]
+# ### Exercise 3 · Lemma 3 for another α and the other consistency direction
+#
+# Section 4 checked Lemma 3 with α = 0.5 and reverse consistency. **Predict** whether it still holds with
+# `--consistency forward` and a different α per chunk (0.2, 0.5, 0.9, as an α ramp would set), and which
+# chunk's gradient stays the same even when gradients *do* flow through the boundaries.
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Solution
+# Lemma 3 only needs the stop-gradient at the boundaries: any alpha, any direction. Without it, only
+# the last chunk is unaffected (nothing downstream can send it a gradient).
+res_ramp = S.lemma3_residuals(setup.chunks, R.eval_batch(setup.eval, 8), [0.2, 0.5, 0.9], "forward")
+print("detached:", res_ramp["detached"], "  through boundaries:", np.round(res_ramp["through_boundaries"], 5))
+assert res_ramp["detached"] == [0.0, 0.0, 0.0]
+assert res_ramp["through_boundaries"][0] > 0 and res_ramp["through_boundaries"][1] > 0
+assert res_ramp["through_boundaries"][2] == 0.0

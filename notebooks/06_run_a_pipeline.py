@@ -192,3 +192,73 @@ for k in ref:
         assert torch.equal(ref[k][name], got[k][name]), (k, name)
         n += 1
 print(f"{n} LoRA tensors in {K} chunks: pipeline == reference, bit for bit")
+
+# %% [markdown]
+# ## Exercises
+#
+# Try each exercise before you look at its solution: the code cell under it is collapsed to its first
+# line (click the three dots, or the bar on its left, to show it). The solutions reuse the two runs
+# above (no new pipeline is started), run with the rest of the notebook and `assert` their answers.
+#
+# ### Exercise 1 · The simulator's prediction, checked on the real runs
+#
+# Notebook 1 *predicted* how many micro-batches of activations each stage holds, from the schedule alone
+# (`inflight_peak`). Check its prediction against what the two runs above measured, for both stages and
+# both methods. Then **predict** stage 0's peak for each method if the window had $M = 8$ micro-batches —
+# from the schedule, without running anything.
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Solution
+from zerolock_core.schedule import build_schedule, inflight_peak
+
+for method, measured in (("zerolock", metrics), ("gpipe", metrics_bp)):
+    predicted = tuple(inflight_peak(build_schedule(method, stages=K, microbatches=M), s) for s in range(K))
+    got = tuple(s["peak_inflight_microbatches"] for s in measured.per_stage)
+    at_8 = inflight_peak(build_schedule(method, stages=K, microbatches=8), 0)
+    print(f"{method:<8} predicted {predicted}, measured {got};  stage 0 with M = 8: {at_8}")
+    assert predicted == got
+    assert at_8 == (1 if method == "zerolock" else 8)
+
+# %% [markdown]
+# ### Exercise 2 · The runtime executes the schedule, action by action
+#
+# Notebook 1 said schedules are *data*: "the same objects the multi-process runtime executes". Check it
+# on both runs: for each stage, the kinds and micro-batches of the measured events, in the order the stage
+# ran them, must be `build_schedule(method, stages=K, microbatches=M, windows=STEPS).for_stage(s)`
+# (micro-batches are numbered across the whole run). **Predict** first what ZeroLock's last stage does
+# right after each forward — and what it never does.
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Solution
+# ZeroLock's last stage has nobody to send to: F is followed directly by its local step L, no SF.
+for method, evs in (("zerolock", events), ("gpipe", events_bp)):
+    schedule = build_schedule(method, stages=K, microbatches=M, windows=STEPS)
+    for s in range(K):
+        planned = [(a.kind.value, a.microbatch) for a in schedule.for_stage(s)]
+        ran = [(e["kind"], e["mb"]) for e in evs if e["stage"] == s and e["kind"] in {k for k, _ in planned}]
+        print(f"{method:<8} stage {s}: " + " ".join(f"{k}{'' if mb is None else mb}" for k, mb in ran[:13]) + " ...")
+        assert ran == planned, (method, s)
+last = [(e["kind"], e["mb"]) for e in per_stage[K - 1]]
+assert "SF" not in {k for k, _ in last}
+assert all(last[i + 1] == ("L", mb) for i, (k, mb) in enumerate(last) if k == "F")
+
+# %% [markdown]
+# ### Exercise 3 · Bytes on the wire
+#
+# One micro-batch here is one example of `seq_len` tokens, and the tiny model's hidden size is 128 (float32).
+# **Predict**, for one optimizer step of each method, the bytes stage 0 sends and receives and the bytes
+# the last stage sends. How would doubling `seq_len` change them?
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+# Solution
+# Both methods send the same hidden states down; only BP sends gradients (the same shape) back up.
+# Everything is proportional to seq_len: doubling it doubles every number.
+per_step = M * hidden_bytes
+for name, m_ in (("ZeroLock", metrics), ("GPipe", metrics_bp)):
+    first, last = m_.per_stage[0], m_.per_stage[-1]
+    print(f"{name:<8} per step: stage 0 sends {first['bytes_sent'] // STEPS:,} B, receives "
+          f"{first['bytes_received'] // STEPS:,} B; the last stage sends {last['bytes_sent'] // STEPS:,} B")
+assert metrics.per_stage[0]["bytes_sent"] == metrics_bp.per_stage[0]["bytes_sent"] == STEPS * per_step
+assert metrics.per_stage[-1]["bytes_sent"] == 0 and metrics.per_stage[0]["bytes_received"] == 0
+assert metrics_bp.per_stage[-1]["bytes_sent"] == metrics_bp.per_stage[0]["bytes_received"] == STEPS * per_step
+print(f"with seq_len = {2 * cfg.data.seq_len}: {2 * per_step:,} B per step down (and, for BP, up)")

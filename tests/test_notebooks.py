@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -19,6 +20,13 @@ NB_DIR = ROOT / "notebooks"
 NOTEBOOKS = sorted(NB_DIR.glob("[0-9][0-9]_*.py"))
 EXPECTED = ["01_update_locking.py", "02_bregman.py", "03_lemma1_prox.py", "04_lemma2_targets.py",
             "05_prop1_theorem1.py", "06_run_a_pipeline.py", "07_readability.py", "08_depth.py"]
+# How many exercises each notebook ends with (08_depth.py has none yet: add it here when it does).
+EXERCISES = {"01_update_locking.py": 3, "02_bregman.py": 3, "03_lemma1_prox.py": 3, "04_lemma2_targets.py": 3,
+             "05_prop1_theorem1.py": 3, "06_run_a_pipeline.py": 3, "07_readability.py": 3}
+# The folder that `jupyter lab` must find on JUPYTER_CONFIG_PATH (notebooks/README.md's command): its
+# labconfig/default_setting_overrides.json makes a double-click open a .py source as a notebook.
+LAB_CONFIG = NB_DIR / ".jupyter"
+LAB_COMMAND = 'JUPYTER_CONFIG_PATH="$PWD/notebooks/.jupyter" jupyter lab notebooks/'
 
 
 def _read(path: Path):
@@ -47,9 +55,33 @@ def test_notebook_source_is_a_well_formed_percent_notebook(path):
     compile(code, str(path), "exec")  # plain Python: the notebooks use no IPython magics
 
 
+@pytest.mark.parametrize("name, count", EXERCISES.items(), ids=[Path(n).stem for n in EXERCISES])
+def test_notebook_ends_with_exercises_and_hidden_solutions(name, count):
+    """The last `## ` section is "## Exercises": `count` exercises (`### Exercise n · …`, the first one
+    in the section's own cell), each followed by one code cell tagged `solution`, collapsed in
+    JupyterLab (`jupyter.source_hidden`) and asserting its answer (it runs with the notebook). A
+    collapsed cell still shows its first line, so that line gives nothing away."""
+    jupytext = pytest.importorskip("jupytext")
+    nb = _read(NB_DIR / name)
+    sections = [i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and re.search(r"^## ", c.source, re.M)]
+    section = nb.cells[sections[-1]:]
+    assert re.search(r"^## Exercises$", section[0].source, re.M), "the last section must be ## Exercises"
+    assert 2 <= count <= 3 and [c.cell_type for c in section] == ["markdown", "code"] * count
+    for n, (task, solution) in enumerate(zip(section[::2], section[1::2]), start=1):
+        assert re.findall(r"^### Exercise (\d+) · \S", task.source, re.M) == [str(n)], task.source[:200]
+        assert "solution" in solution.metadata.get("tags", []), (name, n)
+        assert solution.metadata.get("jupyter", {}).get("source_hidden") is True, (name, n)
+        assert solution.source.splitlines()[0] == "# Solution", (name, n)
+        assert "assert " in solution.source, (name, n)
+    # Saving from JupyterLab writes the .py back: the metadata must survive the round trip.
+    again = jupytext.reads(jupytext.writes(nb, fmt="py:percent"), fmt="py:percent").cells[-1]
+    assert again.metadata == section[-1].metadata and again.source == section[-1].source
+
+
 def test_jupyter_lab_serves_the_py_files_as_notebooks(tmp_path):
-    """What `jupyter lab notebooks/` does, for real: the server starts, serves the Lab page, and its
-    contents API opens every .py source as a notebook (jupytext's contents manager)."""
+    """What notebooks/README.md's `jupyter lab` command does, for real: the server starts, serves the
+    Lab page, its contents API opens every .py source as a notebook (jupytext's contents manager), and
+    the shipped setting makes "Jupytext Notebook" the default viewer of Python files (double-click)."""
     import socket
     import subprocess
     import urllib.request
@@ -59,7 +91,13 @@ def test_jupyter_lab_serves_the_py_files_as_notebooks(tmp_path):
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     token = "zerolock-test"
-    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"), "JUPYTER_DATA_DIR": str(tmp_path / "data")}
+    assert LAB_COMMAND in (NB_DIR / "README.md").read_text()
+    # The user's own Jupyter config and Lab settings are swapped for empty folders, so that only the
+    # shipped setting can make the default viewer (a `jupytext-config set-default-viewer` run on this
+    # machine writes to the user's config and would hide a missing one).
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"), "JUPYTER_DATA_DIR": str(tmp_path / "data"),
+           "JUPYTER_CONFIG_DIR": str(tmp_path / "config"), "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"),
+           "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces"), "JUPYTER_CONFIG_PATH": str(LAB_CONFIG)}
     cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
            f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={NB_DIR}",
            "--ServerApp.contents_manager_class=jupytext.TextFileContentsManager", "--allow-root"]
@@ -89,6 +127,13 @@ def test_jupyter_lab_serves_the_py_files_as_notebooks(tmp_path):
             assert status == 200 and model["type"] == "notebook", path.name
             assert model["content"]["cells"][0]["cell_type"] == "markdown"
             assert model["content"]["metadata"]["kernelspec"]["name"] == "python3"
+        status, body = get("/lab/api/settings/")
+        assert "jupyterlab-jupytext:plugin" in {p["id"] for p in json.loads(body)["settings"]}  # its viewer exists
+        status, body = get("/lab/api/settings/@jupyterlab/docmanager-extension:plugin")
+        plugin = json.loads(body)
+        default = plugin["schema"]["properties"]["defaultViewers"]["default"]
+        viewers = plugin["settings"].get("defaultViewers", default)  # what the Lab page uses
+        assert viewers.get("python") == "Jupytext Notebook", viewers
     finally:
         server.terminate()
         try:
