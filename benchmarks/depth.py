@@ -35,7 +35,7 @@ from zerolock_core.arg_types import ints_arg
 from zerolock_core.atomic_files import read_json, write_json_atomic
 from zerolock_core.config import DataConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig
 from zerolock_core.config_file import write_config_toml
-from zerolock_core.palette import DASHES, method_colour, stage_colour
+from zerolock_core.palette import DASHES, method_colour
 from zerolock_core.run_dir import RunDir
 
 from . import plots
@@ -92,7 +92,8 @@ ARMS: dict[str, Arm] = {
     f"bp rank-matched to top-lora:{TOP}": Arm(method="bp", rank_matched=True),
 }
 DEFAULT_ARMS = tuple(ARMS)
-DECISIVE_ARMS = ("bp", "zerolock a=1", f"zerolock a=1 top-lora:{TOP}", f"bp rank-matched to top-lora:{TOP}")
+DECISIVE_ARMS = ("bp", "zerolock a=1", f"zerolock a=1 top:{TOP}", f"zerolock a=1 top-lora:{TOP}",
+                 f"bp rank-matched to top-lora:{TOP}")
 
 
 def arm_name(arm: str, top: int) -> str:
@@ -264,9 +265,10 @@ def run_depth(settings: BenchSettings, *, out: Path, stages: tuple[int, ...], ar
             for n in (dict.fromkeys(tops) if TOP in arm else tops[:1]):  # an arm without N runs once
                 for seed in (decisive_seeds if arm in DECISIVE_ARMS else seeds):
                     plan.append((settings.dataset, k, arm, n, seed))
-    if needle:  # the long-range task at K = 3: BP, terminal and the readout the study is about
+    if needle:  # the long-range task at K = 3: BP, terminal and the readout the study recommends (top:N: BP's
+        # own trainable parameters, no more)
         needle_top = max(resolved_top(n, model=resolve_bench_model(settings.model), stages=3) for n in top)
-        plan += [("needle", 3, arm, needle_top, seed) for arm in ("bp", "terminal", f"zerolock a=1 top-lora:{TOP}")
+        plan += [("needle", 3, arm, needle_top, seed) for arm in ("bp", "terminal", f"zerolock a=1 top:{TOP}")
                  for seed in seeds]
     configs = {key: run_config(settings, ARMS[key[2]], stages=key[1], top=key[3], seed=key[4], batch=batch,
                                microbatches=microbatches, eval_every=eval_every, eval_size=eval_size, rank=rank,
@@ -338,13 +340,14 @@ def format_report(report: dict[str, Any]) -> str:
 
 VERDICT_ARMS = ("bp", "terminal", "zerolock a=1", "zerolock a=1 top:last", "zerolock a=1 top-lora:last",
                 "bp rank-matched to top-lora:last")  # the README's columns, by arm family
+SPEED_ARMS = ("bp", "zerolock a=1", "zerolock a=1 top:last")  # seconds per step side by side (one study, same load)
 
 
 def format_verdict(reports: list[dict[str, Any]]) -> str:
     """The README's table: final label accuracy (last chunk) per K and arm family, mean ± sd (seeds), and
     the seconds per step of the head and top-lora readouts side by side (measured in the same study)."""
     report = reports[0]
-    heads = ["task · K", *VERDICT_ARMS, "s / step: head → top-lora"]
+    heads = ["task · K", *VERDICT_ARMS, "s / step: " + " / ".join(a.rpartition(" ")[2] for a in SPEED_ARMS)]
     rows = []
     for key, per_k in report["results"].items():
         by_family = {arm_family(name): e for name, e in per_k.items()}
@@ -353,14 +356,14 @@ def format_verdict(reports: list[dict[str, Any]]) -> str:
             e = by_family.get(arm)
             acc = None if e is None else e["final"]["label_accuracy"]
             cells.append("–" if e is None else f"{acc['mean']:.3f} ± {acc['sd']:.3f} ({len(e['runs'])})")
-        speed = [statistics.fmean(r["seconds_per_step"] for r in by_family[a]["runs"])
-                 for a in ("zerolock a=1", "zerolock a=1 top-lora:last") if a in by_family]
-        rows.append([key, *cells, " → ".join(f"{x:.1f}" for x in speed) if len(speed) == 2 else "–"])
+        speed = [f"{statistics.fmean(r['seconds_per_step'] for r in by_family[a]['runs']):.1f}" if a in by_family
+                 else "–" for a in SPEED_ARMS]
+        rows.append([key, *cells, " / ".join(speed)])
     c, s = report["config"], report["settings"]
     runs = [r for per_k in report["results"].values() for e in per_k.values() for r in e["runs"]]
     hours = sum(r.get("run_s", 0.0) for r in runs) / 3600
     return "\n".join([
-        f"label accuracy of the last chunk after {c['steps']} steps, {s['model']}, mean ± sd over (seeds); "
+        f"label accuracy of the last chunk after {c['steps']} steps, {s['model']}, mean ± sd (number of seeds); "
         f"{len(runs)} runs, {hours:.1f} CPU-hours of training and evaluation ({c['jobs']} runs side by side, "
         "one thread each)", "",
         markdown_table(heads, rows)])
@@ -376,24 +379,42 @@ def _largest_stage(run: dict[str, Any]) -> str:
 def figures(report: dict[str, Any]):
     """Per K, the last chunk's label accuracy over the steps, every arm (mean over its seeds)."""
     keys = list(report["results"])
-    fig = plots.panels(tuple(keys))
+    fig = plots.panels(tuple(keys), shared_yaxes=True)
+    style, shown = arm_styles(report), set()
     for col, key in enumerate(keys, start=1):
-        for j, (name, e) in enumerate(report["results"][key].items()):
+        for name, e in report["results"][key].items():
             runs = e["runs"]
             steps = runs[0]["step"]
             mean = [statistics.fmean(r["label_accuracy"][i][-1] for r in runs) for i in range(len(steps))]
-            colour = method_colour(e["method"]) if e["readout"] == "head" else stage_colour(j % 4, 4)
-            fig.add_trace(plots.curve(name, steps, mean, color=colour, legendgroup=name, showlegend=col == 1),
-                          row=1, col=col)
+            family = arm_family(name)
+            colour, dash = style[family]
+            fig.add_trace(plots.curve(family, steps, mean, color=colour, line={"dash": dash}, legendgroup=family,
+                                      showlegend=family not in shown), row=1, col=col)
+            shown.add(family)
     fig.update_xaxes(title_text="step")
     fig.update_yaxes(title_text="label accuracy (last chunk)", col=1)
-    fig.update_layout(title="Label accuracy over training per K: where the local objectives track backprop")
+    fig.update_layout(title="Label accuracy over training per K: where the local objectives track backprop",
+                      template="plotly_white")
     return {"depth_curves": fig, "depth_by_k": by_k_figure(report)}
 
 
 def arm_family(name: str) -> str:
     """An arm across K: `top-lora:10` at K=3 and `top-lora:5` at K=6 are both the last chunk's layers."""
     return re.sub(r"(top(?:-lora)?):\d+", r"\1:last", name)
+
+
+def arm_styles(report: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """Each arm family's (colour, dash): its method's colour, its own dash among that method's arms."""
+    styles: dict[str, tuple[str, str]] = {}
+    per_method: dict[str, int] = {}
+    for per_k in report["results"].values():
+        for name, e in per_k.items():
+            family = arm_family(name)
+            if family not in styles:
+                n = per_method.get(e["method"], 0)
+                per_method[e["method"]] = n + 1
+                styles[family] = (method_colour(e["method"]), DASHES[n % len(DASHES)])
+    return styles
 
 
 def by_k_figure(report: dict[str, Any]):
@@ -407,14 +428,12 @@ def by_k_figure(report: dict[str, Any]):
             families.setdefault(arm_family(name), {})[e["stages"]] = e
     fig = plots.figure(title="Label accuracy after training against K (mean ± sd over seeds)",
                        xaxis_title="stages K", yaxis_title="label accuracy (last chunk)", template="plotly_white")
-    dashes: dict[str, int] = {}
+    style = arm_styles(report)
     for family, by_k in families.items():
-        method = next(iter(by_k.values()))["method"]
-        dash = DASHES[dashes.setdefault(method, 0) % len(DASHES)]
-        dashes[method] += 1
+        colour, dash = style[family]
         ks = sorted(by_k)
         fig.add_trace(plots.curve(family, ks, [by_k[k]["final"]["label_accuracy"]["mean"] for k in ks],
-                                  color=method_colour(method), line={"dash": dash},
+                                  color=colour, line={"dash": dash},
                                   error_y={"type": "data", "array": [by_k[k]["final"]["label_accuracy"]["sd"]
                                                                      for k in ks], "visible": True}))
     fig.update_xaxes(tickvals=sorted({k for by_k in families.values() for k in by_k}))
@@ -450,7 +469,7 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eval-size", type=int, default=128)
     p.add_argument("--lora-rank", type=int, default=4)
     p.add_argument("--jobs", type=int, default=2, help="runs side by side (one thread each)")
-    p.add_argument("--needle", action="store_true", help="add the needle task at K=3: BP, terminal, top-lora:N")
+    p.add_argument("--needle", action="store_true", help="add the needle task at K=3: BP, terminal, top:N")
     p.add_argument("--merge", default="", metavar="JSON,JSON",
                    help="run nothing: merge these studies' depth.json files (same settings, different K) into one "
                         "report with the figures over every K")

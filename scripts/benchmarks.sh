@@ -29,7 +29,7 @@ declare -A COMMANDS=(
   [readability-tiny]="zerolock bench readability --steps 200 --lr 5e-3 --eval-size 256 --translator-steps 150 --reference-threads 1 --out results/readability-tiny"
   # the real model: bash scripts/setup.sh --real first
   [stage-rss-smollm2]="zerolock bench stage-rss --model smollm2-135m --out results/stage-rss-smollm2"
-  [readability-smollm2]="zerolock bench readability --model smollm2-135m --steps 20 --lr 5e-4 --eval-size 128 --translator-steps 100 --translator-examples 192 --reference-threads 1 --out results/readability-smollm2"
+  [readability-smollm2]="zerolock bench readability --model smollm2-135m --steps 20 --lr 5e-4 --eval-size 128 --translator-steps 100 --translator-examples 192 --reference-threads 1 --top --out results/readability-smollm2"
   [quality-smollm2]="zerolock bench quality --model smollm2-135m --stages 3 --steps 30 --eval-every 10 --seeds 0 --eval-size 128 --lr 5e-4 --reference-threads 1 --arms 'bp,zerolock a=1,zerolock a=0.5 reverse,zerolock a=0.5 mlp adapter,zerolock a=0.5->1' --out results/quality-smollm2"
   [quality-smollm2-affine]="zerolock bench quality --model smollm2-135m --stages 3 --steps 30 --eval-every 10 --seeds 0 --eval-size 128 --lr 5e-4 --reference-threads 1 --arms 'zerolock a=0.5 affine adapter,zerolock a=1 affine adapter' --out results/quality-smollm2-affine"
   [quality-smollm2-k2]="zerolock bench quality --model smollm2-135m --stages 2 --steps 30 --eval-every 10 --seeds 0 --eval-size 128 --lr 5e-4 --reference-threads 1 --arms 'zerolock a=1,zerolock a=1 affine adapter' --out results/quality-smollm2-k2"

@@ -544,7 +544,8 @@ def test_the_results_blocks_of_every_page_are_what_the_committed_result_files_gi
     from benchmarks.readme import PAGES, README, RESULTS_PAGE, blocks, regenerate
 
     assert set(PAGES) == {README, RESULTS_PAGE}
-    assert blocks(README.read_text()) == ["headline"], "the README keeps one small generated table"
+    assert blocks(README.read_text()) == ["headline", "depth-verdict"], \
+        "the README keeps two small generated tables: the headline and the depth study's verdict"
     assert len(blocks(RESULTS_PAGE.read_text())) >= 10
     for page in PAGES:
         text = page.read_text()
@@ -668,7 +669,8 @@ def test_depth_command_end_to_end_on_tiny_writes_every_field_and_reruns_nothing(
     verdict = format_verdict([both])
     assert "| topics K=2 | " in verdict and "| topics K=3 | " in verdict
     k2_row = next(line for line in verdict.splitlines() if line.startswith("| topics K=2 |"))
-    assert k2_row.count("(1)") == 1 and k2_row.count("–") == 6  # BP only at K=2
+    cells = [c.strip() for c in k2_row.split("|")[2:-1]]
+    assert cells[0].endswith("(1)") and cells[1:6] == ["–"] * 5 and cells[6].endswith("/ – / –")  # BP only at K=2
     first = json.loads((tmp_path / "depth.json").read_text())
     with pytest.raises(ValueError, match="both studies hold topics K=3"):
         merge_reports(BenchSettings(), [first, first])

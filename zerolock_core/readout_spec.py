@@ -78,7 +78,8 @@ class ReadoutSpec:
 
 
 HEAD = ReadoutSpec(kind="head")
-# what the project recommends once K >= 3 (README, "Local objectives at depth"): the frozen head cannot read
-# an early chunk; reading through the model's own top (the last chunk's layers) can
-RECOMMENDED_AT_DEPTH = "top-lora:last"
+# what the project recommends once K >= 3 (README, "Local objectives at depth"): the frozen head cannot train
+# an early chunk; reading through a frozen copy of the last chunk's layers does, as well as BP, with BP's own
+# trainable parameters (top-lora:last adds LoRA that BP, given as many, uses better)
+RECOMMENDED_AT_DEPTH = "top:last"
 
