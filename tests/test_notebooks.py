@@ -22,7 +22,7 @@ EXPECTED = ["01_update_locking.py", "02_bregman.py", "03_lemma1_prox.py", "04_le
             "05_prop1_theorem1.py", "06_run_a_pipeline.py", "07_readability.py", "08_depth.py"]
 # How many exercises each notebook ends with (08_depth.py has none yet: add it here when it does).
 EXERCISES = {"01_update_locking.py": 3, "02_bregman.py": 3, "03_lemma1_prox.py": 3, "04_lemma2_targets.py": 3,
-             "05_prop1_theorem1.py": 3, "06_run_a_pipeline.py": 3, "07_readability.py": 3}
+             "05_prop1_theorem1.py": 3, "06_run_a_pipeline.py": 3, "07_readability.py": 3, "08_depth.py": 3}
 # The folder that `jupyter lab` must find on JUPYTER_CONFIG_PATH (notebooks/README.md's command): its
 # labconfig/default_setting_overrides.json makes a double-click open a .py source as a notebook.
 LAB_CONFIG = NB_DIR / ".jupyter"
