@@ -21,8 +21,8 @@ PIPELINE_METHODS = ("zerolock", "gpipe", "1f1b", "pipedream")
 READOUT_CHOICES: tuple[tuple[str, str], ...] = tuple(
     (f"{label}{'  ★ recommended for K ≥ 3' if value == RECOMMENDED_AT_DEPTH else ''}", value) for label, value in (
         ("head: the paper's frozen norm + LM head", "head"),
-        ("top:last: through a frozen copy of the last chunk's layers", "top:last"),
-        ("top-lora:last: the same copy, with LoRA of its own", "top-lora:last"),
+        ("top-lora:last: through a copy of the last chunk's layers, with LoRA of its own", "top-lora:last"),
+        ("top:last: the same copy, frozen", "top:last"),
         ("affine: a trained translator before the head (tuned lens)", "affine"),
         ("mlp: a trained residual MLP before the head", "mlp")))
 REFERENCE_METHODS = ("bp",)

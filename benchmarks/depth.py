@@ -240,7 +240,8 @@ def merge_reports(settings: BenchSettings, reports: list[dict[str, Any]]) -> dic
     merged_settings = {**first["settings"], "seed": settings.seed}
     return {
         **report_header("depth", settings), "settings": merged_settings,
-        "config": {**first["config"], "stages": sorted({k for r in reports for k in r["config"]["stages"]})},
+        "config": {**first["config"], "stages": sorted({k for r in reports for k in r["config"]["stages"]}),
+                   "jobs": max(r["config"]["jobs"] for r in reports)},
         "parts": [{"command": r["command"], "config": r["config"], "wall_s": r["wall_s"], "machine": r["machine"]}
                   for r in reports],
         "wall_s": round(sum(r["wall_s"] for r in reports), 1),
@@ -340,7 +341,8 @@ def format_report(report: dict[str, Any]) -> str:
 
 VERDICT_ARMS = ("bp", "terminal", "zerolock a=1", "zerolock a=1 top:last", "zerolock a=1 top-lora:last",
                 "bp rank-matched to top-lora:last")  # the README's columns, by arm family
-SPEED_ARMS = ("bp", "zerolock a=1", "zerolock a=1 top:last")  # seconds per step side by side (one study, same load)
+# seconds per step side by side (one study, the same load)
+SPEED_ARMS = ("bp", "zerolock a=1", "zerolock a=1 top:last", "zerolock a=1 top-lora:last")
 
 
 def format_verdict(reports: list[dict[str, Any]]) -> str:

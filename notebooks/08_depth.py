@@ -467,7 +467,7 @@ assert sum(tl["runs"][0]["trainable_params"]) > sum(h["runs"][0]["trainable_para
 #   does not care about, and the model ends below BP (0.75 against 0.80).
 # * Reading chunk 1 **through the model's own top 10 layers** — the whole last chunk — turns its cosine to
 #   ≈ 0.9 (frozen copy) / ≈ 1.0 (`top-lora`), its own readout from chance to ≈ 0.8, and the model's final
-#   accuracy to BP's (0.81 / 0.80 against 0.80). The one-seed pilot found that fewer layers (1, 2, 4) do
+#   accuracy to BP's (0.815 / 0.80 against 0.80; at K = 6 only the LoRA copy holds: see the README). The one-seed pilot found that fewer layers (1, 2, 4) do
 #   not help: layer 20's output is not what layers 26–29 expect.
 # * **It is a win of the objective only for the frozen copy**: `top:N` trains exactly BP's parameters;
 #   `top-lora:N` trains 1.7 times as many, and BP given as many (rank-matched) does better still (0.83).

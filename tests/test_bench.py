@@ -670,7 +670,7 @@ def test_depth_command_end_to_end_on_tiny_writes_every_field_and_reruns_nothing(
     assert "| topics K=2 | " in verdict and "| topics K=3 | " in verdict
     k2_row = next(line for line in verdict.splitlines() if line.startswith("| topics K=2 |"))
     cells = [c.strip() for c in k2_row.split("|")[2:-1]]
-    assert cells[0].endswith("(1)") and cells[1:6] == ["–"] * 5 and cells[6].endswith("/ – / –")  # BP only at K=2
+    assert cells[0].endswith("(1)") and cells[1:6] == ["–"] * 5 and cells[6].endswith("/ – / – / –")  # BP only at K=2
     first = json.loads((tmp_path / "depth.json").read_text())
     with pytest.raises(ValueError, match="both studies hold topics K=3"):
         merge_reports(BenchSettings(), [first, first])

@@ -296,7 +296,7 @@ def test_the_form_marks_the_recommended_readout_once_and_refuses_one_it_does_not
     assert marked == [RECOMMENDED_AT_DEPTH]
     assert all(ReadoutSpec.parse(value) for _, value in READOUT_CHOICES)
     message, started = start_runs(controller, **FORM_VALUES, readout="top:99")
-    assert not started and "readout 'top:99' is not one of head, top:last, top-lora:last" in message
+    assert not started and "readout 'top:99' is not one of head, top-lora:last, top:last" in message
 
 
 def test_the_inject_panel_names_the_watched_runs_stages(tmp_path):

@@ -79,7 +79,7 @@ class ReadoutSpec:
 
 HEAD = ReadoutSpec(kind="head")
 # what the project recommends once K >= 3 (README, "Local objectives at depth"): the frozen head cannot train
-# an early chunk; reading through a frozen copy of the last chunk's layers does, as well as BP, with BP's own
-# trainable parameters (top-lora:last adds LoRA that BP, given as many, uses better)
-RECOMMENDED_AT_DEPTH = "top:last"
+# an early chunk; reading through a copy of the last chunk's layers with LoRA of its own tracks BP at K = 3
+# and K = 6 (the frozen copy, top:last, only at K = 3) — with more trainable parameters than BP's
+RECOMMENDED_AT_DEPTH = "top-lora:last"
 
