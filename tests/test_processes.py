@@ -33,3 +33,13 @@ def test_an_unknown_start_method_is_refused_with_the_choices(monkeypatch):
     monkeypatch.setenv(START_METHOD_ENV, "fork")
     with pytest.raises(ValueError, match="forkserver, spawn"):
         start_method()
+
+
+@pytest.mark.parametrize("stage,link,peer", [(0, 0, 1), (1, 0, 0), (1, 1, 2), (3, 2, 2)])
+def test_a_broken_link_names_the_stage_on_its_other_end(stage, link, peer):
+    """Under torchrun a survivor's record can be the run's first: it must say which stage went away."""
+    from zerolock_core.runtime.errors import LinkBroken
+    from zerolock_core.runtime.stage_process import _link_broken_reason
+
+    why = _link_broken_reason(stage, LinkBroken(link, 0, "send of hidden state 3", ConnectionResetError("reset")))
+    assert why.startswith(f"the link to stage {peer} broke (link {link} (generation 0)") and f"stage {peer}'s rank" in why

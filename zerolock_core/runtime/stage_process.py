@@ -109,8 +109,7 @@ def stage_main(cfg_dict: dict[str, Any], launch: StageLaunch) -> None:
             sys.exit(LINK_LOST_EXIT)
         # Record the cause, then stop the others before our exit closes their links, so that they
         # report "stopped" and this error stays the run's first.
-        why = (f"the link to a neighbouring stage broke ({err}); a rank of the job died" if isinstance(err, LinkBroken)
-               else f"{type(err).__name__}: {err}")
+        why = (_link_broken_reason(stage, err) if isinstance(err, LinkBroken) else f"{type(err).__name__}: {err}")
         _last_word(store, protocol.stage_error(stage), f"{why}\n{traceback.format_exc()}")
         _last_word(store, protocol.STOP, f"stage {stage} failed")
         _last_word(store, state_key, "error")
@@ -415,3 +414,8 @@ def stage_report(cfg: RunConfig, stage: int, ex: Executor, device: torch.device,
     return report
 
 
+def _link_broken_reason(stage: int, err: LinkBroken) -> str:
+    """Name the neighbour: link k joins stage k (its upstream end) and stage k + 1. Under torchrun the
+    survivor's record may be the run's first, so it must say which stage went away."""
+    peer = err.link + 1 if err.link == stage else err.link
+    return f"the link to stage {peer} broke ({err}); stage {peer}'s rank died or stopped answering"
