@@ -68,7 +68,9 @@ class Durability:
     local_recovery: bool  # ZeroLock under the local coordinator: survivors rebuild links instead of dying
     replay: ReplayBuffer | None = None  # stages that send hidden states downstream
     replay_until: int = 0  # micro-batches below this are a replacement's replay
-    skip_sends_below: int = 0  # the downstream stage already has these
+    # the downstream stage's process already has these: set at launch (a replacement replaying what
+    # its downstream consumed) and reset by every relink to what the downstream's new process needs
+    skip_sends_below: int = 0
 
 
 class Executor:
@@ -401,6 +403,11 @@ class Executor:
                                          abandon=lambda: self._raise_if_replaced_again("next", gen)))
             self.wiring.next = self.wiring.make_link("next", gen)
             self.sends.clear()  # sends on the dead link are gone; the buffer has their tensors
+            # The new downstream process has nothing from `need` on, whatever its predecessor had: a
+            # replacement still replaying must now send what it skipped as already delivered (a run
+            # once stalled so: stage 0's replacement skipped micro-batches 13-14 for a stage 1 that
+            # had them, and stage 1 then died and came back needing them from 8).
+            ft.skip_sends_below = need
             if ft.replay is None or (need < self.next_hidden and need < ft.replay.floor):
                 raise BufferExhausted(f"stage {self.stage}: the replay buffer starts at micro-batch "
                                       f"{ft.replay.floor if ft.replay else '?'} but stage {self.stage + 1} "
