@@ -20,7 +20,7 @@ from zerolock_core.metrics import Metrics
 from .layout import amount, frame
 from .memory import DETAIL_MAX_EVENTS, MEASURES, MemoryGrid, add_memory_traces, envelope_trace, memory_grid, \
     step_peaks, with_failures
-from zerolock_core.palette import NEUTRAL, method_colour, method_label, stage_dash
+from zerolock_core.palette import NEUTRAL, dash, method_colour, method_label, stage_dash
 from zerolock_core.vocabulary import Kind
 from .training_figures import placeholder_figure
 from .simulated import events_from_simulation
@@ -263,28 +263,68 @@ def chance_level(metrics: Metrics | None, config: dict[str, Any] | None = None) 
     return (1.0 / n, f"chance 1/{n}") if n else None
 
 
-def add_loss_curves(fig: go.Figure, series: Sequence[Series], *, row: int, col: int) -> int:
-    """Every run's training loss per step, overlaid, in its method's colour: the model's own loss
-    (BP's one loss, ZeroLock's last chunk) solid, earlier chunks' local losses thin and dashed.
-    Returns how many curves were drawn."""
+TASK_LOSS_TITLE = "task loss of the model's output (CE at the last chunk): comparable across methods"
+LOCAL_LOSS_TITLE = "earlier chunks' local objectives<br>(α·CE + (1−α)·KL: not the task loss)"
+MARKERS_UP_TO = 40  # points per curve: markers on the lines up to this many (overlapping curves stay apart)
+
+
+def _chunk_index(name: str) -> int | None:
+    return int(name[5:]) if name.startswith("chunk") and name[5:].isdigit() else None
+
+
+def task_curve(curves: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The curve of the model's own output: BP's one curve, a local method's last chunk. Its `task`
+    series is the task CE under every method (a local method's `loss` adds the consistency term)."""
+    chunks = [c for c in curves if _chunk_index(c.get("chunk", "")) is not None]
+    if chunks:
+        return max(chunks, key=lambda c: _chunk_index(c["chunk"]))
+    return curves[0] if curves else None
+
+
+def _line(s: Series, i: int, *, width: float, main: bool) -> dict[str, Any]:
+    """Method colour; runs of one method differ by dash (and every curve by marker where points are few)."""
+    return dict(color=method_colour(s.method), width=width, dash=dash(i) if main else stage_dash(1 + i))
+
+
+def add_loss_curves(fig: go.Figure, series: Sequence[Series], *, row: int, col: int,
+                    local_col: int | None = None) -> int:
+    """Every run's task loss per step (`task_curve`'s `task`, the one loss all methods share), overlaid in
+    its method's colour, runs told apart by dash and marker; with `local_col`, the local methods' other
+    chunks' own objectives in that panel (thin, dashed), never on the task loss's axis. Returns how many
+    curves were drawn."""
     drawn = 0
-    for s in series:
+    symbols = ("circle", "square", "diamond", "triangle-up", "x", "cross")
+    for i, s in enumerate(series):
         curves = s.metrics.curves if s.metrics else []
-        chunks = [c for c in curves if c.get("chunk", "").startswith("chunk")]
-        last = max((int(c["chunk"][5:]) for c in chunks if c["chunk"][5:].isdigit()), default=None)
+        main = task_curve(curves)
+        if main is None:
+            continue
+        y = main.get("task") or main["loss"]
+        few = len(main["step"]) <= MARKERS_UP_TO
+        fig.add_trace(go.Scatter(x=main["step"], y=y, mode="lines+markers" if few else "lines", name=s.short,
+                                 legendgroup=s.label, line=_line(s, i, width=2.5, main=True),
+                                 marker=dict(symbol=symbols[i % len(symbols)], size=6),
+                                 hovertemplate=f"{s.short} · step %{{x}}: task loss %{{y:.3f}}<extra></extra>"),
+                      row=row, col=col)
+        drawn += 1
+        if local_col is None:
+            continue
         for c in curves:
-            name = c.get("chunk", "")
-            k = int(name[5:]) if name.startswith("chunk") and name[5:].isdigit() else None
-            main = k is None or k == last
-            label = s.short if main else f"{s.short} chunk {k} (local)"
+            k = _chunk_index(c.get("chunk", ""))
+            if c is main or k is None:
+                continue
+            label = f"{s.short} chunk {k} (local)"
             fig.add_trace(go.Scatter(x=c["step"], y=c["loss"], mode="lines", name=label, legendgroup=s.label,
-                                     line=dict(color=method_colour(s.method), width=2.5 if main else 1.2,
-                                               dash="solid" if main else stage_dash(1 + (k or 0))),
-                                     opacity=1.0 if main else 0.65,
-                                     hovertemplate=f"{label} · step %{{x}}: loss %{{y:.3f}}<extra></extra>"),
-                          row=row, col=col)
+                                     line=_line(s, k, width=1.5, main=False), opacity=0.8,
+                                     hovertemplate=f"{label} · step %{{x}}: local loss %{{y:.3f}}<extra></extra>"),
+                          row=row, col=local_col)
             drawn += 1
     return drawn
+
+
+def has_local_curves(series: Sequence[Series]) -> bool:
+    return any(len([c for c in (s.metrics.curves if s.metrics else []) if _chunk_index(c.get("chunk", "")) is not None])
+               > 1 for s in series)
 
 
 def _step_dtick(series: Sequence[Series]) -> int:
@@ -295,16 +335,19 @@ def _step_dtick(series: Sequence[Series]) -> int:
 
 
 def compare_loss_figure(series: Sequence[Series], *, title: str = "") -> go.Figure:
-    """The training loss of every run overlaid on one chart (see `add_loss_curves`)."""
+    """Every run's task loss on one chart, and the local methods' other chunks' objectives beside it
+    (see `add_loss_curves`)."""
     if not series:
         raise ValueError("compare_loss_figure needs at least one run")
-    fig = make_subplots(rows=1, cols=1)
-    if not add_loss_curves(fig, series, row=1, col=1):
+    local = has_local_curves(series)
+    fig = make_subplots(rows=1, cols=2 if local else 1, horizontal_spacing=0.1,
+                        subplot_titles=(TASK_LOSS_TITLE, LOCAL_LOSS_TITLE) if local else (TASK_LOSS_TITLE,))
+    if not add_loss_curves(fig, series, row=1, col=1, local_col=2 if local else None):
         return placeholder_figure("No loss curves yet: they come with each run's record (metrics.json).", title=title,
                                   height=200)
     fig.update_xaxes(title_text="optimizer step", dtick=_step_dtick(series))
     fig.update_yaxes(title_text="loss (nats)")
-    frame(fig, title=title, height=340, left=60)
+    frame(fig, title=title, height=340, left=60, subplot_titles=True)
     return fig
 
 
@@ -321,10 +364,13 @@ def compare_summary_figure(series: Sequence[Series], *, title: str = "", chance:
         (c for c in (chance_level(s.metrics, s.config) for s in series) if c is not None), None)
     accuracy = "eval label accuracy" + (f" (- - {level[1]}: {level[0]:.2f})" if level is not None else "")
     titles = ("throughput (samples/s)", accuracy, "bubble (% idle)")
+    local = has_loss and has_local_curves(series)
     if has_loss:
+        # the task loss over two columns, the local objectives in the third (when there are any)
+        top = [{"colspan": 2}, None, {}] if local else [{"colspan": 3}, None, None]
         fig = make_subplots(rows=2, cols=3, horizontal_spacing=0.09, vertical_spacing=0.2, row_heights=[0.55, 0.45],
-                            specs=[[{"colspan": 3}, None, None], [{}, {}, {}]],
-                            subplot_titles=("training loss of every run", *titles))
+                            specs=[top, [{}, {}, {}]],
+                            subplot_titles=(TASK_LOSS_TITLE, *((LOCAL_LOSS_TITLE,) if local else ()), *titles))
     else:
         fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.09, subplot_titles=titles)
     bar_row = 2 if has_loss else 1
@@ -348,8 +394,9 @@ def compare_summary_figure(series: Sequence[Series], *, title: str = "", chance:
     fig.update_yaxes(range=[0, 1], row=bar_row, col=2)
     fig.update_yaxes(range=[0, 100], row=bar_row, col=3)
     if has_loss:
-        add_loss_curves(fig, series, row=1, col=1)
-        fig.update_xaxes(title_text="optimizer step", dtick=_step_dtick(series), row=1, col=1)
-        fig.update_yaxes(title_text="loss (nats)", row=1, col=1)
+        add_loss_curves(fig, series, row=1, col=1, local_col=3 if local else None)
+        for col in (1, 3) if local else (1,):
+            fig.update_xaxes(title_text="optimizer step", dtick=_step_dtick(series), row=1, col=col)
+            fig.update_yaxes(title_text="loss (nats)", row=1, col=col)
     frame(fig, title=title, height=620 if has_loss else 330, legend=has_loss, subplot_titles=True, left=50)
     return fig

@@ -24,6 +24,7 @@ import plotly.graph_objects as go
 
 from .layout import amount, fast_figure, subplot_title
 from zerolock_core.palette import FAILURE_COLOURS, stage_colour, stage_dash, with_alpha
+from zerolock_core.recovery_phases import absence_end_ns
 from zerolock_core.vocabulary import Kind
 from .timebase import Events, time_origin, to_ms, to_s
 from .step_view import step_of
@@ -227,13 +228,13 @@ def with_failures(events: Events, recoveries: Sequence[dict[str, Any]], *, stage
 
 def _outage_shapes(recoveries: Sequence[dict[str, Any]], *, stages: int, origin_ns: int,
                    end_ns: int) -> list[dict[str, Any]]:
-    """The timeline's failure band on the memory rows: failure -> restored (-> `end_ns` while open)."""
+    """The timeline's failure band on the memory rows: failure -> restore (-> `end_ns` while away)."""
     out = []
     for r in recoveries:
         if r.get("t_fail_ns") is None or not 0 <= r.get("stage", -1) < stages:
             continue
         x0 = round(to_s(r["t_fail_ns"], origin_ns), 6)
-        x1 = round(to_s(r.get("t_restored_ns") or max(end_ns, r["t_fail_ns"]), origin_ns), 6)
+        x1 = round(to_s(absence_end_ns(r) or max(end_ns, r["t_fail_ns"]), origin_ns), 6)
         for s in range(stages) if r.get("kind") == "global" else [r["stage"]]:
             ax = "" if s == 0 else str(s + 1)
             out.append(dict(type="rect", xref=f"x{ax}", yref=f"y{ax} domain", x0=x0, x1=x1, y0=0, y1=1,

@@ -19,8 +19,11 @@ GUIDE = """Choose several methods on the **Run** tab and press Run: they train o
 config, and appear here. **Why does ZeroLock need less memory?** Look at the timelines: in GPipe / 1F1B a stage
 keeps each micro-batch's activations from its forward (F, blue) until the gradient comes back and its backward
 (B, orange) runs; the pink bars are stages waiting for that gradient. ZeroLock's stages compute a local loss
-(L, green) right after each forward and free the activations at once, so the memory curves below stay at one
-micro-batch's worth while GPipe's climb with every forward. The charts open on the first three optimizer
+(L, green) right after each forward and free the activations at once: in the memory chart below a ZeroLock
+stage holds one micro-batch's activations, a GPipe stage up to all m of a step's (the bars on the right are each
+stage's peak; on a long run the curves show the peak of each step, so they look flat). The loss chart puts
+every method's **task loss** (the model's output, at the last chunk) on one axis; ZeroLock's earlier chunks
+train their own local objectives, drawn beside it, not on it. The charts open on the first three optimizer
 steps; the toolbar's *autoscale* shows the whole runs."""
 
 

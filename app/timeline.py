@@ -10,10 +10,11 @@ start-ups are recorded). What the figure draws besides the actions:
 * STARTUP spans (one per stage per process generation), hatched and labelled "start-up" (or
   "restart" for a later generation), with the start-up's phases in the tooltip;
 * the failure story from the recovery records: a ✕ "kill" marker on the failed lane at the instant
-  of the failure, a translucent band from the failure to the restored stage (or to the figure's end
-  while it is open) labelled "detect + restart" — on every lane, labelled "global rollback", when
-  every stage rolls back — and the RESTORE / REPLAY bars widened to at least `MIN_RECOVERY_PX`
-  pixels at the default width (their tooltip keeps the true duration) and labelled;
+  of the failure, a translucent band from the failure to the replacement's restore (or to the
+  figure's end while it is open) labelled with the record's detect and restart phases — on every
+  lane, labelled "global rollback", when every stage rolls back — and the RESTORE / REPLAY bars
+  widened to at least `MIN_RECOVERY_PX` pixels at the default width (their tooltip keeps the true
+  duration) and labelled with the same record's restore and replay phases (`recovery_phases`);
 * optimizer step boundaries (a thin dotted line where each STEP ends, per lane) and, over the plot,
   the step numbers;
 * micro-batch numbers on the bars ("F3", "L3", "B3") when at most `LABEL_MAX_BARS` bars are drawn,
@@ -38,6 +39,7 @@ import plotly.graph_objects as go
 from .layout import fast_figure
 from zerolock_core.palette import (THICK_KINDS, FAILURE_COLOURS, NEUTRAL, ALWAYS_VISIBLE_KINDS, kind_colour, kind_label,
                                    kind_sort_key)
+from zerolock_core.recovery_phases import absence_end_ns, phase_seconds, seconds_text
 from zerolock_core.vocabulary import Kind
 from .timebase import Events, recent, time_end, time_origin, to_ms, to_s
 
@@ -273,32 +275,43 @@ def step_label_annotations(events: Events, *, origin_ns: int, xref: str = "x", v
             for i, (t, n) in enumerate(kept)]
 
 
-def _clusters(lane: KindLane, gap_ms: float) -> list[tuple[int, float, float, int]]:
-    """Runs of back-to-back bars on one stage: (stage, start ms, end ms, bars)."""
+def _clusters(lane: KindLane, gap_ms: float) -> list[tuple[int, float, float, int, int]]:
+    """Runs of back-to-back bars of one process on one stage: (stage, start ms, end ms, bars, generation)."""
     out: list[list[Any]] = []
-    for s, t, d in sorted(zip(lane.stage, lane.start_ms, lane.dur_ms)):
-        if out and out[-1][0] == s and t <= out[-1][2] + gap_ms:
+    for s, t, d, g in sorted(zip(lane.stage, lane.start_ms, lane.dur_ms, lane.gen)):
+        if out and out[-1][0] == s and out[-1][4] == g and t <= out[-1][2] + gap_ms:
             out[-1][2] = max(out[-1][2], t + d)
             out[-1][3] += 1
         else:
-            out.append([s, t, t + d, 1])
+            out.append([s, t, t + d, 1, g])
     return [tuple(c) for c in out]  # type: ignore[misc]
 
 
+def _bar_label(kind: str, n: int, t0_ms: float, t1_ms: float, record: dict[str, Any] | None) -> str:
+    """RESTORE's bar is the restore phase (the same instants); REPLAY's bars are the replay phase's work,
+    not its span (which also waits for inputs), so their label gives the record's phase beside them."""
+    count = f" ×{n}" if n > 1 else ""
+    if kind == Kind.RESTORE:
+        return f"{kind}{count} · {seconds_text((t1_ms - t0_ms) / 1e3)}"
+    if record is not None and "replay" in dict(phase_seconds(record)):
+        return f"{kind}{count} · replay {seconds_text(record['replay_s'])}"
+    return f"{kind}{count}"
+
+
 def recovery_bar_annotations(events: Events, *, stages: int, origin_ns: int, view_span_s: float,
-                             width: int | None = None, limit: int = 24,
-                             right_edge_s: float | None = None) -> list[dict[str, Any]]:
-    """A label over each run of RESTORE / REPLAY bars ("RESTORE · 3.40 ms", "REPLAY ×4 · 22.60 ms"):
-    RESTORE's up to the left, REPLAY's up to the right (also to the left, higher, within about
-    150 px of `right_edge_s`, so it stays on the plot)."""
+                             width: int | None = None, limit: int = 24, right_edge_s: float | None = None,
+                             recoveries: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+    """A label over each run of RESTORE / REPLAY bars ("RESTORE · 3.4 ms", "REPLAY ×4 · replay 84 ms", the
+    numbers of the recovery record, `recovery_phases`): RESTORE's up to the left, REPLAY's up to the right
+    (also to the left, higher, within about 150 px of `right_edge_s`, so it stays on the plot)."""
     gap_ms = 1e3 * min_width_s(view_span_s, px=2 * MIN_RECOVERY_PX, width=width)
     room_s = min_width_s(view_span_s, px=150, width=width)
+    by_process = {(r.get("stage"), r.get("gen")): r for r in recoveries if r.get("gen") is not None}
     out = []
     for lane in lane_bars([e for e in events if e["kind"] in ALWAYS_VISIBLE_KINDS], stages=stages, origin_ns=origin_ns):
-        for s, t0, t1, n in _clusters(lane, gap_ms)[-limit:]:
-            count = f" ×{n}" if n > 1 else ""
+        for s, t0, t1, n, gen in _clusters(lane, gap_ms)[-limit:]:
             left = lane.kind == Kind.RESTORE or (right_edge_s is not None and t0 / 1e3 > right_edge_s - room_s)
-            out.append(dict(text=f"{lane.kind}{count} · {duration_text(t1 - t0).split(' (')[0]}",
+            out.append(dict(text=_bar_label(lane.kind, n, t0, t1, by_process.get((s, gen))),
                             x=round(t0 / 1e3, 6), y=s, xref="x", yref="y", showarrow=True, arrowhead=0,
                             arrowwidth=1, arrowcolor=kind_colour(lane.kind), ax=-28 if left else 28,
                             ay=-34 if left and lane.kind != Kind.RESTORE else -20, xanchor="right" if left else "left",
@@ -320,8 +333,19 @@ def failure_word(r: dict[str, Any]) -> str:
     return FAILURE_WORDS.get(r.get("mode") or "", r.get("mode") or "failure")
 
 
-def _restart_s(r: dict[str, Any], end_ns: int) -> float:
-    return ((r.get("t_restored_ns") or end_ns) - r["t_fail_ns"]) / 1e9
+def band_label(r: dict[str, Any], end_ns: int) -> str:
+    """What the band says: the record's own phases (`recovery_phases`), or how long so far."""
+    head = "global rollback" if r.get("kind") == "global" else None
+    done = absence_end_ns(r)
+    if done is None or r.get("open"):
+        so_far = max(0, end_ns - r["t_fail_ns"]) / 1e9
+        return f"{head or 'down'} … {so_far:.1f} s so far"
+    phases = dict(phase_seconds(r))
+    if "restart" in phases:
+        words = f"detect {seconds_text(phases['detect'])} · restart {seconds_text(phases['restart'])}"
+    else:
+        words = f"detect + restart + restore · {seconds_text(max(0, done - r['t_fail_ns']) / 1e9)}"
+    return f"{head} · {words}" if head else words
 
 
 def failure_marks(recoveries: Sequence[dict[str, Any]], *, stages: int, origin_ns: int, lo_s: float, hi_s: float,
@@ -336,15 +360,13 @@ def failure_marks(recoveries: Sequence[dict[str, Any]], *, stages: int, origin_n
         if r.get("t_fail_ns") is None or not 0 <= r.get("stage", -1) < stages:
             continue
         t_fail = to_s(r["t_fail_ns"], origin_ns)
-        done = r.get("t_restored_ns")
+        done = absence_end_ns(r)
         t_band = to_s(done if done is not None else max(end_ns, r["t_fail_ns"]), origin_ns)
         if t_band < lo_s or t_fail > hi_s:
             continue
         glob = r.get("kind") == "global"
         still = done is None or bool(r.get("open"))
-        seconds = _restart_s(r, end_ns)
-        label = ("global rollback" if glob else "detect + restart") + \
-            (f" … {seconds:.1f} s so far" if still else f" · {seconds:.1f} s")
+        label = band_label(r, end_ns)
         for lane in range(stages) if glob else [r["stage"]]:
             x0 = round(max(t_fail, lo_s), 6)
             shapes.append(dict(type="rect", xref="x", yref="y", x0=x0, x1=round(min(t_band, hi_s), 6),
@@ -364,11 +386,9 @@ def failure_marks(recoveries: Sequence[dict[str, Any]], *, stages: int, origin_n
             texts.append(failure_word(r))
             parts = [f"stage {r['stage']}: {failure_word(r)} at {t_fail:.2f} s",
                      f"{'global rollback (every stage)' if glob else 'local restart (this stage only)'}"]
-            for key, name in (("detect_s", "detect"), ("restore_s", "restore"), ("replay_s", "replay")):
-                if r.get(key) is not None:
-                    parts.append(f"{name} {r[key]:.2f} s" if key != "detect_s" else f"{name} {1e3 * r[key]:.0f} ms")
+            parts += [f"{name} {seconds_text(sec)}" for name, sec in phase_seconds(r)]
             if still:
-                parts.append(f"under way: {seconds:.1f} s so far")
+                parts.append(f"under way: {max(0, end_ns - r['t_fail_ns']) / 1e9:.1f} s so far")
             hovers.append("<br>".join(parts))
     traces = []
     if xs:
@@ -486,7 +506,8 @@ def timeline_figure(events: list[dict[str, Any]], *, stages: int, title: str = "
     if shown:
         annotations += startup_annotations(shown, origin_ns=origin)
         annotations += recovery_bar_annotations(shown, stages=stages, origin_ns=origin, view_span_s=view, width=width,
-                                                right_edge_s=x_range[1] if x_range is not None else lo + view)
+                                                right_edge_s=x_range[1] if x_range is not None else lo + view,
+                                                recoveries=recoveries)
     if recoveries:
         # only failures inside what is drawn: a band outside it would stretch plotly's autorange
         view_lo, view_hi = (min(lo, x_range[0]), max(hi, x_range[1])) if x_range is not None else (lo, hi)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from zerolock_core.artifacts import load_final_weights, write_json_atomic
 from zerolock_core.config import ConfigError, DataConfig, RunConfig, TrainConfig
+from zerolock_core.recovery_phases import PHASES, field, phase_columns
 from zerolock_core.run_dir import RunDir
 from .settings import machine_line, results_dir
 
@@ -103,7 +104,7 @@ def classify(out: Path, baseline: Path, method: str, failures: tuple[str, ...]) 
     row.update(outcome="recovered bitwise" if bitwise_equal(baseline, out) else "recovered, DIFFERENT",
                recoveries=len(recs), kinds=sorted({r["kind"] for r in recs}),
                not_injected=metrics.failures_not_injected,
-               **{k: sum(r[k] for r in recs) for k in ("detect_s", "restore_s", "replay_s", "total_s",
+               **{k: sum(r[k] for r in recs) for k in (*(field(p) for p in PHASES), "total_s",
                                                          "replayed_microbatches")})
     return row
 
@@ -172,12 +173,12 @@ def run_faults(*, out: Path, cases: list[tuple[str, tuple[str, ...]]], repeat: i
 
 
 def format_table(report: dict[str, Any]) -> str:
+    columns = [*phase_columns(report["cases"]), ("total", "total_s")]
     lines = [f"machine: {report['machine']}  (load {report['load_average']})",
-             f"{'method':<10}{'failures':<30}{'outcome':<20}{'detect s':>9}{'restore s':>10}{'replay s':>9}"
-             f"{'total s':>9}{'replayed mb':>12}"]
+             f"{'method':<10}{'failures':<30}{'outcome':<20}" + "".join(f"{name + ' s':>{len(name) + 5}}"
+                                                                     for name, _ in columns) + f"{'replayed mb':>12}"]
     for r in report["cases"]:
-        nums = "".join(f"{r[k]:>{w}.2f}" if k in r else f"{'–':>{w}}" for k, w in
-                       (("detect_s", 9), ("restore_s", 10), ("replay_s", 9), ("total_s", 9)))
+        nums = "".join(f"{r[k]:>{len(name) + 5}.2f}" if k in r else f"{'–':>{len(name) + 5}}" for name, k in columns)
         lines.append(f"{r['method']:<10}{' '.join(r['failures']):<30}{r['outcome']:<20}{nums}"
                      f"{r.get('replayed_microbatches', '–'):>12}")
     outcomes = collections.Counter(r["outcome"] for r in report["cases"])

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from zerolock_core.config import RunConfig, replace
+from zerolock_core.recovery_phases import PHASES, field, phase_columns
 from zerolock_core.runtime.run import Run
 from .experiment import Experiment
 from .settings import BenchSettings, report_header
@@ -67,7 +68,7 @@ def run_recovery(settings: BenchSettings, *, out: Path, stages: int, batch: int,
                                     out=out / f"{name.replace(' +', '-')}-{r}")
             cfg = replace(cfg, train={"ckpt_every": ckpt_every, "warm_standby": "on" if warm else "off"})
             rows[name].extend(fail_one_run(cfg, stage=fail_stage, step=fail_step, mode=mode).recovery)
-    summary = {method: {k: _mean_std([x[k] for x in recs]) for k in ("detect_s", "restore_s", "replay_s", "total_s",
+    summary = {method: {k: _mean_std([x[k] for x in recs]) for k in (*(field(p) for p in PHASES), "total_s",
                                                                       "replayed_microbatches", "bytes_transferred")}
                for method, recs in rows.items()}
     return report_header("recovery", settings, config={
@@ -77,14 +78,14 @@ def run_recovery(settings: BenchSettings, *, out: Path, stages: int, batch: int,
 
 
 def format_table(report: dict[str, Any]) -> str:
+    columns = phase_columns(list(report["summary"].values()))
     lines = preamble(report, "config: " + ", ".join(f"{k}={v}" for k, v in report["config"].items()),
-                     f"{'method':<18} {'detect ms':>10} {'restore ms':>11} {'replay ms':>10} {'total ms':>14} "
-                     f"{'replayed mb':>12} {'MiB moved':>10} {'paper total ms':>15} {'paper MiB':>10}")
+                     f"{'method':<18} " + "".join(f"{name + ' ms':>{len(name) + 4}} " for name, _ in columns) +
+                     f"{'total ms':>14} {'replayed mb':>12} {'MiB moved':>10} {'paper total ms':>15} {'paper MiB':>10}")
     for method, s in report["summary"].items():
         p = report["paper"][method.split()[0]]
-        ms = {k: s[f"{k}_s"]["mean"] * 1e3 for k in ("detect", "restore", "replay", "total")}
-        lines.append(f"{method:<18} {ms['detect']:>10.0f} {ms['restore']:>11.0f} {ms['replay']:>10.0f} "
-                     f"{ms['total']:>8.0f} ± {s['total_s']['std'] * 1e3:<4.0f}"
+        phases = "".join(f"{s[key]['mean'] * 1e3:>{len(name) + 4}.0f} " for name, key in columns)
+        lines.append(f"{method:<18} {phases}{s['total_s']['mean'] * 1e3:>8.0f} ± {s['total_s']['std'] * 1e3:<4.0f}"
                      f"{s['replayed_microbatches']['mean']:>12.1f} {s['bytes_transferred']['mean'] / 2**20:>10.3f} "
                      f"{p['total_ms']:>15.1f} {p['MiB']:>10}")
     return "\n".join(lines)

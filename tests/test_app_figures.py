@@ -4,6 +4,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from zerolock_core.metrics import Metrics
+from zerolock_core.recovery_phases import INSTANTS, phases_from_instants
 import pytest
 
 from zerolock_core.run_dir import RunDir
@@ -325,11 +326,18 @@ FAILURE_RUN = _failure_run()
 ORIGIN_MS = 1000
 
 
+T_RESTORE = 5240  # the RESTORE event's start; it connects at once (relinked = restored)
+
+
 def recovery(kind: str = "local", *, open_: bool = False, stage: int = 1) -> dict:
-    return {"stage": stage, "kind": kind, "mode": "kill", "detect_s": 0.15, "restore_s": 2.0034, "replay_s": 0.0226,
-            "total_s": 2.176, "t_fail_ns": int(T_FAIL * MS), "t_detect_ns": int(T_DETECT * MS),
-            "t_restored_ns": None if open_ else int(T_RESTORED * MS), "t_end_ns": None if open_ else int(T_END * MS),
-            "open": open_}
+    """The engine's record of this failure (the phases from its instants, as the coordinator writes them)."""
+    instants = {"t_fail_ns": int(T_FAIL * MS), "t_detect_ns": int(T_DETECT * MS)}
+    if not open_:
+        instants.update(t_restore_ns=int(T_RESTORE * MS), t_restored_ns=int(T_RESTORED * MS),
+                        t_linked_ns=int(T_RESTORED * MS), t_end_ns=int(T_END * MS))
+    phases = phases_from_instants(instants)
+    return {"stage": stage, "kind": kind, "mode": "kill", "gen": 1, **phases, "total_s": sum(phases.values()),
+            **{k: instants.get(k) for k in INSTANTS}, "open": open_}
 
 
 def secs(t_ms: float) -> float:
@@ -354,8 +362,8 @@ def bar_px(fig, kind: str) -> list[float]:
 
 
 @pytest.mark.parametrize("kind, lanes, label", [
-    ("local", [1], "detect + restart"),  # ZeroLock: only the failed stage restarts
-    ("global", [0, 1], "global rollback"),  # GPipe / 1F1B: every stage rolls back
+    ("local", [1], "detect 150 ms · restart 2.00 s"),  # ZeroLock: only the failed stage restarts
+    ("global", [0, 1], "global rollback · detect 150 ms · restart 2.00 s"),  # GPipe / 1F1B: every stage rolls back
 ])
 def test_failure_kill_marker_and_restart_band(kind, lanes, label):
     fig = timeline_figure(FAILURE_RUN, stages=2, recoveries=[recovery(kind)])
@@ -365,10 +373,10 @@ def test_failure_kill_marker_and_restart_band(kind, lanes, label):
     assert list(kill.text) == ["kill"] and "detect 150 ms" in kill.hovertext[0]
     bands = [sh for sh in fig.layout.shapes if sh.name == "failure-band"]
     assert sorted(int(b.y0 + 0.5) for b in bands) == lanes
-    assert all((b.x0, b.x1) == (secs(T_FAIL), secs(T_RESTORED)) for b in bands)
+    assert all((b.x0, b.x1) == (secs(T_FAIL), secs(T_RESTORE)) for b in bands)  # up to the RESTORE bar
     notes = [a for a in fig.layout.annotations if a.name == "failure-band-label"]  # over the restart's bars
     assert sorted(int(a.y - 0.5) for a in notes) == lanes and all(a.x == secs(T_FAIL) for a in notes)
-    assert all(a.text.startswith(label) and "2.2 s" in a.text for a in notes)
+    assert all(a.text == label for a in notes)
     detected = [sh for sh in fig.layout.shapes if sh.name == "failure-detected"]
     assert [d.x0 for d in detected] == [secs(T_DETECT)]
 
@@ -394,7 +402,8 @@ def test_restore_and_replay_bars_are_visible_and_labelled(x_range, kind, true_ms
     assert trace.customdata[0][2] == true_ms  # the tooltip keeps the true duration (ms)
     assert trace.showlegend  # drawn visibly, so in the legend
     labels = [a.text for a in fig.layout.annotations if a.text.startswith(kind)]
-    assert labels == (["RESTORE · 3.40 ms"] if kind == "RESTORE" else ["REPLAY ×2 · 22.60 ms"])
+    # the record's restore phase is the RESTORE bar; the replay phase runs from relinked to caught up
+    assert labels == (["RESTORE · 3.4 ms"] if kind == "RESTORE" else ["REPLAY ×2 · replay 23 ms"])
 
 
 def test_timeline_axis_is_seconds_since_the_run_started_startup_included():
@@ -556,12 +565,13 @@ def test_memory_measured_peaks_per_unit():
 
 
 def test_compare_chance_line_loss_overlay_and_predicted_timeline():
-    from app.compare_figures import chance_level, compare_loss_figure
+    from app.compare_figures import LOCAL_LOSS_TITLE, TASK_LOSS_TITLE, chance_level, compare_loss_figure
 
     cfg = {"data": {"dataset": "topics"}, "link": {"profile": "none"},
            "train": {"method": "zerolock", "stages": 2, "microbatches": 2, "steps": 2, "inflight_depth": 2}}
-    curves = [{"chunk": "chunk0", "step": [1, 2], "loss": [3.0, 2.5]},
-              {"chunk": "chunk1", "step": [1, 2], "loss": [3.2, 2.9]}]
+    # ZeroLock's local losses add a KL term: its last chunk's `loss` (2.2) is below BP's, its task CE (2.9) is not
+    curves = [{"chunk": "chunk0", "step": [1, 2], "loss": [3.0, 2.5], "task": [3.1, 2.8]},
+              {"chunk": "chunk1", "step": [1, 2], "loss": [2.6, 2.2], "task": [3.2, 2.9]}]
     metrics = Metrics(config=cfg, state="finished", eval={"label_accuracy": 0.3}, curves=curves)
     bp = Metrics(config={}, state="finished", eval={"label_accuracy": 0.31},
                  curves=[{"chunk": "global", "step": [1, 2], "loss": [3.1, 2.4]}])
@@ -576,10 +586,19 @@ def test_compare_chance_line_loss_overlay_and_predicted_timeline():
     assert (line.y0, line.y1) == (0.25, 0.25) and line.name == "chance"
     assert "eval label accuracy (- - chance 1/4: 0.25)" in [a.text for a in summary.layout.annotations]
     losses = [t for t in summary.data if t.type == "scatter"]
-    assert [t.name for t in losses] == ["ZeroLock chunk 0 (local)", "ZeroLock", "BP reference"]
-    assert losses[1].line.color == METHOD_COLOURS["zerolock"] and losses[2].line.color == METHOD_COLOURS["bp"]
+    assert [t.name for t in losses] == ["ZeroLock", "ZeroLock chunk 0 (local)", "BP reference"]
+    # one axis holds only the task loss of every method (comparable); the local objective has its own panel
+    task = [t for t in losses if t.xaxis == "x"]
+    assert [(t.name, list(t.y)) for t in task] == [("ZeroLock", [3.2, 2.9]), ("BP reference", [3.1, 2.4])]
+    assert [t.name for t in losses if t.xaxis != "x"] == ["ZeroLock chunk 0 (local)"]
+    assert task[0].line.color == METHOD_COLOURS["zerolock"] and task[1].line.color == METHOD_COLOURS["bp"]
+    assert task[0].line.dash != task[1].line.dash and task[0].marker.symbol != task[1].marker.symbol
+    titles = [a.text for a in summary.layout.annotations]
+    assert TASK_LOSS_TITLE in titles and LOCAL_LOSS_TITLE in titles
     loss = compare_loss_figure(series)
     assert [t.name for t in loss.data] == [t.name for t in losses] and loss.layout.xaxis.dtick == 1
+    alone = compare_summary_figure(series[1:])  # no local method: no local panel
+    assert LOCAL_LOSS_TITLE not in [a.text for a in alone.layout.annotations]
     tl = compare_timeline_figure(series, initial_steps=None)
     titles = [a.text for a in tl.layout.annotations]
     assert "ZeroLock: predicted by the simulator (the run's mean action times)" in titles
@@ -595,7 +614,7 @@ def test_memory_rows_show_the_outage(kind, rows):
     assert list(fig.layout.xaxis.range) == [0.0, secs(5287)]  # from the run's start, like the timeline
     bands = [sh for sh in fig.layout.shapes if sh.name == "failure-band"]
     assert [b.yref for b in bands] == [f"{r} domain" for r in rows]
-    assert all((b.x0, b.x1) == (secs(T_FAIL), secs(T_RESTORED)) for b in bands)
+    assert all((b.x0, b.x1) == (secs(T_FAIL), secs(T_RESTORE)) for b in bands)  # the timeline's band
     detail = next(t for t in fig.data if t.legendgroup == "detail" and t.yaxis == "y2")
     at = dict(zip(detail.x, detail.y))
     assert at[secs(T_FAIL)] == 0.0  # the killed process's activations are gone

@@ -18,7 +18,8 @@ from app.watch_parts import FAILURE, PARTS, PLOT_PARTS, RECENT, WHOLE
 from zerolock_core.config import RunConfig, TrainConfig
 
 CFG = RunConfig(train=TrainConfig(runtime="pipeline", stages=2, steps=50)).to_dict()
-RECORD = {"stage": 1, "mode": "kill", "kind": "local", "detect_s": 0.1, "restore_s": 2.0, "replay_s": 0.1,
+RECORD = {"stage": 1, "mode": "kill", "kind": "local", "detect_s": 0.1, "restart_s": 1.99, "restore_s": 0.005,
+          "relink_s": 0.005, "replay_s": 0.1,
           "replayed_microbatches": 1, "bytes_transferred": 0, "t_fail_ns": 3_000_000, "t_detect_ns": 3_100_000,
           "t_restored_ns": 4_000_000, "t_end_ns": 4_100_000, "open": False}
 

@@ -16,7 +16,11 @@ from app.watch_view import state_words, status_markdown
 from zerolock_core.config import RunConfig, TrainConfig
 
 CFG = RunConfig(train=TrainConfig(runtime="pipeline", stages=2, steps=50, ckpt_every=2)).to_dict()
-CLOSED = {"stage": 1, "mode": "kill", "kind": "local", "detect_s": 0.154, "restore_s": 8.68, "replay_s": 0.16,
+CLOSED = {"stage": 1, "mode": "kill", "kind": "local", "detect_s": 0.154, "restart_s": 8.6, "restore_s": 0.0041,
+          "relink_s": 0.012, "replay_s": 0.16, "replayed_microbatches": 1, "bytes_transferred": 3 * 2**20,
+          "t_fail_ns": 1, "t_detect_ns": 2, "t_restored_ns": 3, "t_end_ns": 4, "open": False}
+# metrics.json of a run recorded before the phases were split: restore_s was restart + restore
+LEGACY = {"stage": 1, "mode": "kill", "kind": "local", "detect_s": 0.154, "restore_s": 8.68, "replay_s": 0.16,
           "replayed_microbatches": 1, "bytes_transferred": 3 * 2**20, "t_fail_ns": 1, "t_detect_ns": 2,
           "t_restored_ns": 3, "t_end_ns": 4, "open": False}
 OPEN = {"stage": 1, "mode": "kill", "kind": "local", "down_s": 3.21, "t_fail_ns": 5, "open": True}
@@ -50,11 +54,13 @@ def test_status_line_shows_the_outage_and_seconds_per_step_not_running(tmp_path)
 
 @pytest.mark.parametrize("status,expected", [
     ({}, ""),
-    ({"recoveries": [CLOSED]}, "stage 1 kill → local recovery (that stage only): detect 154 ms, restore 8.68 s, "
-                               "replay 0.16 s (1 micro-batch, 3.00 MiB)"),
+    ({"recoveries": [CLOSED]}, "stage 1 kill → local recovery (that stage only): detect 154 ms, restart 8.60 s, "
+                               "restore 4.1 ms, relink 12 ms, replay 160 ms (1 micro-batch, 3.00 MiB)"),
     ({"recoveries": [{**CLOSED, "kind": "global", "replayed_microbatches": 4}]},
-     "stage 1 kill → global rollback (every stage): detect 154 ms, restore 8.68 s, replay 0.16 s "
-     "(4 micro-batches, 3.00 MiB)"),
+     "stage 1 kill → global rollback (every stage): detect 154 ms, restart 8.60 s, restore 4.1 ms, relink 12 ms, "
+     "replay 160 ms (4 micro-batches, 3.00 MiB)"),
+    ({"recoveries": [LEGACY]}, "stage 1 kill → local recovery (that stage only): detect 154 ms, restart + restore "
+                               "8.68 s, relink + replay 160 ms (1 micro-batch, 3.00 MiB)"),
     ({"open_recoveries": [OPEN]}, "**stage 1 down — restarting (3.2 s)**"),
 ])
 def test_recovery_line_lists_every_failure(status, expected):

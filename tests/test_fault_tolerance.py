@@ -14,7 +14,12 @@ import time
 import pytest
 import torch
 
+from app.recovery_text import recovery_text
+from app.timeline import timeline_figure
 from zerolock_core.artifacts import load_final_weights
+from zerolock_core.cli import recovery_lines
+from zerolock_core.recovery_phases import (INSTANTS, PHASES, field, phase_seconds, phases_from_instants, phases_text,
+                                           seconds_text)
 from zerolock_core.telemetry.events import read_events
 from benchmarks.faults import (CI_CASES, DEADLINE_S, MATRIX_CASES, STEPS, case_config,
                                         run_with_deadline)
@@ -67,17 +72,20 @@ def check_recovered(tmp_path, baselines, method, failures, metrics):
     assert sorted(r["failure"] for r in metrics.recovery) == sorted(failures)
     for rec in metrics.recovery:
         assert rec["kind"] == kind and rec["mode"] == rec["failure"].split(":")[1]
-        for key in ("detect_s", "restore_s", "replay_s", "total_s", "replayed_microbatches", "bytes_transferred"):
+        for key in (*(field(p) for p in PHASES), "total_s", "replayed_microbatches", "bytes_transferred"):
             assert rec[key] >= 0, (key, rec)
         # the instants a timeline draws, in order and agreeing with the durations
         assert rec["open"] is False and not rec.get("interrupted"), rec
-        assert rec["t_fail_ns"] <= rec["t_detect_ns"] <= rec["t_restored_ns"] <= rec["t_end_ns"], rec
-        assert rec["t_detect_ns"] - rec["t_fail_ns"] == round(rec["detect_s"] * 1e9)
+        instants = [rec[k] for k in INSTANTS]
+        assert instants == sorted(instants), rec
+        assert phases_from_instants(rec) == {field(p): rec[field(p)] for p in PHASES}
     base_dir, base_metrics = baselines(method)
     assert_bitwise_equal(base_dir, tmp_path)
     assert metrics.curves == base_metrics.curves
     events, _ = read_events(RunDir(tmp_path).event_files())
     assert any(e["kind"] == "RESTORE" for e in events)
+    starts = read_lifecycle(RunDir(tmp_path).lifecycle)
+    assert_one_truth(metrics.recovery, [*starts, *events], stages=metrics.config["train"]["stages"])
     # metrics.json's activity is the dashboard's live computation over the same events (the outage
     # included: every generation of a stage counts, the gap is idle)
     stages = metrics.config["train"]["stages"]
@@ -85,7 +93,6 @@ def check_recovered(tmp_path, baselines, method, failures, metrics):
     assert [p["active_fraction"] for p in metrics.per_stage] == [a.active_fraction for a in activity]
     assert metrics.bubble_fraction == bubble_fraction(activity, makespan_s(events))
     # every stage process, the replacements included, recorded its start-up phase by phase
-    starts = read_lifecycle(RunDir(tmp_path).lifecycle)
     assert {(r["stage"], r["gen"]) for r in starts} >= {(s, 0) for s in range(stages)}
     assert len(starts) > stages  # and the replacements
     for r in starts:
@@ -93,6 +100,31 @@ def check_recovered(tmp_path, baselines, method, failures, metrics):
     if kind == "local":  # only the failed stages restarted and replayed; nobody else rolled back
         failed = {int(f.split("@")[0]) for f in failures}
         assert {e["stage"] for e in events if e["kind"] in ("RESTORE", "REPLAY")} <= failed
+
+
+def assert_one_truth(recoveries: list[dict], events: list[dict], *, stages: int) -> None:
+    """Every duration of a recovery that the CLI, the dashboard's recovery line and the timeline (band,
+    marker hover, RESTORE / REPLAY labels) show is the record's own number for that phase; the RESTORE bar
+    of the failed stage's new process spans exactly the record's restore phase."""
+    for rec in recoveries:
+        words = {name: f"{name} {seconds_text(s)}" for name, s in phase_seconds(rec)}
+        restore = next(e for e in events if e["kind"] == "RESTORE" and e["stage"] == rec["stage"]
+                       and e["gen"] == rec["gen"])
+        assert (restore["t0"], restore["t1"]) == (rec["t_restore_ns"], rec["t_restored_ns"])
+        assert rec["total_s"] == sum(s for _, s in phase_seconds(rec))
+        assert phases_text(rec) in recovery_text({"recoveries": [rec]})
+        assert recovery_lines([rec]) == [f"recovered stage {rec['stage']} ({rec['mode']}, {rec['kind']}): "
+                                         f"{phases_text(rec)}"]
+        fig = timeline_figure(events, stages=stages, recoveries=[rec])
+        notes = {a.name: a.text for a in fig.layout.annotations if a.name}
+        assert words["detect"] in notes["failure-band-label"] and words["restart"] in notes["failure-band-label"]
+        hover = next(t for t in fig.data if t.name == "failure").hovertext[0]
+        assert all(w in hover for w in words.values()), (hover, words)
+        labels = [a.text for a in fig.layout.annotations if a.name in ("RESTORE-label", "REPLAY-label")
+                  and int(a.y) == rec["stage"]]
+        assert f"RESTORE · {seconds_text(rec['restore_s'])}" in labels, labels
+        replay = [t for t in labels if t.startswith("REPLAY")]
+        assert all(t.endswith(words["replay"]) for t in replay), (replay, words)
 
 
 def _ids(cases):

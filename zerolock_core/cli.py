@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from .config import ConfigError, RunConfig
 from .config_file import read_config_toml
 from .preflight import preflight
+from .recovery_phases import phases_text
 from .run_dir import RunDir
 from .run_fields import RUN_FIELDS, SECTIONS, RunField
 from .setting import value_text
@@ -188,6 +189,11 @@ def _report_end(metrics: "Metrics", out: str) -> int:
     return EXIT_STOPPED if metrics.state == "stopped" else 0
 
 
+def recovery_lines(recoveries: list[dict]) -> list[str]:
+    """One line per recovery, in the phases every view uses (recovery_phases.py)."""
+    return [f"recovered stage {r['stage']} ({r['mode']}, {r['kind']}): {phases_text(r)}" for r in recoveries]
+
+
 def summary(metrics: "Metrics", out: str) -> str:
     e = metrics.eval
     notes = [f"checkpoint skipped: stage {r['stage']}: {r['message']}" for r in metrics.checkpoint_rejections]
@@ -211,9 +217,7 @@ def summary(metrics: "Metrics", out: str) -> str:
         lines.append(f"  chunk {c['chunk']}: accuracy {c['accuracy']:.3f}  label accuracy "
                      f"{c['label_accuracy']:.3f}  nll {c['nll']:.3f}")
     lines += time_lines(metrics)
-    for r in metrics.recovery:
-        lines.append(f"recovered stage {r['stage']} ({r['mode']}, {r['kind']}): detect {r['detect_s']:.2f} s, "
-                     f"restore {r['restore_s']:.2f} s, replay {r['replay_s']:.2f} s")
+    lines += recovery_lines(metrics.recovery)
     rd = RunDir(out)
     files = [rd.metrics.name, *([f"{rd.trace.name} (open it at ui.perfetto.dev)"] if rd.trace.exists() else []),
              f"{rd.final.name}/"]

@@ -112,8 +112,14 @@ def checkpoint_cursor(stage: int) -> str:
 
 # ---- recovery --------------------------------------------------------------------------------
 def restored(stage: int, generation: int) -> str:
-    """"<ns> <step> <bytes read>": the process restored its checkpoint."""
+    """"<start ns> <end ns> <step> <bytes read>": the process restored its checkpoint (the instants of
+    its RESTORE event)."""
     return f"recovery/{stage}/gen{generation}/restored"
+
+
+def linked(stage: int, generation: int) -> str:
+    """<ns>: the process is connected to its neighbours and starts its actions."""
+    return f"recovery/{stage}/gen{generation}/linked"
 
 
 def replay_frontier(stage: int, generation: int) -> str:
@@ -200,5 +206,5 @@ def wait_for(store: dist.Store, key: str, *, timeout_s: float, what: str,
 #   flow_consumed        receiving stage            -> sending stage, coord (restore point)
 #   buffer_floor         stage                      -> coord (is a local replay possible)
 #   checkpoint_cursor    stage                      -> its upstream stage (prune the replay buffer)
-#   restored/frontier/caught_up, resent_bytes  stage -> coord (recovery records)
+#   restored/linked/frontier/caught_up, resent_bytes  stage -> coord (recovery records)
 #   inject_request       coord                      -> stage;  injected: stage or coord -> both

@@ -1,8 +1,8 @@
 """The coordinator's book of failures: which injections it expects, which recoveries are open, and
-the closed records that go into metrics.json (`recovery`): mode, kind, detect / restore / replay /
-total seconds, micro-batches replayed, bytes moved, and the instants themselves (`t_fail_ns`,
-`t_detect_ns`, `t_restored_ns`, `t_end_ns`: monotonic ns, the clock of the events) so that a
-timeline can draw the failure where it happened."""
+the closed records that go into metrics.json (`recovery`): mode, kind, the seconds of each phase
+(`recovery_phases`: detect, restart, restore, relink, replay) and their total, micro-batches replayed,
+bytes moved, and the instants that bound the phases (monotonic ns, the clock of the events) so that a
+timeline draws the failure where it happened, with the same numbers."""
 from __future__ import annotations
 
 import time
@@ -11,6 +11,7 @@ from typing import Any, Callable
 import torch.distributed as dist
 
 from ..config import LOCAL_METHODS, FailureSpec, RunConfig
+from ..recovery_phases import INSTANTS, phases_from_instants
 from ..run_dir import RunDir
 from . import protocol
 
@@ -94,13 +95,13 @@ class RecoveryBook:
         r = self._open.pop(stage, None)
         if r is None:
             return
+        # the restart was under way until now: the later phases were never reached
+        phases = phases_from_instants({"t_fail_ns": r["t_fail"], "t_detect_ns": r["t_detect"], "t_restore_ns": t_now})
         self.closed.append({"stage": stage, "mode": r["mode"], "failure": r["failure"], "kind": r["kind"],
-                            "reason": f"{r['reason']}; {why}",
-                            "detect_s": (r["t_detect"] - r["t_fail"]) / 1e9,
-                            "restore_s": max(0, t_now - r["t_detect"]) / 1e9, "replay_s": 0.0,
-                            "total_s": (t_now - r["t_fail"]) / 1e9, "replayed_microbatches": 0,
+                            "reason": f"{r['reason']}; {why}", "gen": r.get("gen"), **phases,
+                            "total_s": sum(phases.values()), "replayed_microbatches": 0,
                             "bytes_transferred": 0, "checkpoint_bytes_read": 0, "activation_bytes_resent": 0,
-                            "interrupted": True, **_instants(r, restored=None, end=t_now)})
+                            "interrupted": True, **_instants(r, end=t_now)})
 
     def set_warm(self, stage: int, warm: str | None) -> None:
         if stage in self._open:
@@ -114,7 +115,7 @@ class RecoveryBook:
         now = time.monotonic_ns()
         return [{"stage": s, "mode": r["mode"], "failure": r["failure"], "kind": r["kind"], "reason": r["reason"],
                  "detect_s": (r["t_detect"] - r["t_fail"]) / 1e9, "down_s": (now - r["t_fail"]) / 1e9,
-                 **_instants(r, restored=None, end=None)} for s, r in sorted(list(self._open.items()))]
+                 **_instants(r, end=None)} for s, r in sorted(list(self._open.items()))]
 
     def downtime_s(self) -> float:
         """Seconds the pipeline spent in failures so far (failure to caught up; open ones until now),
@@ -137,35 +138,37 @@ class RecoveryBook:
         for s, r in list(self._open.items()):
             if r["kind"] == "local":
                 restored = get(protocol.restored(s, r["gen"]), None, str)
+                linked = get(protocol.linked(s, r["gen"]), None, int)
                 caught = get(protocol.caught_up(s, r["gen"]), None, int)
-                if restored is None or caught is None:
+                if restored is None or linked is None or caught is None:
                     continue
-                t_restored, step, ckpt_bytes = map(int, restored.split())
+                t_restore, t_restored, step, ckpt_bytes = map(int, restored.split())
                 frontier = get(protocol.replay_frontier(s, r["gen"]), step * m, int)
                 resent = (get(protocol.resent_bytes(s - 1), 0, int) - r["resent0"]) if s > 0 else 0
                 replayed = max(0, frontier - step * m)
             else:
                 restores = [get(protocol.restored(k, gens[k]), None, str) for k in range(K)]
+                links = [get(protocol.linked(k, gens[k]), None, int) for k in range(K)]
                 steps = [get(protocol.stage_step(k), 0, int) for k in range(K)]
-                if None in restores or min(steps) < min(r["frontier_step"], self.cfg.train.steps):
+                if None in restores or None in links or min(steps) < min(r["frontier_step"], self.cfg.train.steps):
                     continue
                 parsed = [tuple(map(int, x.split())) for x in restores]
-                t_restored = max(x[0] for x in parsed)
-                ckpt_bytes = sum(x[2] for x in parsed)
-                caught = time.monotonic_ns()
+                # restart and restore are the failed stage's own (its RESTORE bar); relink lasts until the
+                # last stage is connected: the pipeline runs again only then
+                t_restore, t_restored = parsed[s][0], parsed[s][1]
+                ckpt_bytes = sum(x[3] for x in parsed)
+                linked, caught = max(links), time.monotonic_ns()
                 lost_steps = max(0, r["frontier_step"] - r["rollback_step"])
                 replayed = lost_steps * m * K
                 # the replay sends every hidden state and every gradient across every hop again
                 resent = lost_steps * m * (K - 1) * 2 * get(protocol.HIDDEN_BYTES, 0, int)
+            instants = _instants(r, restore=t_restore, restored=t_restored, linked=linked, end=max(caught, linked))
+            phases = phases_from_instants(instants)
             rec = {"stage": s, "mode": r["mode"], "failure": r["failure"], "kind": r["kind"], "reason": r["reason"],
-                   "detect_s": (r["t_detect"] - r["t_fail"]) / 1e9,
-                   "restore_s": (t_restored - r["t_detect"]) / 1e9,
-                   "replay_s": max(0, caught - t_restored) / 1e9,
-                   "total_s": (max(caught, t_restored) - r["t_fail"]) / 1e9,
+                   "gen": r.get("gen"), **phases, "total_s": sum(phases.values()),
                    "replayed_microbatches": replayed,
                    "bytes_transferred": resent + ckpt_bytes, "checkpoint_bytes_read": ckpt_bytes,
-                   "activation_bytes_resent": resent,
-                   **_instants(r, restored=t_restored, end=max(caught, t_restored))}
+                   "activation_bytes_resent": resent, **instants}
             for key in ("rollback_step", "fallback", "warm_standby"):
                 if key in r:
                     rec[key] = r[key]
@@ -185,6 +188,7 @@ class RecoveryBook:
         return out
 
 
-def _instants(r: dict[str, Any], *, restored: int | None, end: int | None) -> dict[str, Any]:
-    return {"t_fail_ns": r["t_fail"], "t_detect_ns": r["t_detect"], "t_restored_ns": restored, "t_end_ns": end,
-            "open": end is None}
+def _instants(r: dict[str, Any], *, restore: int | None = None, restored: int | None = None,
+              linked: int | None = None, end: int | None) -> dict[str, Any]:
+    values = (r["t_fail"], r["t_detect"], restore, restored, linked, end)
+    return {**dict(zip(INSTANTS, values)), "open": end is None}

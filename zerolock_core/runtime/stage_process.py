@@ -219,10 +219,11 @@ def restore_phase(b: Built, launch: StageLaunch, store: dist.Store) -> Restored:
         restore(ckpt, params=b.worker.chunk.trainable_state(), optimizer=b.worker.optimizer)
         b.worker.steps_done = out.start_step = ckpt.step
         out.replay_floor = ckpt.step * t.microbatches
-    nbytes = ckpt.nbytes if ckpt else 0
-    b.events.write(Event(stage=stage, kind=Kind.RESTORE, mb=None, t0=t0, t1=time.monotonic_ns(),
-                         step=out.start_step, gen=launch.generation, recv=nbytes))
-    store.set(protocol.restored(stage, launch.generation), f"{time.monotonic_ns()} {out.start_step} {nbytes}")
+    nbytes, t1 = (ckpt.nbytes if ckpt else 0), time.monotonic_ns()
+    b.events.write(Event(stage=stage, kind=Kind.RESTORE, mb=None, t0=t0, t1=t1, step=out.start_step,
+                         gen=launch.generation, recv=nbytes))
+    # the recovery record's restore phase is this event's span: the same two instants
+    store.set(protocol.restored(stage, launch.generation), f"{t0} {t1} {out.start_step} {nbytes}")
     return out
 
 
@@ -343,6 +344,7 @@ def _run_stage(cfg: RunConfig, launch: StageLaunch, store: dist.Store, heartbeat
     heartbeat.progress = lambda: executor.counters.actions
     actions = stage_actions(cfg, stage, r.start_step)
     write_lifecycle(RunDir(launch.run_dir).lifecycle, clock.record())
+    store.set(protocol.linked(stage, launch.generation), str(time.monotonic_ns()))
     store.set(protocol.stage_state(stage), "running")
     stopped = False
     try:
