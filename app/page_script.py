@@ -32,6 +32,17 @@ PAGE_CSS = f"""
 #{PARTS["status"]} summary {{ cursor: pointer; padding: 8px 0; }}
 #{PARTS["status"]} pre {{ max-height: 420px; overflow: auto; font-size: 12px; }}
 """
+# Presenter view: a class on <body> (the header's toggle, or ?presenter=1) that enlarges the type and hides
+# what distracts a room (elements given ADVANCED_CLASS: the form's advanced fields, status JSON, guides)
+PRESENTER_CLASS, ADVANCED_CLASS, PRESENTER_ID = "zl-presenter", "zl-advanced", "presenter-toggle"
+PAGE_CSS += f"""
+body.{PRESENTER_CLASS} .{ADVANCED_CLASS} {{ display: none !important; }}
+body.{PRESENTER_CLASS} {{ --text-sm: 16px; --text-md: 19px; --text-lg: 22px; --text-xl: 26px; }}
+body.{PRESENTER_CLASS} .prose {{ font-size: 17px; line-height: 1.35; }}
+body.{PRESENTER_CLASS} .gradio-container {{ padding-top: 0 !important; }}
+"""
+PRESENTER_JS = f"(on) => {{ document.body.classList.toggle('{PRESENTER_CLASS}', !!on); return on; }}"
+PRESENTER_FROM_URL_JS = "() => new URLSearchParams(window.location.search).get('presenter') === '1'"
 _MARKDOWN = MarkdownIt("commonmark", {"html": False})  # raw HTML in a run's error text is escaped
 # the `js` of the step after Run / Open / Resume: its input is the hidden "show Watch" checkbox they set
 # when they started or opened something (a gr.Tabs output instead would make every later Gradio event

@@ -10,6 +10,7 @@ from zerolock_core.field_words import FORM, render
 
 from .controller import EngineController
 from .failure_panel import MODE_LABELS
+from .page_script import ADVANCED_CLASS
 from .form import (METHOD_CHOICES, NO_FAILURE, READOUT_CHOICES, REFERENCE_METHODS, RunForm, configs_for,
                    form_from_values, readout_of)
 
@@ -60,7 +61,7 @@ def build_run_tab(defaults: RunForm = RunForm()) -> RunTab:
         fail_stage = gr.Number(d.fail_stage, label=_label("fail_stage"), elem_id="schedule-failure-stage", **whole)
         fail_step = gr.Number(d.fail_step, label=_label("fail_step", "once it has done this many steps"),
                               elem_id="schedule-failure-step", **whole)
-    with gr.Accordion("more", open=False):
+    with gr.Accordion("more", open=False, elem_classes=[ADVANCED_CLASS]):
         with gr.Row():
             seq_len = gr.Number(d.seq_len, label=_label("seq_len"), **whole)
             eval_size = gr.Number(d.eval_size, label=_label("eval_size", "0 = all 1000"), **whole)

@@ -22,7 +22,7 @@ import gradio as gr
 
 from .controller import EngineController, failures
 from .failure_panel import build_failure_panel
-from .page_script import STATUS_ID, holder_box, line_box, line_html, status_box, table_html
+from .page_script import ADVANCED_CLASS, STATUS_ID, holder_box, line_box, line_html, status_box, table_html
 from .recovery_text import recovery_text
 from .timebase import recent_window_s
 from .watch_parts import FAILURE, JUMP_ID, PARTS, PLOT_PARTS, RECENT, UNIT_ID, UNITS, WHOLE, WINDOW_ID, check_parts
@@ -45,7 +45,8 @@ class WatchTab:
 def _holder(part: str) -> gr.HTML:
     # js_on_load=None: Gradio's default script turns every click inside (a zoom box, a legend click) into
     # the component's click event; nothing listens to it here
-    return gr.HTML(status_box() if part == "status" else holder_box(), elem_id=PARTS[part], js_on_load=None)
+    return gr.HTML(status_box() if part == "status" else holder_box(), elem_id=PARTS[part], js_on_load=None,
+                   elem_classes=[ADVANCED_CLASS] if part == "status" else None)
 
 
 def build_watch_tab(controller: EngineController) -> WatchTab:

@@ -1,4 +1,5 @@
-"""The Gradio Blocks app: Run | Watch live | Compare | Explain | Readability | Runs, over one EngineController."""
+"""The Gradio Blocks app: Lessons | Run | Watch live | Compare | Explain | Readability | Runs, over one
+EngineController."""
 from __future__ import annotations
 
 import functools
@@ -10,9 +11,10 @@ import gradio as gr
 from zerolock_core.poll_interval import DEFAULT_POLL_S, check_poll
 from zerolock_core.runs_root import DEFAULT_RUNS
 
-from . import tab_compare, tab_explain, tab_readability, tab_run, tab_runs, tab_watch
+from . import tab_compare, tab_explain, tab_lessons, tab_readability, tab_run, tab_runs, tab_watch
 from .controller import EngineController
-from .page_script import SHOW_WATCH_JS, WATCH_TAB_ID, launch_options
+from .page_script import (ADVANCED_CLASS, PRESENTER_FROM_URL_JS, PRESENTER_ID, PRESENTER_JS, SHOW_WATCH_JS, WATCH_TAB_ID,
+                          launch_options)
 
 
 def build_app(controller: EngineController | None = None, *, runs_root: str | Path = DEFAULT_RUNS,
@@ -24,12 +26,17 @@ def build_app(controller: EngineController | None = None, *, runs_root: str | Pa
         demo.controller = controller  # the CLI closes it when the app ends (which stops its runs)
         # Gradio 6 takes the page's scripts and CSS at launch: every launcher passes demo.page_options()
         demo.page_options = functools.partial(launch_options, poll_s)
-        gr.Markdown("## ZeroLock: pipeline fine-tuning without update locking")
+        with gr.Row(equal_height=True):
+            gr.Markdown("## ZeroLock: pipeline fine-tuning without update locking", elem_classes=[ADVANCED_CLASS])
+            presenter = gr.Checkbox(False, label="presenter view (large type, fewer details)", scale=0,
+                                    min_width=260, elem_id=PRESENTER_ID)
         # Run / Open / Resume set it when they started or opened something; the step after them switches
         # the page to Watch live (SHOW_WATCH_JS). A gr.Tabs output would do it from the server, but then
         # every later Gradio event of the session snapshots the whole Tabs subtree in the browser.
         show_watch = gr.Checkbox(False, visible=False)
         with gr.Tabs(selected="run", elem_id="tabs"):
+            with gr.Tab("Lessons", id="lessons", elem_id="tab-lessons") as lessons_item:
+                lessons = tab_lessons.build_lessons_tab()
             with gr.Tab("Run", id="run", elem_id="tab-run"):
                 run_tab = tab_run.build_run_tab()
             with gr.Tab("Watch live", id="watch", elem_id=WATCH_TAB_ID):
@@ -45,6 +52,23 @@ def build_app(controller: EngineController | None = None, *, runs_root: str | Pa
 
         readability.button.click(tab_readability.measure, readability.inputs, readability.outputs,
                                  api_name="readability")
+
+        # ---- Lessons -----------------------------------------------------------------------
+        # a step's recording is drawn when the tab opens or the step changes (not at page load)
+        shown = [lessons.step, presenter]
+        lessons_item.select(tab_lessons.show, shown, lessons.outputs, show_progress="hidden")
+        lessons.step.change(tab_lessons.show, shown, lessons.outputs, api_name="lesson", show_progress="hidden")
+        # presenter view: the page's class at once (in the browser), the lesson's figure redrawn for it
+        presenter.change(None, presenter, None, js=PRESENTER_JS).then(
+            tab_lessons.show, shown, lessons.outputs, show_progress="hidden")
+        demo.load(None, None, presenter, js=PRESENTER_FROM_URL_JS)
+        lessons.previous.click(lambda key: tab_lessons.neighbour(key, -1), lessons.step, lessons.step,
+                               show_progress="hidden")
+        lessons.next.click(lambda key: tab_lessons.neighbour(key, 1), lessons.step, lessons.step,
+                           show_progress="hidden")
+        lessons.live.click(lambda key: tab_lessons.run_live(controller, key), lessons.step,
+                           [lessons.message, show_watch], api_name="lesson_live",
+                           show_progress="hidden").then(None, show_watch, None, js=SHOW_WATCH_JS)
 
         # ---- Run / Stop --------------------------------------------------------------------
         def on_run(*values: Any) -> tuple[str, bool]:

@@ -2,34 +2,15 @@
 
 from __future__ import annotations
 
-import platform
 import socket
 
+from zerolock_core.machine import machine_line  # noqa: F401  (benchmarks name the machine of every result)
 from zerolock_core.threads import available_cores
 
 
 def cores() -> int:
     """CPU cores this process may run on (the affinity mask, not the host's count)."""
     return available_cores()
-
-
-def machine_line(device: str = "cpu") -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
-    except OSError:
-        pass
-    line = f"{cpu}, {cores()} cores, {platform.system()} {platform.release()}"
-    if device.startswith("cuda"):
-        import torch
-
-        if torch.cuda.is_available():
-            names = sorted({torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())})
-            line += f"; GPU: {torch.cuda.device_count()} x {', '.join(names)}"
-        else:
-            line += "; GPU requested but none visible"
-    return line
 
 
 def oversubscribed(*, stages: int, threads: int, device: str = "cpu") -> bool:

@@ -266,3 +266,39 @@ def test_explain_redraws_for_k_and_m(page, tmp_path):
                            timeout=30_000)
     assert set(page.evaluate(BARS_PER_STAGE, "#explain-memory").values()) == {2}
     shot(page, tmp_path, "browser-4-explain")
+
+
+# JS: the outlines a lesson draws on the figure inside `sel` (shapes and annotations named lesson-highlight)
+HIGHLIGHTS = """sel => {
+  const gd = document.querySelector(sel + ' .js-plotly-plot');
+  if (!gd || !gd.layout) return -1;
+  const named = xs => (xs || []).filter(x => x.name === 'lesson-highlight').length;
+  return named(gd.layout.shapes) + named(gd.layout.annotations);
+}"""
+
+
+@pytest.mark.slow
+def test_every_lesson_step_replays_its_recording_outlined_in_presenter_view_then_runs_live(page, tmp_path):
+    from app.lessons import LESSONS
+
+    page.set_viewport_size({"width": 1280, "height": 720})
+    page.goto(page.url.split("?")[0] + "?presenter=1")
+    page.wait_for_selector("#tab-lessons-button")
+    page.wait_for_function("() => document.body.classList.contains('zl-presenter')", timeout=30_000)
+    page.click("#tab-lessons-button")
+    for i, item in enumerate(LESSONS, start=1):
+        page.click(f"#lesson-step label:has-text('{item.title}')")
+        page.wait_for_selector(f"#lesson-narration >> text={item.title}", timeout=30_000)
+        page.wait_for_function(f"() => ({HIGHLIGHTS})('#lesson-figure') > 0", timeout=30_000)
+        ARTIFACTS.mkdir(exist_ok=True)  # as a room sees it: one 1280x720 screen
+        page.screenshot(path=str(ARTIFACTS / f"browser-lesson-{i}-presenter-1280x720.png"))
+    # the advanced details are hidden in presenter view
+    assert not page.locator("#status-json").is_visible()
+    # "Run it live" makes the first step's runs again and switches to Watch live
+    page.click(f"#lesson-step label:has-text('{LESSONS[0].title}')")
+    page.click("#lesson-live")
+    page.wait_for_selector("#lesson-message >> text=Started 3 run(s)", state="attached", timeout=60_000)
+    page.wait_for_function("() => document.querySelector('#tab-watch-button').getAttribute('aria-selected') === 'true'",
+                           timeout=30_000)
+    page.click("#tab-run-button")
+    page.click("#stop-button")

@@ -83,6 +83,9 @@ FAILURE_COLOURS: dict[str, str] = {
     "band_edge": "rgba(183,28,28,0.45)",
 }
 
+# What a lesson points at on a figure (the Lessons tab): a bright outline no kind, stage or method uses.
+HIGHLIGHT_COLOUR = "#FF00A8"
+
 # --- stages: a desaturated slate ramp, dark (stage 0) to light (the last stage) ---------------------
 STAGE_RAMP: tuple[str, ...] = ("#3F5566", "#4D6373", "#5C7180", "#6A7F8D", "#798C99", "#8799A5", "#95A6B1",
                                "#A3B3BD")

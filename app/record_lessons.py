@@ -1,0 +1,99 @@
+"""Record the lessons' example runs: `python -m app.record_lessons [--out DIR]`.
+
+Each lesson's live form values (app/lessons.py) run here exactly as the Run button would run them, one
+method after another; what the figures need is kept (config, record, events, start-ups, loss curves),
+the weights and checkpoints are not, so the recordings stay small enough to ship with the app
+(`RECORDINGS`). A README beside them says when, how and on which machine they were made.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from zerolock_core.atomic_files import write_json_atomic
+from zerolock_core.machine import machine_line
+from zerolock_core.run_dir import RunDir
+from zerolock_core.runtime.run import Run
+
+from .form import RunForm, configs_for
+from .lessons import LESSONS, RECORDINGS, recording_name
+
+KEPT = ("config.json", "metrics.json", "lifecycle.jsonl", "curves.jsonl")  # and the events folder
+RUN_TIMEOUT_S = 600.0
+
+
+def forms() -> list[RunForm]:
+    """Every distinct live form of the lessons, in lesson order."""
+    out: list[RunForm] = []
+    for item in LESSONS:
+        if item.live is not None and item.live not in out:
+            out.append(item.live)
+    return out
+
+
+def keep(src: RunDir, dest: Path) -> int:
+    """Copy what the figures read from `src` into `dest` (replaced whole; the records name the recording,
+    not the temporary folder it ran in); returns the bytes kept."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    for name in KEPT:
+        if (src.path / name).exists():
+            shutil.copy2(src.path / name, dest / name)
+    for name, config_of in (("config.json", lambda d: d), ("metrics.json", lambda d: d["config"])):
+        record = json.loads((dest / name).read_text())
+        config_of(record)["out"] = dest.name
+        write_json_atomic(dest / name, record)
+    for f in src.event_files():
+        target = dest / f.relative_to(src.path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(f, target)
+    return sum(f.stat().st_size for f in dest.rglob("*") if f.is_file())
+
+
+def record(out: Path) -> list[str]:
+    lines = []
+    with tempfile.TemporaryDirectory(prefix="zerolock-lessons-") as tmp:
+        for form in forms():
+            configs = configs_for(form, out_for=lambda m: str(Path(tmp) / recording_name(form, m)))
+            for method, cfg in zip(form.methods, configs):
+                run = Run(cfg).start()
+                metrics = run.wait(timeout=RUN_TIMEOUT_S)
+                if not run.done:  # never leave its stage processes behind
+                    run.stop(timeout=60.0)
+                    raise RuntimeError(f"the {method} run of {recording_name(form, method)} did not end within "
+                                       f"{RUN_TIMEOUT_S:g} s")
+                if metrics is None or metrics.state != "finished":
+                    raise RuntimeError(f"the {method} run of {recording_name(form, method)} did not finish: "
+                                       f"{metrics.reason if metrics else 'no record'}")
+                name = recording_name(form, method)
+                size = keep(RunDir(cfg.out), out / name)
+                lines.append(f"| `{name}` | {metrics.steps_done} | {size / 1024:.0f} KiB |")
+                print(f"recorded {name} ({size / 1024:.0f} KiB)", flush=True)
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m app.record_lessons", description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, default=RECORDINGS)
+    a = p.parse_args(argv)
+    rows = record(a.out)
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    (a.out / "README.md").write_text(
+        "# The lessons' recorded example runs\n\n"
+        "Made by `python -m app.record_lessons` from the lessons' own form values (`app/lessons.py`), "
+        f"on {machine_line()}, {when}, Python {sys.version.split()[0]}. "
+        "Config, record, events, start-ups and loss curves only (no weights, no checkpoints): the Lessons tab "
+        "draws them at once, offline; every lesson's *Run it live* makes the same run again.\n\n"
+        "| run | steps | size |\n|---|---|---|\n" + "\n".join(rows) + "\n")
+    write_json_atomic(a.out / "index.json", {"made": when, "runs": [r.split("`")[1] for r in rows]})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,25 @@
+"""The line that names the machine a result was measured on (benchmarks, the lessons' recordings)."""
+from __future__ import annotations
+
+import platform
+
+from .threads import available_cores
+
+
+def machine_line(device: str = "cpu") -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
+    except OSError:
+        pass
+    line = f"{cpu}, {available_cores()} cores, {platform.system()} {platform.release()}"
+    if device.startswith("cuda"):
+        import torch
+
+        if torch.cuda.is_available():
+            names = sorted({torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())})
+            line += f"; GPU: {torch.cuda.device_count()} x {', '.join(names)}"
+        else:
+            line += "; GPU requested but none visible"
+    return line
