@@ -17,6 +17,7 @@ from plotly.subplots import make_subplots
 
 from zerolock_core.metrics import Metrics
 
+from .chance import chance_level
 from .layout import amount, frame
 from .memory import DETAIL_MAX_EVENTS, MEASURES, MemoryGrid, add_memory_traces, envelope_trace, memory_grid, \
     step_peaks, with_failures
@@ -231,36 +232,6 @@ def _titles(series: Sequence[Series], what: str) -> list[str]:
         if i == 0:
             out.append(f"peak {what} per stage")
     return out
-
-
-def label_count(dataset: str | None) -> int | None:
-    """How many label words the dataset spec has, without loading it (None: unknown)."""
-    if not dataset:
-        return None
-    from zerolock_core.data.needle import NEEDLE_LABEL_WORDS
-    from zerolock_core.data.topics import TOPIC_LABEL_WORDS
-
-    if dataset == "needle":
-        return len(NEEDLE_LABEL_WORDS)
-    if dataset in ("topics", "ag_news") or dataset.startswith("csv:"):
-        return len(TOPIC_LABEL_WORDS)  # AG News and its CSVs use the four topic words
-    return None
-
-
-def chance_level(metrics: Metrics | None, config: dict[str, Any] | None = None) -> tuple[float, str] | None:
-    """The label accuracy a constant answer gets: the eval's majority-class rate when the record has it
-    (`eval.majority_rate`, or `eval.chance`), else 1 / the number of labels (from `eval.labels` or the
-    dataset spec in the config). (value, what it is), or None when unknown."""
-    ev = (metrics.eval if metrics else None) or {}
-    for key, what in (("majority_rate", "majority class"), ("chance", "chance")):
-        if isinstance(ev.get(key), (int, float)):
-            return float(ev[key]), what
-    labels = ev.get("labels")
-    n = len(labels) if isinstance(labels, (list, tuple)) else labels if isinstance(labels, int) else None
-    if n is None:
-        cfg = config or (metrics.config if metrics else {})
-        n = label_count((cfg.get("data") or {}).get("dataset"))
-    return (1.0 / n, f"chance 1/{n}") if n else None
 
 
 TASK_LOSS_TITLE = "task loss of the model's output (CE at the last chunk): comparable across methods"

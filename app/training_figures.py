@@ -9,6 +9,7 @@ from zerolock_core.metrics import Metrics
 from zerolock_core.telemetry.activity import StageStats
 from zerolock_core.palette import NEUTRAL, stage_colour, stage_dash
 
+from .chance import chance_level
 from .layout import fast_figure, subplot_title
 from .timeline import lane_axis
 
@@ -47,6 +48,11 @@ def training_figure(metrics: Metrics | None, *, title: str = "",
                                    dash="solid" if k is None else stage_dash(k))))
     annotations = [subplot_title("training loss", x0=LOSS_DOMAIN[0], x1=LOSS_DOMAIN[1]),
                    subplot_title("eval accuracy per chunk", x0=ACCURACY_DOMAIN[0], x1=ACCURACY_DOMAIN[1])]
+    level = chance_level(metrics)
+    if level is not None:  # what answering without looking gets: the bars must clear it
+        data.append(dict(type="scatter", x=[0, 1], y=[level[0]] * 2, xaxis="x3", yaxis="y2", mode="lines",
+                         line=dict(color=NEUTRAL["chance"], width=1.5, dash="dash"), name=level[1],
+                         hovertemplate=f"{level[1]}: {level[0]:.2f}<extra></extra>"))
     if per_chunk:
         ks = [p["chunk"] for p in per_chunk]
         data.append(dict(type="bar", x=[f"chunk {k}" for k in ks], y=[p["label_accuracy"] for p in per_chunk],
@@ -66,6 +72,8 @@ def training_figure(metrics: Metrics | None, *, title: str = "",
                    dtick=_nice_step(last / 5)),
         yaxis=dict(anchor="x", title=dict(text="loss (nats)")),
         xaxis2=dict(domain=list(ACCURACY_DOMAIN), anchor="y2"),
+        # the chance line spans the accuracy panel whatever its bars (an overlay axis from 0 to 1)
+        xaxis3=dict(domain=list(ACCURACY_DOMAIN), overlaying="x2", range=[0, 1], visible=False),
         yaxis2=dict(anchor="x2", title=dict(text="label accuracy"), range=[0, 1]),
         annotations=annotations)
     return fast_figure(data, layout, title=title, height=340, subplot_titles=True, left=60)

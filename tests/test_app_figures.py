@@ -565,7 +565,8 @@ def test_memory_measured_peaks_per_unit():
 
 
 def test_compare_chance_line_loss_overlay_and_predicted_timeline():
-    from app.compare_figures import LOCAL_LOSS_TITLE, TASK_LOSS_TITLE, chance_level, compare_loss_figure
+    from app.chance import chance_level
+    from app.compare_figures import LOCAL_LOSS_TITLE, TASK_LOSS_TITLE, compare_loss_figure
 
     cfg = {"data": {"dataset": "topics"}, "link": {"profile": "none"},
            "train": {"method": "zerolock", "stages": 2, "microbatches": 2, "steps": 2, "inflight_depth": 2}}
@@ -640,3 +641,18 @@ def test_failures_outside_the_drawn_events_are_left_out():
     assert not any(t.name == "failure" for t in fig.data)
     pinned = timeline_figure(late, stages=2, origin_ns=ORIGIN_MS * MS, recoveries=[recovery()], x_range=(2.0, 4.5))
     assert any(t.name == "failure" for t in pinned.data)  # inside the range asked for
+
+
+@pytest.mark.parametrize("metrics, level", [
+    (Metrics(config={"data": {"dataset": "topics"}}, state="finished", curves=CURVES,
+             eval={"per_chunk": [{"chunk": 0, "label_accuracy": 0.3}]}), 0.25),  # 1 / the 4 label words
+    (Metrics(config={}, state="finished", curves=CURVES, eval={"majority_rate": 0.297, "per_chunk": []}), 0.297),
+    (Metrics(config={}, state="finished", curves=CURVES, eval={"per_chunk": []}), None),  # unknown: no line
+])
+def test_the_watch_accuracy_panel_draws_the_chance_line_across_it(metrics, level):
+    fig = training_figure(metrics)
+    go.Figure(fig.to_dict())
+    lines = [t for t in fig.data if t.xaxis == "x3"]
+    assert [list(t.y) for t in lines] == ([[level, level]] if level is not None else [])
+    if level is not None:
+        assert lines[0].yaxis == "y2" and fig.layout.xaxis3.overlaying == "x2"  # over the accuracy panel
