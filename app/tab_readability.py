@@ -3,7 +3,9 @@ fitted translator per layer)? Computed on demand in the dashboard's process, wit
 the figure is the one `zerolock bench readability` writes."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import gradio as gr
 
@@ -11,6 +13,9 @@ from zerolock_core.data.registry import ACCEPTED_SPECS
 from zerolock_core.models.presets import PRESETS
 
 SEQ_LEN = 64  # the examples' length: short, so a measurement takes seconds
+# what the tab shows before anything is measured: the committed study of the tiny model, pretrained and after
+# a 200-step fine-tune (the pretrained tiny model alone is unreadable at every layer: nothing to see)
+RECORDED = Path(__file__).resolve().parents[1] / "docs" / "results" / "readability-tiny.json"
 # by name only: a request never names a path (a model directory, a CSV) on the dashboard's machine
 MODELS = tuple(PRESETS)
 DATASETS = tuple(spec for spec in ACCEPTED_SPECS if ":" not in spec)
@@ -86,3 +91,24 @@ def measure(model: str, dataset: str, stages: float, examples: float, fit: bool,
         lines.append(f"- cut suggestion ({'frozen head' if curve == 'lens' else 'translator'}): {where} — {s['why']}")
     figure = readability_figures(summary, model=model, dataset=dataset, stages=k)["readability_label_accuracy"]
     return "\n".join(lines), figure
+
+
+def recorded(current: object = None, path: Path = RECORDED) -> tuple:
+    """The committed readability study (`RECORDED`), shown when the tab opens and nothing was measured
+    yet; a measurement already on screen stays."""
+    from zerolock_core.readability_figures import readability_figures
+
+    if current:
+        return gr.skip(), gr.skip()
+    try:
+        report = json.loads(path.read_text())
+    except FileNotFoundError:
+        return "Press **Measure readability** (about a minute on 2 cores).", None
+    model, dataset = report["settings"]["model"], report["settings"]["dataset"]
+    last = {name: c["lens"][-1]["label_accuracy"] for name, c in report["conditions"].items()}
+    text = (f"**Recorded** (`{report['command']}`, {report['machine']}): {model} on {dataset}, pretrained and "
+            f"after {report['finetune_steps']} steps of fine-tuning. Through the frozen head at the last layer: "
+            + ", ".join(f"{name} {acc:.2f}" for name, acc in last.items())
+            + f" (majority class {report['chance']:.2f}). Press **Measure readability** for a live measurement.")
+    figure = readability_figures(report, model=model, dataset=dataset, stages=report["stages"])
+    return text, figure["readability_label_accuracy"]

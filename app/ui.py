@@ -45,13 +45,16 @@ def build_app(controller: EngineController | None = None, *, runs_root: str | Pa
                 cmp = tab_compare.build_compare_tab()
             with gr.Tab("Explain", id="explain", elem_id="tab-explain"):
                 expl = tab_explain.build_explain_tab()
-            with gr.Tab("Readability", id="readability", elem_id="tab-readability"):
+            with gr.Tab("Readability", id="readability", elem_id="tab-readability") as readability_item:
                 readability = tab_readability.build_readability_tab()
             with gr.Tab("Runs", id="runs", elem_id="tab-runs") as runs_item:
                 runs = tab_runs.build_runs_tab(controller.runs_root)
 
         readability.button.click(tab_readability.measure, readability.inputs, readability.outputs,
                                  api_name="readability")
+        # until something is measured, the committed study: a student sees a readable result at once
+        readability_item.select(tab_readability.recorded, readability.outputs[1], readability.outputs,
+                                show_progress="hidden")
 
         # ---- Lessons -----------------------------------------------------------------------
         # a step's recording is drawn when the tab opens or the step changes (not at page load)

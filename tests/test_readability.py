@@ -1,5 +1,6 @@
 """The logit lens scores every layer exactly as the evaluator scores a chunk; translators start as
 the plain lens; cut suggestions follow from the readable layers."""
+import json
 import pytest
 import torch
 
@@ -122,3 +123,16 @@ def test_the_summary_and_its_figures_draw_every_curve_in_the_palettes_colours():
         (NEUTRAL["base"], "solid"), (METHOD_COLOURS["zerolock"], "solid"), (METHOD_COLOURS["zerolock"], "dot")]
     lines = [s.line.color for s in accuracy.layout.shapes]
     assert lines == [NEUTRAL["boundary"], NEUTRAL["boundary"], NEUTRAL["chance"]]
+
+
+def test_the_readability_tab_opens_on_the_committed_study_and_keeps_a_measurement(tmp_path):
+    from app.tab_readability import RECORDED, recorded
+
+    text, fig = recorded(None)
+    report = json.loads(RECORDED.read_text())
+    assert text.startswith("**Recorded**") and report["command"] in text
+    assert {t.name.split(" · ")[0] for t in fig.data} == set(report["conditions"])  # pretrained and fine-tuned
+    kept = recorded({"data": []})  # a live measurement on screen is not replaced
+    assert all(x == {"__type__": "update"} for x in kept)
+    text, fig = recorded(None, path=tmp_path / "missing.json")
+    assert fig is None and "Measure readability" in text
