@@ -211,7 +211,7 @@ def test_help_describes_every_command_and_every_train_flag_with_its_default():
         if action.option_strings and action.dest != "help":
             assert action.help, f"{action.option_strings[0]} has no help"
     text = train.format_help()
-    for shown in ("(default: 200)", "(default: 0.5)", "(default: q_proj,v_proj)", "(default: topics)",
+    for shown in ("(default: 400)", "(default: 0.5)", "(default: q_proj,v_proj)", "(default: topics)",
                   "(default: tiny)", "(default: reverse)"):
         assert shown in text, shown
 
