@@ -44,6 +44,7 @@ class Tracked:
     state: str = "queued"
     metrics: Metrics | None = None
     error: str = ""  # why it could not start
+    inject_note: str = ""  # what the Inject panel last said about this run (failure_panel.py)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _fold: ActivityFold | None = field(default=None, repr=False)
     _stats: tuple[int, list[StageStats]] = (-1, [])

@@ -7,9 +7,9 @@ import gradio as gr
 
 from zerolock_core.config import FAILURE_MODES, ConfigError
 from zerolock_core.field_words import FORM, render
+from zerolock_core.vocabulary import failure_choice
 
 from .controller import EngineController
-from .failure_panel import MODE_LABELS
 from .form import (METHOD_CHOICES, NO_FAILURE, READOUT_CHOICES, REFERENCE_METHODS, RunForm, configs_for,
                    form_from_values, readout_of)
 
@@ -54,7 +54,7 @@ def build_run_tab(defaults: RunForm = RunForm()) -> RunTab:
         link = gr.Dropdown(list(LINK_CHOICES), value=d.link, label=_label("profile", "pipeline methods"))
         seed = gr.Number(d.seed, label=_label("seed"), **whole)
     with gr.Row(equal_height=True):  # a failure at a known step: a class watches it without racing the run
-        fail_mode = gr.Dropdown([("none", NO_FAILURE), *((MODE_LABELS[m], m) for m in FAILURE_MODES)],
+        fail_mode = gr.Dropdown([("none", NO_FAILURE), *((failure_choice(m), m) for m in FAILURE_MODES)],
                                 value=d.fail_mode,
                                 label=_label("failures", "pipeline methods"), elem_id="schedule-failure-mode")
         fail_stage = gr.Number(d.fail_stage, label=_label("fail_stage"), elem_id="schedule-failure-stage", **whole)
@@ -101,6 +101,6 @@ def start_runs(controller: EngineController, methods, stages, batch, microbatche
         extra += f" {', '.join(others)} read{'s' if len(others) == 1 else ''} through the head: {form.readout} is a " \
                  "readout of ZeroLock's chunks before the last."
     if form.failures:
-        extra += f" Scheduled: stage {form.fail_stage} fails ({MODE_LABELS[form.fail_mode]}) at step {form.fail_step}"
+        extra += f" Scheduled: stage {form.fail_stage} fails ({failure_choice(form.fail_mode)}) at step {form.fail_step}"
         extra += " (not in the BP reference: one process)." if set(form.methods) & set(REFERENCE_METHODS) else "."
     return f"Started {len(tracked)} run(s), one after another: {names}.{extra}", True

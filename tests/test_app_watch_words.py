@@ -117,3 +117,45 @@ def test_the_whole_of_a_long_run_is_drawn_per_step_not_per_action(tmp_path):
     assert whole.timeline.layout.title.text.startswith("Time per step and stage, the whole run")
     recent = watch_view(t, window_s=1.0, status={})  # the run spans 3 s
     assert recent.timeline.layout.title.text.startswith("Timeline per stage (the last")
+
+
+# one word per failure mode in every view: the Inject panel, the Run form, the recovery line, the timeline
+MODES_AND_WORDS = [("kill", "kill"), ("stop", "hang"), ("post-step", "kill after step"),
+                   ("mid-ckpt", "kill in checkpoint")]
+
+
+def chosen_by_label() -> dict[str, dict[str, str]]:
+    """The failure choices of the Inject panel's radio and the Run form's dropdown: {elem_id: {mode: label}}."""
+    import gradio as gr
+
+    from app.failure_panel import build_failure_panel
+    from app.tab_run import build_run_tab
+
+    with gr.Blocks() as demo:
+        build_run_tab()
+        build_failure_panel(controller=None)
+    return {b.elem_id: {value: label for label, value in b.choices} for b in demo.blocks.values()
+            if b.elem_id in ("failure-mode", "schedule-failure-mode")}
+
+
+@pytest.mark.parametrize("mode, word", MODES_AND_WORDS)
+def test_every_view_calls_a_failure_mode_by_its_one_word(mode, word):
+    from app.timeline import timeline_figure
+    from test_app_figures import FAILURE_RUN, recovery
+    from zerolock_core.vocabulary import failure_choice, failure_word
+
+    assert failure_word(mode) == word and failure_choice(mode).startswith(f"{word} (")
+    assert recovery_text({"recoveries": [{**CLOSED, "mode": mode}]}).startswith(f"stage 1 {word} → ")
+    fig = timeline_figure(FAILURE_RUN, stages=2, recoveries=[{**recovery(), "mode": mode}])
+    assert [a.text for a in fig.layout.annotations if a.name == "failure-label"] == [word]
+    assert {where: labels[mode] for where, labels in chosen_by_label().items()} == \
+        {"failure-mode": failure_choice(mode), "schedule-failure-mode": failure_choice(mode)}
+
+
+def test_no_view_keeps_a_table_of_failure_words_of_its_own():
+    import pathlib
+
+    import app
+    sources = {p.name: p.read_text() for p in pathlib.Path(app.__file__).parent.glob("*.py")}
+    assert not [name for name, text in sources.items() if "SIGSTOP)" in text or "MODE_LABELS" in text
+                or "FAILURE_WORDS" in text]

@@ -310,11 +310,11 @@ def test_the_inject_panel_names_the_watched_runs_stages(tmp_path):
         def watched(self):
             return type("Tracked", (), {"engine": run})()
 
-    assert inject(Watching(), 5, "kill") == ("Cannot inject: stage 5 is not a stage of the watched run, which has "
-                                             "K = 2: choose stages 0..1.")
-    assert "choose stages 0..1" in inject(Watching(), 0.5, "kill")
+    assert inject(Watching(), 5, "kill").text == ("Cannot inject: stage 5 is not a stage of the watched run, "
+                                                  "which has K = 2: choose stages 0..1.")
+    assert "choose stages 0..1" in inject(Watching(), 0.5, "kill").text
     control = stage_control(Watching())
-    assert control.maximum == 1 and "stages 0..1" in control.info
+    assert "stages 0..1" in control.info
     assert not (tmp_path / "run").exists()
 
 
