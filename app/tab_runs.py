@@ -56,8 +56,7 @@ def build_runs_tab(runs_root: Path) -> RunsTab:
         export = gr.Button("Export", scale=1, elem_id="runs-export")
     file = gr.File(label="exported file", interactive=False, height=90)
     gr.Markdown("**Resume** continues a crashed or stopped pipeline run from the newest step every stage has a "
-                "verified checkpoint of (as `zerolock train --resume DIR`); the result equals an unfailed run bit "
-                "for bit. PipeDream runs cannot be failed or resumed: with several weight versions in flight no "
+                "verified checkpoint of; the result equals an unfailed run bit for bit. PipeDream runs cannot be failed or resumed: with several weight versions in flight no "
                 "step is a consistent checkpoint of every stage.")
     return RunsTab(table=table, run=run, refresh=refresh, open=open_, resume=resume, export_kind=kind, export=export,
                    file=file, message=message, trace=trace, delete=delete, confirm=confirm)

@@ -87,3 +87,15 @@ def test_warning_toasts_are_short_and_made_in_one_place():
 def test_the_stage_field_has_no_bounds_for_gradio_to_refuse_with_its_own_toast(tmp_path):
     control = stage_control(Watching(finished_run(tmp_path, "r")))
     assert control.maximum is None and control.minimum is None and "stages 0..1" in control.info
+
+
+@pytest.mark.parametrize("method, ckpt_every, said", [
+    ("pipedream", 0, "PipeDream cannot be recovered"),  # the reason, not "no checkpoints"
+    ("zerolock", 0, "this run writes no checkpoints to recover from"),
+])
+def test_a_run_that_cannot_recover_says_why_in_words_not_config_keys(tmp_path, method, ckpt_every, said):
+    run = Run(RunConfig(train=TrainConfig(runtime="pipeline", method=method, stages=2, batch=4, microbatches=2,
+                                          ckpt_every=ckpt_every), out=str(tmp_path / "r")))
+    t = Tracked(name="r", rd=RunDir(tmp_path / "r"), cfg=run.cfg.to_dict(), method=method, batch="", engine=run)
+    text = inject(Watching(t), 1, "kill").text
+    assert text.startswith(f"Cannot inject: {said}") and "ckpt_every" not in text

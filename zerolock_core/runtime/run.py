@@ -133,17 +133,17 @@ class Run(JobBase):
             raise ValueError(f"failure mode {mode!r} is not one of {', '.join(FAILURE_MODES)}")
         if not 0 <= stage < self.K:
             raise ValueError(f"stage {stage} is not in 0..{self.K - 1}")
-        if self.cfg.train.ckpt_every <= 0:
-            raise ValueError("this run has no checkpoints to recover from (start it with ckpt_every > 0)")
-        if self.cfg.train.method == "pipedream":
+        if self.cfg.train.method == "pipedream":  # first: a checkpoint would not help it
             raise ValueError(PIPEDREAM_REFUSAL)
+        if self.cfg.train.ckpt_every <= 0:
+            raise ValueError("this run writes no checkpoints to recover from")
         with self._lock:
             if self.state not in ("starting", "running", "recovering") or self._stop_requested_at is not None \
                     or self._sup is None:
                 raise ValueError(f"the run is {'stopping' if self._stop_requested_at else self.state}")
             if self._sup.restarts[stage] >= self.cfg.train.max_restarts:
                 raise ValueError(f"stage {stage} has been restarted {self._sup.restarts[stage]} times already "
-                                 f"(the limit, max_restarts); another failure would end the run")
+                                 f"(the most a stage is restarted); another failure would end the run")
             self._api_injections += 1
             label = f"api:{mode}:{self._api_injections}"
             self._book.expect(stage, label)
