@@ -159,3 +159,45 @@ def test_no_view_keeps_a_table_of_failure_words_of_its_own():
     sources = {p.name: p.read_text() for p in pathlib.Path(app.__file__).parent.glob("*.py")}
     assert not [name for name, text in sources.items() if "SIGSTOP)" in text or "MODE_LABELS" in text
                 or "FAILURE_WORDS" in text]
+
+
+# the Runs table at 1280-1400 px: every column in sight, none cutting a word (cells are monospace, 14 px)
+CHAR_PX, CELL_PADDING_PX = 8.4, 16
+LONGEST_CELLS = {"run": "20261203-085510-zerolock-K2", "started": "2026-12-03 08:55:10", "method": "PipeDream",
+                 "state": "interrupted", "samples/s": "1234.5", "duration": "12.5 min"}
+
+
+@pytest.mark.parametrize("column", COLUMNS)
+def test_each_runs_column_holds_its_longest_word(column):
+    from app.tab_runs import COLUMN_PX
+
+    words = [*column.split(), *LONGEST_CELLS.get(column, "").split()]
+    assert COLUMN_PX[column] >= max(len(w) for w in words) * CHAR_PX + CELL_PADDING_PX
+
+
+def test_the_runs_columns_together_fit_the_table_on_a_1280_px_page():
+    from app.tab_runs import COLUMN_PX, TABLE_FITS_PX
+
+    assert list(COLUMN_PX) == COLUMNS and sum(COLUMN_PX.values()) <= TABLE_FITS_PX
+
+
+# the memory chart on an 820 px page: its plot area is about 590 px wide (Chromium, Gradio 6)
+PLOT_PX_AT_820, TITLE_CHAR_EM = 590, 0.6
+
+
+@pytest.mark.parametrize("measure", ["act_bytes", "inflight"])
+@pytest.mark.parametrize("peaks", [None, [2**20, 2**20]])  # the measured peaks ("measured peak per stage")
+def test_the_memory_charts_subplot_titles_do_not_meet_at_820_px(tmp_path, measure, peaks):
+    from app.layout import SUBTITLE_FONT_PX
+    from app.memory import memory_figure
+
+    events = [{"stage": s, "kind": "F", "mb": 0, "t0": 0, "t1": 10**6, "act_bytes": 2**20, "inflight": 1,
+               "sent": 0, "recv": 0, "step": 0, "gen": 0} for s in range(2)]
+    fig = memory_figure(events, stages=2, measure=measure, peak_bytes=peaks if measure == "act_bytes" else None)
+    left, right = sorted((a for a in fig.layout.annotations if a.yanchor == "bottom"), key=lambda a: a.x)
+    assert (left.xanchor, right.xanchor) == ("left", "right")  # each grows away from the other
+
+    def width(a):
+        return len(a.text) * SUBTITLE_FONT_PX * TITLE_CHAR_EM / PLOT_PX_AT_820  # in paper units
+
+    assert left.x + width(left) < right.x - width(right)
