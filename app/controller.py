@@ -18,7 +18,7 @@ from zerolock_core.config import RunConfig, replace
 from zerolock_core.job import Job, make_job
 from zerolock_core.atomic_files import read_json, write_json_atomic
 from zerolock_core.metrics import Metrics
-from zerolock_core.run_dir import RunDir
+from zerolock_core.run_dir import RunDir, check_resumable
 from zerolock_core.runs_root import RunsRoot
 from zerolock_core.telemetry.events import Cursor, read_events
 from zerolock_core.telemetry.activity import ActivityFold, StageStats
@@ -44,6 +44,7 @@ class Tracked:
     state: str = "queued"
     metrics: Metrics | None = None
     error: str = ""  # why it could not start
+    inject_note: str = ""  # what the Inject panel last said about this run (failure_panel.py)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _fold: ActivityFold | None = field(default=None, repr=False)
     _stats: tuple[int, list[StageStats]] = (-1, [])
@@ -174,13 +175,14 @@ class EngineController:
 
     def resume(self, run_id: str) -> Tracked:
         """Continue a crashed or stopped pipeline run from its newest verified checkpoints (or only its
-        final eval), as `zerolock train --resume DIR` does; a ValueError says why not."""
+        final eval), as `zerolock train --resume DIR` does; a ValueError (a ConfigError: render it) says why not."""
         rd = self.root.resolve(run_id)
         cfg = replace(rd.saved_config(), out=str(rd.path))
         if cfg.train.runtime != "pipeline":
             raise ValueError("only pipeline runs can be resumed (a reference run has no checkpoints)")
         if rd.is_live():
             raise ValueError(f"`{run_id}` is running right now")
+        check_resumable(rd, cfg)  # here, so that the Runs tab says why not (a ConfigError, in any words)
         return self.start([cfg], resume=True)[0]
 
     def _run_batch(self, pairs: list[tuple[RunConfig, Tracked]], resume: bool = False) -> None:

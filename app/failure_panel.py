@@ -1,18 +1,30 @@
 """The "Inject failure" panel: really kill (or hang) a stage process of the watched pipeline run and
 report how the engine detected it, restored the stage and replayed (ZeroLock: that stage only;
-GPipe / 1F1B: every stage rolls back)."""
+GPipe / 1F1B: every stage rolls back).
+
+What the panel last said about a run is kept with that run (`Tracked.inject_note`) and shown by the
+page's script from `watch_line`: when another run is watched, the panel says nothing about the old one."""
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import gradio as gr
 
 from zerolock_core.config import FAILURE_MODES
 from zerolock_core.runtime.run import Run
+from zerolock_core.vocabulary import failure_choice
 
 from .controller import EngineController
-from .page_script import RECOVERY_ID, line_box
+from .page_script import INJECT_ID, RECOVERY_ID, line_box
+from .toasts import warn
 
-MODE_LABELS = {"kill": "kill (SIGKILL)", "stop": "hang (SIGSTOP)", "post-step": "die after its optimizer step",
-               "mid-ckpt": "die while writing its checkpoint"}
+NO_RUN = "Start a pipeline run first: failures are injected into the run being watched."
+
+
+@dataclass(frozen=True)
+class Injection:
+    text: str
+    done: bool  # False: refused, and `text` says why
 
 
 def _watched_run(controller: EngineController) -> Run | None:
@@ -24,41 +36,61 @@ def _stage_range(stages: int) -> str:
     return "stage 0" if stages == 1 else f"stages 0..{stages - 1}"
 
 
-def inject(controller: EngineController, stage: float | None, mode: str) -> str:
-    run = _watched_run(controller)
+def _attempt(run: Run | None, stage: float | None, mode: str) -> Injection:
     if run is None:
-        return "Start a pipeline run first: failures are injected into the run being watched."
+        return Injection(text=NO_RUN, done=False)
     stages = run.cfg.train.stages
     if stage is None or not float(stage).is_integer() or not 0 <= stage < stages:
-        return (f"Cannot inject: stage {stage if stage is not None else '(empty)'} is not a stage of the watched "
-                f"run, which has K = {stages}: choose {_stage_range(stages)}.")
+        return Injection(text=f"Cannot inject: stage {stage if stage is not None else '(empty)'} is not a stage of "
+                              f"the watched run, which has K = {stages}: choose {_stage_range(stages)}.", done=False)
     try:
         run.inject_failure(int(stage), mode)
     except ValueError as err:
-        return f"Cannot inject: {err}"
-    return f"Injected {MODE_LABELS[mode]} into stage {int(stage)}. Watch its lane: the gap, RESTORE, REPLAY."
+        return Injection(text=f"Cannot inject: {err}", done=False)
+    return Injection(text=f"Injected into stage {int(stage)}: {failure_choice(mode)}. Watch its lane: the gap, "
+                          "RESTORE, REPLAY.", done=True)
+
+
+def inject(controller: EngineController, stage: float | None, mode: str) -> Injection:
+    """Fail `stage` of the watched run now, or say why not; what it says is kept as the run's note."""
+    t = controller.watched()
+    outcome = _attempt(_watched_run(controller), stage, mode)
+    if t is not None:
+        t.inject_note = outcome.text
+    return outcome
+
+
+def on_inject(controller: EngineController, stage: float | None, mode: str) -> str:
+    """The button: a refusal is a warning toast too (the result line keeps it after the toast has gone)."""
+    outcome = inject(controller, stage, mode)
+    if not outcome.done:
+        warn(outcome.text)
+    return line_box(outcome.text)
 
 
 def stage_control(controller: EngineController) -> gr.Number:
-    """The stage field bounded by the watched run's K (redrawn when the panel opens or the field is focused:
-    the watched run may have changed since)."""
+    """The stage field's hint: the watched run's K (redrawn when the panel opens or the field is focused:
+    the watched run may have changed since). No bounds on the field: Gradio would refuse a value out of
+    them with a toast of its own words and length; inject() refuses it in the panel's."""
     run = _watched_run(controller)
     if run is None:
-        return gr.Number(maximum=None, info="the stage of the watched pipeline run")
+        return gr.Number(info="the stage of the watched pipeline run")
     stages = run.cfg.train.stages
-    return gr.Number(maximum=stages - 1, info=f"the watched run has K = {stages}: {_stage_range(stages)}")
+    return gr.Number(info=f"the watched run has K = {stages}: {_stage_range(stages)}")
 
 
 def build_failure_panel(controller: EngineController) -> gr.HTML:
     """The panel; returns its recovery line, which the page's script keeps current (tab_watch.watch_line)."""
     with gr.Accordion("Inject failure", open=False, elem_id="failure-panel") as panel:
         with gr.Row(equal_height=True):
-            # precision=None: 1.5 is refused by inject(), not rounded; the maximum follows the watched run
-            stage = gr.Number(value=1, minimum=0, label="stage", elem_id="failure-stage")
-            mode = gr.Radio([(MODE_LABELS[m], m) for m in FAILURE_MODES], value="kill", label="mode", elem_id="failure-mode")
+            # precision=None: 1.5 is refused by inject(), not rounded
+            stage = gr.Number(value=1, label="stage", elem_id="failure-stage")
+            mode = gr.Radio([(failure_choice(m), m) for m in FAILURE_MODES], value="kill", label="mode",
+                            elem_id="failure-mode")
             button = gr.Button("Inject failure", variant="stop", elem_id="inject-failure")
-        result = gr.Markdown(elem_id="failure-result")
-        button.click(lambda s, m: inject(controller, s, m), inputs=[stage, mode], outputs=[result],
+        # the watched run's note, which the page's script keeps current
+        result = gr.HTML(line_box(), elem_id=INJECT_ID)
+        button.click(lambda s, m: on_inject(controller, s, m), inputs=[stage, mode], outputs=[result],
                      api_name="inject_failure")
         for event in (panel.expand, stage.focus):
             event(lambda: stage_control(controller), None, stage, show_progress="hidden", queue=False)

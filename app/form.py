@@ -3,11 +3,11 @@ otherwise, rendered in the form's words with `field_words.render(err, field_word
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from zerolock_core.config import (CONSISTENCY_DIRECTIONS, FAILURE_MODES, LINK_PROFILE_NAMES, ConfigError, DataConfig,
                                   LinkConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig)
-from zerolock_core.field_words import FieldError, number, qualified, whole
+from zerolock_core.field_words import FieldError, check_field, number, qualified, raise_all, whole
 from zerolock_core.preflight import preflight
 from zerolock_core.readout_spec import RECOMMENDED_AT_DEPTH, ReadoutSpec
 from zerolock_core.setting import value_text
@@ -75,37 +75,62 @@ def parse_alpha(text: str) -> tuple[float, ...]:
     return values
 
 
+class _Reader:
+    """Reads the form's widgets and keeps every refusal, so that the form lists all its mistakes at once."""
+
+    def __init__(self) -> None:
+        self.errors: list[ConfigError] = []
+
+    def take(self, key: str, parse: Callable[[str, Any], Any], value: Any) -> Any:
+        """The field's value, parsed and within its own bounds; None (and its refusal kept) otherwise."""
+        try:
+            parsed = parse(key, value)
+            check_field(key, parsed)
+            return parsed
+        except ConfigError as err:
+            self.errors.append(err)
+            return None
+
+    def require(self, ok: bool, message: str) -> None:
+        if not ok:
+            self.errors.append(ConfigError(message))
+
+
 def form_from_values(*, methods: Any, stages: Any, batch: Any, microbatches: Any, alpha: Any, consistency: Any,
                      steps: Any, seed: Any, link: Any, seq_len: Any, eval_size: Any, lr: Any,
                      fail_stage: Any = RunForm.fail_stage, fail_step: Any = RunForm.fail_step,
                      fail_mode: Any = RunForm.fail_mode, readout: Any = RunForm.readout) -> RunForm:
     """Gradio widget values (numbers arrive as floats or None: 2.5 is refused, not rounded) -> RunForm,
-    or ConfigError."""
+    or a ConfigError naming every field that is wrong by itself (ConfigErrors when several are; the
+    rules between fields are the config's, checked once each field is right: configs_for)."""
+    r = _Reader()
     chosen = tuple(methods or ())
-    if not chosen:
-        raise ConfigError("choose at least one method")
+    r.require(bool(chosen), "choose at least one method")
     unknown = [m for m in chosen if m not in PIPELINE_METHODS + REFERENCE_METHODS]
-    if unknown:
-        raise ConfigError(f"unknown method(s) {', '.join(unknown)}; choose from "
-                          f"{', '.join(PIPELINE_METHODS + REFERENCE_METHODS)}")
-    if consistency not in CONSISTENCY_DIRECTIONS:
-        raise ConfigError(f"consistency {consistency!r} is not one of {', '.join(CONSISTENCY_DIRECTIONS)}")
-    if readout not in {value for _, value in READOUT_CHOICES}:
-        raise ConfigError(f"readout {readout!r} is not one of {', '.join(v for _, v in READOUT_CHOICES)}")
-    if link not in LINK_PROFILE_NAMES or link == "custom":
-        raise ConfigError(f"link profile {link!r} is not one of none, local, wifi, mobile, constrained")
+    r.require(not unknown, f"unknown method(s) {', '.join(unknown)}; choose from "
+                           f"{', '.join(PIPELINE_METHODS + REFERENCE_METHODS)}")
+    ints = {key: r.take(key, whole, value) for key, value in (
+        ("stages", stages), ("batch", batch), ("microbatches", microbatches), ("steps", steps))}
+    r.take("alpha", lambda _, text: parse_alpha(text), alpha)
+    r.require(consistency in CONSISTENCY_DIRECTIONS,
+              f"consistency {consistency!r} is not one of {', '.join(CONSISTENCY_DIRECTIONS)}")
+    r.require(readout in {value for _, value in READOUT_CHOICES},
+              f"readout {readout!r} is not one of {', '.join(v for _, v in READOUT_CHOICES)}")
+    r.require(link in LINK_PROFILE_NAMES and link != "custom",
+              f"link profile {link!r} is not one of none, local, wifi, mobile, constrained")
+    ints["seed"] = r.take("seed", whole, seed)
     mode = fail_mode or NO_FAILURE
-    if mode not in (NO_FAILURE, *FAILURE_MODES):
-        raise ConfigError(f"failure mode {mode!r} is not one of {', '.join((NO_FAILURE, *FAILURE_MODES))}")
+    r.require(mode in (NO_FAILURE, *FAILURE_MODES),
+              f"failure mode {mode!r} is not one of {', '.join((NO_FAILURE, *FAILURE_MODES))}")
+    # without a scheduled failure its stage and step are not read
     scheduled = mode != NO_FAILURE
-    return RunForm(methods=chosen, stages=whole("stages", stages), batch=whole("batch", batch),
-                   microbatches=whole("microbatches", microbatches), alpha=str(alpha),
-                   consistency=consistency, steps=whole("steps", steps), seed=whole("seed", seed), link=link,
-                   seq_len=whole("seq_len", seq_len), eval_size=whole("eval_size", eval_size),
-                   lr=number("lr", lr), fail_mode=mode, readout=readout,
-                   # without a scheduled failure its stage and step are not read
-                   fail_stage=whole("fail_stage", fail_stage) if scheduled else RunForm.fail_stage,
-                   fail_step=whole("fail_step", fail_step) if scheduled else RunForm.fail_step)
+    ints["fail_stage"] = r.take("fail_stage", whole, fail_stage) if scheduled else RunForm.fail_stage
+    ints["fail_step"] = r.take("fail_step", whole, fail_step) if scheduled else RunForm.fail_step
+    ints.update((key, r.take(key, whole, value)) for key, value in (("seq_len", seq_len), ("eval_size", eval_size)))
+    rate = r.take("lr", number, lr)
+    raise_all(r.errors)
+    return RunForm(methods=chosen, alpha=str(alpha), consistency=consistency, link=link, lr=rate, fail_mode=mode,
+                   readout=readout, **ints)
 
 
 def readout_of(form: RunForm, method: str) -> str:

@@ -345,10 +345,9 @@ def memory_figure(events: list[dict[str, Any]], *, stages: int, title: str = "",
     right_y.update(anchor=f"x{k}", fixedrange=False, domain=[0, 1])
     layout.update({f"xaxis{k}": dict(domain=RIGHT, anchor=f"y{k}", title=dict(text=unit_text), rangemode="tozero"),
                    f"yaxis{k}": right_y,
-                   "annotations": [subplot_title(f"{what} held per stage: peak per step"
-                                                 + (" and after each action" if detail else ""),
-                                                 x0=LEFT[0], x1=LEFT[1]),
-                                   subplot_title(peak_title, x0=RIGHT[0], x1=RIGHT[1])]})
+                   # the legend names the lines (peak per step, after each action): short titles fit 820 px
+                   "annotations": [subplot_title(f"{what} held per stage", x0=LEFT[0], x1=LEFT[1], align="left"),
+                                   subplot_title(peak_title, x0=RIGHT[0], x1=RIGHT[1], align="right")]})
     data.append(peak_bars(grid, axes=(f"x{k}", f"y{k}")))
     return fast_figure(data, layout, title=title, height=max(300, 150 + 95 * stages), subplot_titles=True,
                        uirevision=uirevision)

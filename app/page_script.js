@@ -157,6 +157,7 @@
       const line = await post("watch_line", []);
       setLine("__STATUS_ID__", line.status);
       setLine("__RECOVERY_ID__", line.recovery);
+      if (line.inject !== undefined) setLine("__INJECT_ID__", line.inject);  // absent while no run is watched
       const view = {window: choice("__WINDOW_ID__"), unit: choice("__UNIT_ID__")};
       let urgent = !wasShown || line.key !== lastKey || pressing;
       const want = [];

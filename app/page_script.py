@@ -18,6 +18,8 @@ from .watch_parts import FAILURE, HOLDER_CLASS, JUMP_ID, PARTS, PLOT_PARTS, UNIT
 
 # the page elements the script reads and writes (one definition: the Python side builds them with these)
 STATUS_ID, RECOVERY_ID = "watch-status", "recovery-line"
+INJECT_ID = "failure-result"  # the Inject panel's note on the watched run
+RUNS_TABLE_ID = "runs-table"
 WATCH_TAB_ID = "tab-watch"  # Gradio gives the tab's button the id f"{WATCH_TAB_ID}-button"
 SHOW_WATCH_EVENT = "zerolock-show-watch"  # a DOM event: the script switches to Watch and draws afresh
 LINE_CLASS = "zerolock-line"  # the element inside a gr.HTML line that the script rewrites
@@ -29,6 +31,7 @@ PAGE_CSS = f"""
 .{TABLE_CLASS} th {{ font-weight: 600; background: var(--background-fill-secondary, #f9fafb); }}
 .{TABLE_CLASS} caption {{ caption-side: top; text-align: left; padding: 4px 0; font-size: 13px;
   color: var(--body-text-color-subdued, #6b7280); }}
+#{RUNS_TABLE_ID} .wrap {{ overflow-wrap: normal; word-break: normal; }}  /* between words only */
 #{PARTS["status"]} summary {{ cursor: pointer; padding: 8px 0; }}
 #{PARTS["status"]} pre {{ max-height: 420px; overflow: auto; font-size: 12px; }}
 """
@@ -61,7 +64,8 @@ def page_head(poll_s: float) -> str:
               "__FIGURES_MS__": str(round(1000 * figures_every_s(poll_s))), "__PARTS__": json.dumps(PARTS),
               "__PLOT_PARTS__": json.dumps(list(PLOT_PARTS)), "__PLOTLY_VERSION__": plotly_version(),
               "__PLOTLY_PATH__": plotly_path(), "__STATUS_ID__": STATUS_ID, "__RECOVERY_ID__": RECOVERY_ID,
-              "__LINE_CLASS__": LINE_CLASS, "__HOLDER_CLASS__": HOLDER_CLASS, "__WINDOW_ID__": WINDOW_ID,
+              "__INJECT_ID__": INJECT_ID, "__LINE_CLASS__": LINE_CLASS, "__HOLDER_CLASS__": HOLDER_CLASS,
+              "__WINDOW_ID__": WINDOW_ID,
               "__UNIT_ID__": UNIT_ID, "__JUMP_ID__": JUMP_ID, "__FAILURE_WINDOW__": FAILURE,
               "__WATCH_TAB_ID__": WATCH_TAB_ID, "__SHOW_WATCH_EVENT__": SHOW_WATCH_EVENT}
     for placeholder, value in values.items():

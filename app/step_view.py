@@ -9,9 +9,9 @@ import plotly.graph_objects as go
 
 from .layout import fast_figure
 from zerolock_core.palette import FAILURE_COLOURS, NEUTRAL, kind_colour, kind_label, kind_sort_key
-from zerolock_core.vocabulary import Kind
+from zerolock_core.vocabulary import Kind, failure_word
 from .timebase import Events
-from .timeline import WEBGL_THRESHOLD, failure_word
+from .timeline import WEBGL_THRESHOLD
 
 # actions: past this, one bar per action would need WebGL and every bar is under a pixel wide, so the
 # per-step view reads better (and a software-rendered browser spends ~30 % of a core on the WebGL)
@@ -122,7 +122,7 @@ def step_aggregate_figure(events: Events, *, stages: int, title: str = "", uirev
         hit = [step_of(e) for e in events if e["stage"] == s and e["kind"] != Kind.STARTUP and e["t1"] <= t]
         n = (max(hit) if hit else 1)
         ax = "" if s == 0 else str(s + 1)
-        word = next((failure_word(r) for r in recoveries if r.get("t_fail_ns") == t), "failure")
+        word = next((failure_word(r.get("mode")) for r in recoveries if r.get("t_fail_ns") == t), "failure")
         data.append(dict(type="scatter", x=[n], y=[0], xaxis=f"x{ax}", yaxis=f"y{ax}", mode="markers",
                          cliponaxis=False, marker=dict(symbol="x", size=14, color=FAILURE_COLOURS["kill"]),
                          name="failure", legendgroup="failure",

@@ -10,6 +10,7 @@ from pathlib import Path
 import gradio as gr
 
 from zerolock_core.data.registry import ACCEPTED_SPECS
+from zerolock_core.field_words import FORM
 from zerolock_core.models.presets import PRESETS
 
 SEQ_LEN = 64  # the examples' length: short, so a measurement takes seconds
@@ -32,7 +33,7 @@ def build_readability_tab() -> ReadabilityTab:
     gr.Markdown("Every ZeroLock chunk reads its hidden state out through the **frozen** final norm + LM head. "
                 "This measures whether the head can: label accuracy after each layer, read through the "
                 "frozen head (solid), through a small translator fitted per layer (dotted), and through the "
-                "model's own top layers (dash-dot: `--readout top:last`, the last chunk's layers at K, read by "
+                "model's own top layers (dash-dot: the Run form's readout top:last, the last chunk's layers at K, read by "
                 "every chunk before it). Dashed lines are the chunk boundaries at K; the grey dotted line is "
                 "always answering the most frequent label.")
     with gr.Row():
@@ -57,8 +58,8 @@ def measure(model: str, dataset: str, stages: float, examples: float, fit: bool,
     model, dataset = str(model or "").strip(), str(dataset or "").strip()
     if model not in MODELS or dataset not in DATASETS:  # no path: the dashboard reads only its runs folder
         return (f"⚠️ the dashboard measures its own models ({', '.join(MODELS)}) on its own datasets "
-                f"({', '.join(DATASETS)}); for a model directory or a CSV file use `zerolock bench readability "
-                f"--model PATH --dataset csv:PATH`"), None
+                f"({', '.join(DATASETS)}); a model directory or a CSV file is measured from the command line "
+                "(`zerolock bench readability`)"), None
     try:
         cfg = lens_config(model=model, dataset=dataset, seq_len=SEQ_LEN, method="bp", stages=k, steps=1,
                           eval_size=n, out=None, boundaries=None)
@@ -81,13 +82,13 @@ def measure(model: str, dataset: str, stages: float, examples: float, fit: bool,
              f"{condition['lens'][-1]['label_accuracy']:.2f} (frozen head)."]
     if "top" in condition:
         n_top, reach = condition["top_layers"], condition["top"]
-        lines.append(f"- through the top {n_top} layers (`--readout top:last`): "
+        lines.append(f"- through the top {n_top} layers ({FORM.value('readout', 'top:last')}): "
                      + ", ".join(f"after layer {r['layer']}: {r['label_accuracy']:.2f}"
                                  for r in reach if r["layer"] in summary["chunk_boundaries"])
                      + " (the chunks before the last, at their ends)")
     for curve, s in summary["suggestions"]["pretrained"].items():
         where = "no cut works" if s["boundaries"] is None else \
-            f"`--boundaries {','.join(str(b) for b in s['boundaries'])}`" if s["boundaries"] else "—"
+            FORM.value("boundaries", ",".join(str(b) for b in s["boundaries"])) if s["boundaries"] else "—"
         lines.append(f"- cut suggestion ({'frozen head' if curve == 'lens' else 'translator'}): {where} — {s['why']}")
     figure = readability_figures(summary, model=model, dataset=dataset, stages=k)["readability_label_accuracy"]
     return "\n".join(lines), figure
@@ -106,7 +107,8 @@ def recorded(current: object = None, path: Path = RECORDED) -> tuple:
         return "Press **Measure readability** (about a minute on 2 cores).", None
     model, dataset = report["settings"]["model"], report["settings"]["dataset"]
     last = {name: c["lens"][-1]["label_accuracy"] for name, c in report["conditions"].items()}
-    text = (f"**Recorded** (`{report['command']}`, {report['machine']}): {model} on {dataset}, pretrained and "
+    text = (f"**Recorded** by the project's readability study ({RECORDED.name}, {report['machine']}): "
+            f"{model} on {dataset}, pretrained and "
             f"after {report['finetune_steps']} steps of fine-tuning. Through the frozen head at the last layer: "
             + ", ".join(f"{name} {acc:.2f}" for name, acc in last.items())
             + f" (majority class {report['chance']:.2f}). Press **Measure readability** for a live measurement.")

@@ -7,9 +7,9 @@ import gradio as gr
 
 from zerolock_core.config import FAILURE_MODES, ConfigError
 from zerolock_core.field_words import FORM, render
+from zerolock_core.vocabulary import failure_choice
 
 from .controller import EngineController
-from .failure_panel import MODE_LABELS
 from .page_script import ADVANCED_CLASS
 from .form import (METHOD_CHOICES, NO_FAILURE, READOUT_CHOICES, REFERENCE_METHODS, RunForm, configs_for,
                    form_from_values, readout_of)
@@ -55,7 +55,7 @@ def build_run_tab(defaults: RunForm = RunForm()) -> RunTab:
         link = gr.Dropdown(list(LINK_CHOICES), value=d.link, label=_label("profile", "pipeline methods"))
         seed = gr.Number(d.seed, label=_label("seed"), **whole)
     with gr.Row(equal_height=True):  # a failure at a known step: a class watches it without racing the run
-        fail_mode = gr.Dropdown([("none", NO_FAILURE), *((MODE_LABELS[m], m) for m in FAILURE_MODES)],
+        fail_mode = gr.Dropdown([("none", NO_FAILURE), *((failure_choice(m), m) for m in FAILURE_MODES)],
                                 value=d.fail_mode,
                                 label=_label("failures", "pipeline methods"), elem_id="schedule-failure-mode")
         fail_stage = gr.Number(d.fail_stage, label=_label("fail_stage"), elem_id="schedule-failure-stage", **whole)
@@ -74,6 +74,14 @@ def build_run_tab(defaults: RunForm = RunForm()) -> RunTab:
                           lr, fail_stage, fail_step, fail_mode, readout], run=run, stop=stop, message=message)
 
 
+def cannot_start(reasons: str) -> str:
+    """Why the form cannot start, one reason a line: after the heading when there is one, else a list."""
+    lines = reasons.splitlines()
+    if len(lines) == 1:
+        return f"⚠️ **Cannot start:** {lines[0]}"
+    return "⚠️ **Cannot start:**\n" + "\n".join(f"- {line}" for line in lines)
+
+
 def start_runs(controller: EngineController, methods, stages, batch, microbatches, alpha, consistency, steps,
                seed, link, seq_len, eval_size, lr, fail_stage=RunForm.fail_stage, fail_step=RunForm.fail_step,
                fail_mode=RunForm.fail_mode, readout=RunForm.readout) -> tuple[str, bool]:
@@ -86,9 +94,9 @@ def start_runs(controller: EngineController, methods, stages, batch, microbatche
                                 fail_step=fail_step, fail_mode=fail_mode, readout=readout)
         configs = configs_for(form, out_for=lambda m: str(controller.new_run_dir(m, form.stages)))
     except ConfigError as err:
-        return f"⚠️ **Cannot start:** {render(err, FORM)}", False
+        return cannot_start(render(err, FORM)), False
     except ValueError as err:
-        return f"⚠️ **Cannot start:** {err}", False
+        return cannot_start(str(err)), False
     try:
         tracked = controller.start(configs)
     except RuntimeError as err:
@@ -102,6 +110,6 @@ def start_runs(controller: EngineController, methods, stages, batch, microbatche
         extra += f" {', '.join(others)} read{'s' if len(others) == 1 else ''} through the head: {form.readout} is a " \
                  "readout of ZeroLock's chunks before the last."
     if form.failures:
-        extra += f" Scheduled: stage {form.fail_stage} fails ({MODE_LABELS[form.fail_mode]}) at step {form.fail_step}"
+        extra += f" Scheduled: stage {form.fail_stage} fails at step {form.fail_step}: {failure_choice(form.fail_mode)}"
         extra += " (not in the BP reference: one process)." if set(form.methods) & set(REFERENCE_METHODS) else "."
     return f"Started {len(tracked)} run(s), one after another: {names}.{extra}", True

@@ -13,6 +13,7 @@ from .controller import EngineController
 from .exports import ExportError, chrome_trace, events_csv, figure_png
 from .memory import memory_figure
 from .run_data import load_run
+from .page_script import RUNS_TABLE_ID
 from .runs_index import COLUMNS, runs_table
 from .timeline import timeline_figure
 
@@ -35,11 +36,20 @@ class RunsTab:
     confirm: gr.Checkbox
 
 
+# Each column as wide as its longest word (a run id, a date and time, "interrupted"), no wider: together
+# they fit the table's width on a page 1280 px wide or more (Gradio's default sizes let the last columns
+# scroll out of sight). Headers and cells wrap between words only (page_script.PAGE_CSS).
+COLUMN_PX = {"run": 245, "started": 176, "method": 92, "K": 36, "b": 36, "m": 36, "steps": 60, "duration": 86,
+             "failures": 88, "state": 110, "label acc.": 70, "samples/s": 92, "peak act. MiB": 72}
+TABLE_FITS_PX = 1200  # the table's width on a 1280 px page (1214 px on Gradio 6's layout)
+
+
 def build_runs_tab(runs_root: Path) -> RunsTab:
     """`runs_root` is only shown: every action names a run by its id under it (RunsRoot)."""
     gr.Markdown(f"Runs under `{runs_root}`: each keeps its config, events, metrics and trace, so it can be "
                 "reopened after a restart. Open the trace at ui.perfetto.dev.")
-    table = gr.Dataframe(headers=COLUMNS, interactive=False, elem_id="runs-table")
+    table = gr.Dataframe(headers=COLUMNS, interactive=False, wrap=True, column_widths=list(COLUMN_PX.values()),
+                         elem_id=RUNS_TABLE_ID)
     with gr.Row():
         run = gr.Dropdown(choices=[], label="run", scale=4, elem_id="runs-pick", allow_custom_value=True)
         refresh = gr.Button("Refresh", scale=1)
@@ -56,8 +66,7 @@ def build_runs_tab(runs_root: Path) -> RunsTab:
         export = gr.Button("Export", scale=1, elem_id="runs-export")
     file = gr.File(label="exported file", interactive=False, height=90)
     gr.Markdown("**Resume** continues a crashed or stopped pipeline run from the newest step every stage has a "
-                "verified checkpoint of (as `zerolock train --resume DIR`); the result equals an unfailed run bit "
-                "for bit. PipeDream runs cannot be failed or resumed: with several weight versions in flight no "
+                "verified checkpoint of; the result equals an unfailed run bit for bit. PipeDream runs cannot be failed or resumed: with several weight versions in flight no "
                 "step is a consistent checkpoint of every stage.")
     return RunsTab(table=table, run=run, refresh=refresh, open=open_, resume=resume, export_kind=kind, export=export,
                    file=file, message=message, trace=trace, delete=delete, confirm=confirm)

@@ -136,7 +136,8 @@ def _as_text(key: NamedTuple) -> str:
 
 
 def watch_line(controller: EngineController) -> dict[str, Any]:
-    """What the page's script fetches every --poll: the status line and the recovery line as HTML, the
+    """What the page's script fetches every --poll: the status line, the recovery line and the Inject
+    panel's note on the run as HTML (no note while no run is watched: the panel's answer stays), the
     run's state key and its figures key as strings ("" while no run is watched: nothing to draw). The
     script calls the figures in when the figures key changed: at once when the state key did too,
     else at the figures' cadence."""
@@ -147,7 +148,8 @@ def watch_line(controller: EngineController) -> dict[str, Any]:
     status = _status(controller, t)
     position = comparison_position(controller.batch(), t, status)
     return {"status": line_html(status_markdown(t, status, position=position)),
-            "recovery": line_html(recovery_text(status)), "key": _as_text(state_key(t, status)),
+            "recovery": line_html(recovery_text(status)), "inject": line_html(t.inject_note),
+            "key": _as_text(state_key(t, status)),
             "figures": _as_text(figures_key(t, status))}
 
 

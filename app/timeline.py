@@ -40,7 +40,7 @@ from .layout import fast_figure
 from zerolock_core.palette import (THICK_KINDS, FAILURE_COLOURS, NEUTRAL, ALWAYS_VISIBLE_KINDS, kind_colour, kind_label,
                                    kind_sort_key)
 from zerolock_core.recovery_phases import absence_end_ns, phase_seconds, seconds_text
-from zerolock_core.vocabulary import Kind
+from zerolock_core.vocabulary import Kind, failure_word
 from .timebase import Events, recent, time_end, time_origin, to_ms, to_s
 
 WEBGL_THRESHOLD = 3000  # bars per figure
@@ -58,8 +58,6 @@ STEP_LINES_MAX = 2000  # step boundary lines up to this many STEP actions in vie
 STEP_LABELS_MAX = 24  # step numbers over the plot: at most this many (every n-th step past it)
 X_TITLE = "seconds since the run started (start-up included)"
 LABELLED_KINDS = frozenset({Kind.F, Kind.L, Kind.B, Kind.REPLAY})  # kinds whose bars carry "F3"
-FAILURE_WORDS = {"kill": "kill", "stop": "hang", "post-step": "kill after step", "mid-ckpt": "kill in checkpoint",
-                 "crash": "crash"}
 
 
 @dataclass(kw_only=True)
@@ -329,10 +327,6 @@ def startup_annotations(events: Events, *, origin_ns: int, limit: int = 40) -> l
             for e in spans]
 
 
-def failure_word(r: dict[str, Any]) -> str:
-    return FAILURE_WORDS.get(r.get("mode") or "", r.get("mode") or "failure")
-
-
 def band_label(r: dict[str, Any], end_ns: int) -> str:
     """What the band says: the record's own phases (`recovery_phases`), or how long so far."""
     head = "global rollback" if r.get("kind") == "global" else None
@@ -383,8 +377,9 @@ def failure_marks(recoveries: Sequence[dict[str, Any]], *, stages: int, origin_n
         if lo_s <= t_fail <= hi_s:
             xs.append(round(t_fail, 6))
             ys.append(r["stage"])
-            texts.append(failure_word(r))
-            parts = [f"stage {r['stage']}: {failure_word(r)} at {t_fail:.2f} s",
+            word = failure_word(r.get("mode"))
+            texts.append(word)
+            parts = [f"stage {r['stage']}: {word} at {t_fail:.2f} s",
                      f"{'global rollback (every stage)' if glob else 'local restart (this stage only)'}"]
             parts += [f"{name} {seconds_text(sec)}" for name, sec in phase_seconds(r)]
             if still:

@@ -8,6 +8,7 @@ from typing import Any
 
 import gradio as gr
 
+from zerolock_core.field_words import FORM, ConfigError, render
 from zerolock_core.poll_interval import DEFAULT_POLL_S, check_poll
 from zerolock_core.runs_root import DEFAULT_RUNS
 
@@ -130,6 +131,8 @@ def build_app(controller: EngineController | None = None, *, runs_root: str | Pa
                     return "Choose a run first.", gr.skip(), False
                 try:
                     act(name)  # a run id: the controller resolves it inside the runs root, or refuses
+                except ConfigError as err:  # in the dashboard's words
+                    return f"⚠️ {render(err, FORM)}", gr.skip(), False
                 except (RuntimeError, ValueError, FileNotFoundError) as err:
                     return f"⚠️ {err}", gr.skip(), False
                 return done.format(name=name), window, True

@@ -219,7 +219,7 @@ def test_readability_tab_measures_the_tiny_model_and_refuses_a_path(app):
     text, plot = client.predict("tiny", "topics", 3, 32, False, False, api_name="/readability")
     assert "Majority class" in text and "cut suggestion" in text and plot is not None and "top:last" not in text
     text, plot = client.predict("tiny", "topics", 3, 32, False, True, api_name="/readability")
-    assert "through the top 2 layers (`--readout top:last`): after layer 3: " in text
+    assert "through the top 2 layers (readout top:last): after layer 3: " in text
     assert "dashdot" in json.dumps(plot)  # the top lens drawn beside the frozen head's
     for model, dataset in (("./no-such-model-dir", "topics"), ("/etc", "topics"), ("tiny", "csv:/etc/passwd")):
         with pytest.raises(AppError, match="is not in the list of choices"):  # refused before the handler runs

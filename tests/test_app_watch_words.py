@@ -117,3 +117,87 @@ def test_the_whole_of_a_long_run_is_drawn_per_step_not_per_action(tmp_path):
     assert whole.timeline.layout.title.text.startswith("Time per step and stage, the whole run")
     recent = watch_view(t, window_s=1.0, status={})  # the run spans 3 s
     assert recent.timeline.layout.title.text.startswith("Timeline per stage (the last")
+
+
+# one word per failure mode in every view: the Inject panel, the Run form, the recovery line, the timeline
+MODES_AND_WORDS = [("kill", "kill"), ("stop", "hang"), ("post-step", "kill after step"),
+                   ("mid-ckpt", "kill in checkpoint")]
+
+
+def chosen_by_label() -> dict[str, dict[str, str]]:
+    """The failure choices of the Inject panel's radio and the Run form's dropdown: {elem_id: {mode: label}}."""
+    import gradio as gr
+
+    from app.failure_panel import build_failure_panel
+    from app.tab_run import build_run_tab
+
+    with gr.Blocks() as demo:
+        build_run_tab()
+        build_failure_panel(controller=None)
+    return {b.elem_id: {value: label for label, value in b.choices} for b in demo.blocks.values()
+            if b.elem_id in ("failure-mode", "schedule-failure-mode")}
+
+
+@pytest.mark.parametrize("mode, word", MODES_AND_WORDS)
+def test_every_view_calls_a_failure_mode_by_its_one_word(mode, word):
+    from app.timeline import timeline_figure
+    from test_app_figures import FAILURE_RUN, recovery
+    from zerolock_core.vocabulary import failure_choice, failure_word
+
+    assert failure_word(mode) == word and failure_choice(mode).startswith(f"{word} (")
+    assert recovery_text({"recoveries": [{**CLOSED, "mode": mode}]}).startswith(f"stage 1 {word} → ")
+    fig = timeline_figure(FAILURE_RUN, stages=2, recoveries=[{**recovery(), "mode": mode}])
+    assert [a.text for a in fig.layout.annotations if a.name == "failure-label"] == [word]
+    assert {where: labels[mode] for where, labels in chosen_by_label().items()} == \
+        {"failure-mode": failure_choice(mode), "schedule-failure-mode": failure_choice(mode)}
+
+
+def test_no_view_keeps_a_table_of_failure_words_of_its_own():
+    import pathlib
+
+    import app
+    sources = {p.name: p.read_text() for p in pathlib.Path(app.__file__).parent.glob("*.py")}
+    assert not [name for name, text in sources.items() if "SIGSTOP)" in text or "MODE_LABELS" in text
+                or "FAILURE_WORDS" in text]
+
+
+# the Runs table at 1280-1400 px: every column in sight, none cutting a word (cells are monospace, 14 px)
+CHAR_PX, CELL_PADDING_PX = 8.4, 16
+LONGEST_CELLS = {"run": "20261203-085510-zerolock-K2", "started": "2026-12-03 08:55:10", "method": "PipeDream",
+                 "state": "interrupted", "samples/s": "1234.5", "duration": "12.5 min"}
+
+
+@pytest.mark.parametrize("column", COLUMNS)
+def test_each_runs_column_holds_its_longest_word(column):
+    from app.tab_runs import COLUMN_PX
+
+    words = [*column.split(), *LONGEST_CELLS.get(column, "").split()]
+    assert COLUMN_PX[column] >= max(len(w) for w in words) * CHAR_PX + CELL_PADDING_PX
+
+
+def test_the_runs_columns_together_fit_the_table_on_a_1280_px_page():
+    from app.tab_runs import COLUMN_PX, TABLE_FITS_PX
+
+    assert list(COLUMN_PX) == COLUMNS and sum(COLUMN_PX.values()) <= TABLE_FITS_PX
+
+
+# the memory chart on an 820 px page: its plot area is about 590 px wide (Chromium, Gradio 6)
+PLOT_PX_AT_820, TITLE_CHAR_EM = 590, 0.6
+
+
+@pytest.mark.parametrize("measure", ["act_bytes", "inflight"])
+@pytest.mark.parametrize("peaks", [None, [2**20, 2**20]])  # the measured peaks ("measured peak per stage")
+def test_the_memory_charts_subplot_titles_do_not_meet_at_820_px(tmp_path, measure, peaks):
+    from app.layout import SUBTITLE_FONT_PX
+    from app.memory import memory_figure
+
+    events = [{"stage": s, "kind": "F", "mb": 0, "t0": 0, "t1": 10**6, "act_bytes": 2**20, "inflight": 1,
+               "sent": 0, "recv": 0, "step": 0, "gen": 0} for s in range(2)]
+    fig = memory_figure(events, stages=2, measure=measure, peak_bytes=peaks if measure == "act_bytes" else None)
+    left, right = sorted((a for a in fig.layout.annotations if a.yanchor == "bottom"), key=lambda a: a.x)
+    assert (left.xanchor, right.xanchor) == ("left", "right")  # each grows away from the other
+
+    def width(a):
+        return len(a.text) * SUBTITLE_FONT_PX * TITLE_CHAR_EM / PLOT_PX_AT_820  # in paper units
+
+    assert left.x + width(left) < right.x - width(right)

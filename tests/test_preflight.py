@@ -2,7 +2,9 @@
 whoever asked (the CLI's flags, the Run form's labels). No test here starts a stage process."""
 from __future__ import annotations
 
+import ast
 import json
+import re
 import math
 import struct
 import subprocess
@@ -12,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from zerolock_core.cli import build_parser, config_from_args, main
-from zerolock_core.config import ConfigError, RunConfig, TrainConfig
+from zerolock_core.config import ConfigError, ObjectiveConfig, RunConfig, TrainConfig
 from zerolock_core.field_words import CLI, FORM, FieldError, render, whole
 from zerolock_core.preflight import gguf_layers, model_layers, preflight
 
@@ -72,9 +74,9 @@ BAD = [
     (["--stages", "3", "--alpha", "0.5,0.5"], "--alpha has 2 values; give one, or one per stage (3)",
      "α has 2 values; give one, or one per stage (3)"),
     (["--seq-len", "4"], "--seq-len must be at least 8 (got 4)", "sequence length must be at least 8 (got 4)"),
-    ([*PIPE, "--stages", "3", "--fail", "5@3"], "--fail '5@3': stage 5 is not in 0..2", "scheduled failure '5@3': stage 5 is not in 0..2"),
+    ([*PIPE, "--stages", "3", "--fail", "5@3"], "--fail '5@3': stage 5 is not in 0..2", "failure stage = 5 is not in 0..2"),
     ([*PIPE, "--steps", "10", "--fail", "1@10"], "--fail '1@10': step 10 must be in 1..9",
-     "scheduled failure '1@10': step 10 must be in 1..9"),
+     "failure step = 10 must be in 1..9"),
     (["--dataset", "nope"], "--dataset 'nope' is not one of topics, needle, ag_news, csv:PATH",
      "dataset 'nope' is not one of topics, needle, ag_news, csv:PATH"),
     (["--dataset", "csv:{tmp}/missing.csv"], "--dataset csv:{tmp}/missing.csv: AG News CSV not found",
@@ -233,8 +235,8 @@ BAD_FORMS = [
     (dict(alpha="0.5,0.5,0.5"), "α has 3 values; give one, or one per stage (2)"),
     (dict(alpha="half"), "α: expected a number or comma-separated numbers"),
     (dict(seq_len=4), "sequence length must be at least 8 (got 4)"),
-    (dict(fail_mode="kill", fail_stage=2), "scheduled failure '2@20:kill': stage 2 is not in 0..1"),
-    (dict(fail_mode="kill", fail_step=500), "scheduled failure '1@500:kill': step 500 must be in 1..199"),
+    (dict(fail_mode="kill", fail_stage=2), "failure stage = 2 is not in 0..1"),
+    (dict(fail_mode="kill", fail_step=500), "failure step = 500 must be in 1..199"),
     (dict(fail_mode="kill", fail_stage=1.5), "failure stage = 1.5 is not a whole number; try failure stage = 1 or 2"),
     (dict(methods=["zerolock", "gpipe"], batch=6), "zerolock: batch b = 6 is not divisible by micro-batches m = 4"),
     (dict(methods=["zerolock", "pipedream"], fail_mode="kill"), "pipedream: PipeDream cannot be recovered"),
@@ -256,9 +258,46 @@ def test_bad_form_values_are_explained_and_start_nothing(changes, shown, control
 
     message, started = start_runs(controller, **{**FORM_VALUES, **changes})
     assert not started and message.startswith("⚠️ **Cannot start:**")
-    assert shown in message and "--" not in message, message
+    assert shown in message and "--" not in message and "@" not in message, message
     assert not controller.busy and not controller.batch()
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+# (changes, every refusal in the form's words, in the form's order)
+SEVERAL_BAD_FORMS = [
+    (dict(stages=0, batch=2.5, alpha="x"),
+     ["stages K must be at least 1 (got 0)", "batch b = 2.5 is not a whole number; try b = 2 or 3",
+      "α: expected a number or comma-separated numbers (one per stage), got 'x'"]),
+    (dict(steps=None, fail_mode="kill", fail_step=None, seq_len=4, lr=0),
+     ["steps is empty", "failure step is empty", "sequence length must be at least 8 (got 4)",
+      "learning rate must be positive and finite (got 0.0)"]),
+    # the rules between fields, once every field is right by itself: the first of each group
+    (dict(batch=6, alpha="0.5,0.5,0.5"),
+     ["batch b = 6 is not divisible by micro-batches m = 4; try m = 2, 3 or 6, or b = 8",
+      "α has 3 values; give one, or one per stage (2)"]),
+    (dict(batch=6, fail_mode="kill", fail_stage=3),
+     ["batch b = 6 is not divisible by micro-batches m = 4; try m = 2, 3 or 6, or b = 8",
+      "failure stage = 3 is not in 0..1"]),
+    (dict(methods=["zerolock", "gpipe"], batch=6, alpha="0.5,0.5,0.5"),
+     ["zerolock: batch b = 6 is not divisible by micro-batches m = 4; try m = 2, 3 or 6, or b = 8",
+      "zerolock: α has 3 values; give one, or one per stage (2)"]),
+]
+
+
+@pytest.mark.parametrize("changes, lines", SEVERAL_BAD_FORMS, ids=[str(c) for c, _ in SEVERAL_BAD_FORMS])
+def test_the_form_lists_every_mistake_at_once_one_line_each(changes, lines, controller):
+    from app.tab_run import start_runs
+
+    message, started = start_runs(controller, **{**FORM_VALUES, **changes})
+    assert not started and message.splitlines() == ["⚠️ **Cannot start:**", *(f"- {line}" for line in lines)]
+
+
+def test_the_cli_too_is_told_every_rule_a_config_breaks():
+    with pytest.raises(ConfigError) as caught:
+        RunConfig(train=TrainConfig(stages=2, batch=6, microbatches=4), objective=ObjectiveConfig(alpha=(0.5,) * 3))
+    assert str(caught.value).splitlines() == [
+        "--batch 6 is not divisible by --microbatches 4; try --microbatches 2, 3 or 6, or --batch 8",
+        "--alpha has 3 values; give one, or one per stage (2)"]
 
 
 def test_the_default_form_runs_long_enough_to_inject_into_and_schedules_failures():
@@ -310,11 +349,11 @@ def test_the_inject_panel_names_the_watched_runs_stages(tmp_path):
         def watched(self):
             return type("Tracked", (), {"engine": run})()
 
-    assert inject(Watching(), 5, "kill") == ("Cannot inject: stage 5 is not a stage of the watched run, which has "
-                                             "K = 2: choose stages 0..1.")
-    assert "choose stages 0..1" in inject(Watching(), 0.5, "kill")
+    assert inject(Watching(), 5, "kill").text == ("Cannot inject: stage 5 is not a stage of the watched run, "
+                                                  "which has K = 2: choose stages 0..1.")
+    assert "choose stages 0..1" in inject(Watching(), 0.5, "kill").text
     control = stage_control(Watching())
-    assert control.maximum == 1 and "stages 0..1" in control.info
+    assert "stages 0..1" in control.info
     assert not (tmp_path / "run").exists()
 
 
@@ -325,3 +364,52 @@ def test_explain_redraws_its_figures_with_the_reason_when_the_combination_is_inv
     assert text.startswith("⚠️") and "1f1b needs microbatches >= stages" in text
     for fig in (timeline, memory):  # not the previous figure (gr.skip()), a figure that says why
         assert "1f1b needs microbatches >= stages" in fig.layout.annotations[0].text
+
+
+# ---- the dashboard speaks the form's words, never the CLI's --------------------------------------
+CLI_WORDS = re.compile(r"(?<![\w-])--[a-z]|\d@\d")  # a flag, or the failure spec syntax (1@500:kill)
+# `zerolock dashboard`'s own flags and their messages; `python -m app.record_lessons`'s (a maintainer's command)
+CLI_FILES = ("cli_command.py", "server.py", "record_lessons.py")
+CSS_FILES = ("page_script.py",)  # var(--border-color-primary)
+
+
+def shown_strings(path: Path) -> list[str]:
+    """The string literals of a module that are not docstrings."""
+    tree = ast.parse(path.read_text())
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef)) and n.body and isinstance(n.body[0], ast.Expr)}
+    return [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+            and id(n) not in docs]
+
+
+def test_no_text_of_the_dashboard_names_a_cli_flag_or_the_failure_spec():
+    import app
+
+    found = {p.name: [s for s in shown_strings(p) if CLI_WORDS.search(s)]
+             for p in Path(app.__file__).parent.glob("*.py") if p.name not in CLI_FILES + CSS_FILES}
+    assert not {name: texts for name, texts in found.items() if texts}
+
+
+@pytest.mark.parametrize("case, said", [
+    ("finished", "⚠️ run r1: that run finished (4 steps); nothing to resume"),
+    ("no checkpoints", "⚠️ run r1: the run has no checkpoints (it was started with checkpoint every = 0)"),
+])
+def test_the_runs_tab_says_why_a_run_cannot_be_resumed_in_its_own_words(tmp_path, case, said):
+    from app.ui import build_app
+    from zerolock_core.metrics import Metrics
+    from zerolock_core.run_dir import RunDir
+
+    d = tmp_path / "runs" / "r1"
+    d.mkdir(parents=True)
+    cfg = RunConfig(train=TrainConfig(runtime="pipeline", stages=2, batch=4, microbatches=2, steps=4,
+                                      ckpt_every=0 if case == "no checkpoints" else 2), out=str(d))
+    RunDir(d).write_config(cfg)
+    if case == "finished":
+        RunDir(d).write_metrics(Metrics(config=cfg.to_dict(), state="finished", steps_done=4))
+    demo = build_app(runs_root=tmp_path / "runs")
+    try:
+        resume = next(fn.fn for fn in demo.fns.values() if fn.api_name == "resume_run")
+        message, _, switched = resume("r1")
+        assert (message, switched) == (said, False) and not demo.controller.busy
+    finally:
+        demo.controller.close()

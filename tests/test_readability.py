@@ -130,7 +130,7 @@ def test_the_readability_tab_opens_on_the_committed_study_and_keeps_a_measuremen
 
     text, fig = recorded(None)
     report = json.loads(RECORDED.read_text())
-    assert text.startswith("**Recorded**") and report["command"] in text
+    assert text.startswith("**Recorded**") and report["machine"] in text and "--" not in text
     assert {t.name.split(" · ")[0] for t in fig.data} == set(report["conditions"])  # pretrained and fine-tuned
     kept = recorded({"data": []})  # a live measurement on screen is not replaced
     assert all(x == {"__type__": "update"} for x in kept)

@@ -78,3 +78,63 @@ def test_the_cli_summary_states_wall_train_eval_throughput_bubble_and_peaks():
         "peak activation memory per stage: 0.50 / 0.25 MiB"]
     reference = Metrics.from_json({"wall_s": 5.0, "samples_per_s": 40.0})  # an old reference record
     assert time_lines(reference) == ["time: start-up 0.0 s, training 5.0 s", "40.0 samples/s over the training"]
+
+
+@pytest.fixture
+def resumed_run(tmp_path, monkeypatch):
+    """A pipeline run resumed from its step-33 checkpoints, just started: the stage processes are not
+    spawned (nor is the coordinator's loop), so its status is what the coordinator knows by itself."""
+    from zerolock_core.run_dir import RunDir
+    from zerolock_core.runtime import run as run_module
+    from zerolock_core.runtime.supervisor import StageSupervisor
+
+    class Lock:
+        def release(self) -> None:
+            pass
+
+    monkeypatch.setattr(RunDir, "prepare_resume", lambda self, cfg: Lock())
+    monkeypatch.setattr(run_module, "resumable_step", lambda cfg, rd: 33)
+    monkeypatch.setattr(StageSupervisor, "spawn", lambda self, launch: None)
+    monkeypatch.setattr(run_module.Run, "_watch", lambda self: None)
+    cfg = RunConfig(train=TrainConfig(runtime="pipeline", stages=2, batch=4, microbatches=2, steps=80, ckpt_every=1),
+                    out=str(tmp_path / "run"))
+    run = run_module.Run(cfg, resume=True).start()
+    yield run
+    run_module._LIVE_RUNS.discard(run)
+
+
+@pytest.mark.parametrize("stage_steps, done", [
+    (None, 33),  # the first moment: no stage process has restored its checkpoint yet
+    ([33, 33], 33),
+    ([35, 34], 34),
+])
+def test_a_resumed_run_says_the_step_it_is_at_from_the_first_moment(resumed_run, stage_steps, done):
+    from app.controller import Tracked
+    from app.watch_view import status_markdown
+    from zerolock_core.runtime import protocol
+
+    for s, n in enumerate(stage_steps or []):
+        resumed_run._store.set(protocol.stage_step(s), str(n))
+    st = resumed_run.status()
+    assert st["steps_done"] == done
+    t = Tracked(name="run", rd=resumed_run.rd, cfg=resumed_run.cfg.to_dict(), method="zerolock", batch="",
+                engine=resumed_run, state=resumed_run.state)
+    assert f"step {done} / 80" in status_markdown(t, t.status())
+
+
+@pytest.mark.parametrize("stage_steps, per_step, eta", [
+    ([33, 33], None, None),  # nothing trained since the resume: no rate yet
+    ([43, 43], 1.0, 37.0),  # 10 steps in 10 s of training: 37 steps left
+    ([38, 38], 2.0, 84.0),
+])
+def test_a_resumed_runs_rate_counts_only_the_steps_it_trained(resumed_run, monkeypatch, stage_steps, per_step,
+                                                               eta):
+    from zerolock_core.runtime import protocol
+    from zerolock_core.runtime import run as run_module
+
+    for s, n in enumerate(stage_steps):
+        resumed_run._store.set(protocol.stage_step(s), str(n))
+    resumed_run.state, resumed_run._t_running = "running", 100.0
+    monkeypatch.setattr(run_module.time, "monotonic", lambda: 110.0)  # a fixed clock: 10 s of training
+    st = resumed_run.status()
+    assert (st["s_per_step"], st["eta_s"]) == (per_step, eta)

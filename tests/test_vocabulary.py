@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from zerolock_core import schedule
+from zerolock_core.config import FAILURE_MODES
 from zerolock_core.palette import KIND_COLOURS, KIND_LABELS
 from zerolock_core.schedule.action import COMPUTE_KINDS, RECV_KINDS, SCHEDULE_KINDS, SEND_KINDS, Action
 from zerolock_core.telemetry.activity import bubble_fraction, makespan_s, stage_stats
@@ -48,3 +49,11 @@ def test_a_restore_and_an_outage_are_idle_in_the_activity():
     assert makespan_s(events) == 0.1
     assert bubble_fraction([a0, a1], 0.1) == pytest.approx(1 - (0.02 + 0.06) / 2 / 0.1)
     assert Category.RECOVERY.value == "recovery"
+
+
+@pytest.mark.parametrize("mode", [*FAILURE_MODES, "crash"])
+def test_every_failure_mode_has_one_word_and_an_injected_one_says_how_it_fails(mode):
+    from zerolock_core.vocabulary import FAILURE_HOW, FAILURE_WORDS
+
+    assert FAILURE_WORDS[mode] and (mode == "crash" or FAILURE_HOW[mode])
+    assert len(set(FAILURE_WORDS.values())) == len(FAILURE_WORDS)  # no two modes share a word

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from .alpha_ramp import AlphaRamp
 from .field_words import (ConfigError, FieldError, check_field, microbatches_below_stages, not_divisible,
-                          require as rule)
+                          raise_all, require as rule)
 from .readout_spec import ReadoutSpec
 from .run_fields import (CONSISTENCY_DIRECTIONS, LINK_PROFILE_NAMES, LOCAL_METHODS, METHODS_BY_RUNTIME, RUN_FIELDS,
                          SECTIONS, WARM_STANDBY, DataConfig, LinkConfig, ModelConfig, ObjectiveConfig, TrainConfig)
@@ -104,12 +104,27 @@ def validate(cfg: RunConfig) -> None:
     """Checks everything that can be checked without loading the model (preflight.py adds what needs
     a look at the model's config and the dataset's files): every field's own bounds and choices
     (run_fields.py), then the rules between fields. A rule about a field raises a FieldError: its
-    message is given the words of whoever asked."""
+    message is given the words of whoever asked. Every refusal is raised at once (ConfigErrors when
+    there are several): each field's own, else the first of each group of rules."""
+    raise_all([err for key, f in RUN_FIELDS.items()
+               if (err := _refusal(check_field, key, getattr(getattr(cfg, f.section), key)))])
+    # the rules assume every field is right by itself; the groups are independent of each other
+    raise_all([err for check in (_check_train, _check_failures, _check_link, _check_objective, _check_model)
+               if (err := _refusal(check, cfg))])
+
+
+def _refusal(check: Callable[..., None], *args: Any) -> ConfigError | None:
+    try:
+        check(*args)
+    except ConfigError as err:
+        return err
+    return None
+
+
+def _check_train(cfg: RunConfig) -> None:
     from .schedule import schedulable  # the schedule builders, only when a config is checked
 
-    for key, f in RUN_FIELDS.items():
-        check_field(key, getattr(getattr(cfg, f.section), key))
-    t, o, m, lk = cfg.train, cfg.objective, cfg.model, cfg.link
+    t = cfg.train
     allowed = METHODS_BY_RUNTIME[t.runtime]
     rule(t.method in allowed, "method", lambda w: f"{w.value('method', repr(t.method))} is not available with "
                                                   f"{w.value('runtime', t.runtime)} (choose {', '.join(allowed)})")
@@ -125,11 +140,18 @@ def validate(cfg: RunConfig) -> None:
                    f"timeout declares healthy stages dead")
     rule(t.stall_timeout_s == 0 or t.stall_timeout_s >= 5, "stall_timeout_s",
          lambda w: f"{w.name('stall_timeout_s')} must be 0 (auto) or at least 5 s (got {t.stall_timeout_s:g})")
-    _check_failures(t)
+
+
+def _check_link(cfg: RunConfig) -> None:
+    t, lk = cfg.train, cfg.link
     rule(lk.profile != "custom" or (lk.bandwidth_mbps is not None and lk.latency_ms is not None), "profile",
          lambda w: f"{w.value('profile', 'custom')} needs {w.name('bandwidth_mbps')} and {w.name('latency_ms')}")
     rule(lk.profile == "none" or t.runtime == "pipeline", "profile",
          lambda w: f"{w.name('profile')} emulation needs {w.value('runtime', 'pipeline')}")
+
+
+def _check_objective(cfg: RunConfig) -> None:
+    t, o = cfg.train, cfg.objective
     rule(len(o.alpha) >= 1, "alpha", lambda w: f"{w.name('alpha')} needs at least one value")
     rule(len(o.alpha) in (1, t.stages), "alpha",
          lambda w: f"{w.name('alpha')} has {len(o.alpha)} values; give one, or one per stage ({t.stages})")
@@ -139,6 +161,10 @@ def validate(cfg: RunConfig) -> None:
              lambda w: f"{w.name('alpha_ramp')} sets α for every chunk: give no per-stage {w.name('alpha')} with it")
         rule(t.method == "zerolock", "alpha_ramp", lambda w: f"{w.name('alpha_ramp')} belongs to ZeroLock's local "
                                                              f"objective; {w.value('method', t.method)} has no α")
+
+
+def _check_model(cfg: RunConfig) -> None:
+    t, m = cfg.train, cfg.model
     rule(len(m.lora_targets) >= 1, "lora_targets", lambda w: f"{w.name('lora_targets')} needs at least one module name")
     _check_readout(m.readout, t.method)
     if m.boundaries is not None:
@@ -163,23 +189,24 @@ def _check_readout(text: str, method: str) -> None:
                    f"(choose head, affine or mlp)")
 
 
-def _check_failures(t: TrainConfig) -> None:
+def _check_failures(cfg: RunConfig) -> None:
     """--fail: each spec well-formed, inside the run, recoverable; no stage failing more often than it may restart."""
+    t = cfg.train
     specs = [(text, FailureSpec.parse(text)) for text in t.failures]
     for text, f in specs:
         rule(t.runtime == "pipeline", "failures",
              lambda w: f"{w.name('failures')} needs {w.value('runtime', 'pipeline')}")
         rule(0 <= f.stage < t.stages, "fail_stage", lambda w, f=f, text=text:
-             f"{w.value('failures', repr(text))}: stage {f.stage} is not in 0..{t.stages - 1}")
+             f"{w.failure_part(text, 'fail_stage', f.stage)} is not in 0..{t.stages - 1}")
         rule(1 <= f.step < t.steps, "fail_step", lambda w, f=f, text=text:
-             f"{w.value('failures', repr(text))}: step {f.step} must be in 1..{t.steps - 1}")
+             f"{w.failure_part(text, 'fail_step', f.step)} must be in 1..{t.steps - 1}")
         _require(t.method != "pipedream", PIPEDREAM_REFUSAL)  # before --ckpt-every: no checkpoint helps it
         rule(t.ckpt_every > 0, "ckpt_every", lambda w, text=text:
-             f"{w.value('failures', repr(text))} needs checkpoints to recover from: set {w.name('ckpt_every')}")
+             f"{w.failure(text)} needs checkpoints to recover from: set {w.name('ckpt_every')}")
         if f.mode == "mid-ckpt":
             first_ckpt = -(-f.step // t.ckpt_every) * t.ckpt_every
             rule(first_ckpt <= t.steps, "failures", lambda w, f=f, text=text:
-                 f"{w.value('failures', repr(text))}: no checkpoint is written at or after step {f.step} "
+                 f"{w.failure(text)}: no checkpoint is written at or after step {f.step} "
                  f"({w.value('ckpt_every', t.ckpt_every)}, {w.value('steps', t.steps)}), so it could never fire")
     per_stage: dict[int, int] = {}
     for _, f in specs:

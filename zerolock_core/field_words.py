@@ -10,8 +10,9 @@ dashboard's Run form what its widgets can hold.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from .run_fields import FIELDS
 
@@ -46,6 +47,22 @@ class Words:
         sep = " = " if self.audience == "file" or (self.audience == "form" and number) else " "
         return f"{self.name(key)}{sep}{value}"
 
+    def failure(self, text: str) -> str:
+        """One scheduled failure: "--fail '1@3:kill'" | "the scheduled failure" (the form schedules one,
+        from fields of its own) | "train.failures = '1@3:kill'"."""
+        return "the scheduled failure" if self.audience == "form" else self.value("failures", repr(text))
+
+    def failure_part(self, text: str, key: str, value: int) -> str:
+        """A number of one scheduled failure (`key` fail_stage | fail_step): "--fail '2@3:kill': stage 2" |
+        "failure stage = 2" (the form's own field) | "train.failures = '2@3:kill': stage 2"."""
+        if self.audience == "form":
+            return self.value(key, value)
+        return f"{self.failure(text)}: {key.removeprefix('fail_')} {value}"
+
+    def resume(self, path: object) -> str:
+        """Resuming the run in `path`: "--resume runs/r1" | "run r1" (the dashboard names a run by its folder)."""
+        return f"run {Path(str(path)).name}" if self.audience == "form" else f"--resume {path}"
+
     def suggest(self, key: str, value: object) -> str:
         """A value to try: "--batch 8" | "b = 8" | "train.batch = 8"."""
         if self.audience == "form":
@@ -70,13 +87,38 @@ class FieldError(ConfigError):
         return ConfigError, (str(self),)
 
 
+class ConfigErrors(ConfigError):
+    """Several refusals at once (a form's every mistake), one line each: `str()` in the CLI's words,
+    `render()` in anyone's."""
+
+    def __init__(self, errors: Sequence[ConfigError]) -> None:
+        super().__init__("\n".join(str(e) for e in errors))
+        self.errors = tuple(errors)
+
+    def __reduce__(self):  # across processes: the CLI's text, as FieldError does
+        return ConfigError, (str(self),)
+
+
+def raise_all(errors: Sequence[ConfigError]) -> None:
+    """Nothing when `errors` is empty, the one error as it is, or all of them as one ConfigErrors."""
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise ConfigErrors(errors)
+
+
 def render(err: ConfigError, words: Words) -> str:
-    """Any ConfigError in `words`: a FieldError speaks them; the others have one wording (the CLI's)."""
+    """Any ConfigError in `words`, one line per refusal: a FieldError speaks them; the others have one
+    wording (the CLI's)."""
+    if isinstance(err, ConfigErrors):
+        return "\n".join(render(e, words) for e in err.errors)
     return err.render(words) if isinstance(err, FieldError) else str(err)
 
 
 def qualified(err: ConfigError, prefix: str) -> ConfigError:
     """`err` with "PREFIX: " in front (which of several runs it is about), still renderable."""
+    if isinstance(err, ConfigErrors):
+        return ConfigErrors([qualified(e, prefix) for e in err.errors])
     if isinstance(err, FieldError):
         return FieldError(err.field, lambda w: f"{prefix}: {err.say(w)}")
     return ConfigError(f"{prefix}: {err}")

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .config import ConfigError, RunConfig
+from .field_words import FieldError
 from .atomic_files import read_json, write_json_atomic
 
 if TYPE_CHECKING:
@@ -406,10 +407,12 @@ def check_resumable(d: RunDir, cfg: RunConfig) -> None:
                           f"resume it with its own config (just `zerolock train --resume {d.path}`)")
     metrics = d.read_metrics()
     if metrics is not None and metrics.state == "finished":
-        raise ConfigError(f"--resume {d.path}: that run finished ({metrics.steps_done} steps); nothing to resume")
+        raise FieldError("ckpt_every", lambda w: f"{w.resume(d.path)}: that run finished ({metrics.steps_done} "
+                                                 "steps); nothing to resume")
     trained = metrics is not None and metrics.training_complete
     if cfg.train.ckpt_every <= 0 and not trained:
-        raise ConfigError(f"--resume {d.path}: the run has no checkpoints (it was started without --ckpt-every)")
+        raise FieldError("ckpt_every", lambda w: f"{w.resume(d.path)}: the run has no checkpoints (it was started "
+                                                 f"with {w.value('ckpt_every', 0)})")
     check_model_found(cfg)
 
 

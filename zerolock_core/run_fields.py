@@ -134,7 +134,8 @@ class TrainConfig:
     memory_budget_bytes: int = setting(
         0, flag="--memory-budget", label="memory budget", parse=bytes_arg, minimum=0,
         help="pipeline: fail a stage whose measured activations exceed this (e.g. 64MiB; 0 = no budget)")
-    ckpt_every: int = setting(0, flag="--ckpt-every", minimum=0, group=FAULT_TOLERANCE,
+    ckpt_every: int = setting(0, flag="--ckpt-every", label="checkpoint every", minimum=0,
+                              group=FAULT_TOLERANCE,
                               help="checkpoint every N update windows (0 = never; --fail needs > 0)")
     keep_checkpoints: int = setting(3, flag="--keep-checkpoints", minimum=2, group=FAULT_TOLERANCE,
                                     help="checkpoints kept per stage (the newest verified one is restored)")

@@ -72,3 +72,23 @@ BUSY_KINDS = kinds_in(Category.COMPUTE)
 
 def is_busy(kind: str) -> bool:
     return kind in BUSY_KINDS
+
+
+# ---- failure modes: one word each, in every view ----------------------------------------------------
+# The keys are the modes of the recovery records (config.FAILURE_MODES, the codes `--fail 1@500:stop`
+# takes, plus "crash": a failure nobody injected); the values are what every view calls them.
+FAILURE_WORDS: dict[str, str] = {"kill": "kill", "stop": "hang", "post-step": "kill after step",
+                                 "mid-ckpt": "kill in checkpoint", "crash": "crash"}
+# How an injected mode fails the stage, said beside its word where a failure is chosen.
+FAILURE_HOW: dict[str, str] = {"kill": "SIGKILL", "stop": "SIGSTOP", "post-step": "right after its optimizer step",
+                               "mid-ckpt": "while writing its checkpoint"}
+
+
+def failure_word(mode: str | None) -> str:
+    """The word of a failure mode ("stop" -> "hang"); an unknown mode as it is."""
+    return FAILURE_WORDS.get(mode or "", mode or "failure")
+
+
+def failure_choice(mode: str) -> str:
+    """A mode where one is chosen: its word and how it fails ("hang (SIGSTOP: frozen, ...)")."""
+    return f"{failure_word(mode)} ({FAILURE_HOW[mode]})" if mode in FAILURE_HOW else failure_word(mode)

@@ -107,9 +107,10 @@ class Run(JobBase):
                 self._store = StoreView(dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False))
                 self._sup = StageSupervisor(self.cfg, self._store, run_dir=str(self.dir), target=stage_main)
                 self._recovery = Recovery(self.cfg, self._store, self._sup, self._book)
-                self._set_state("starting")
                 if self.resume:
                     self._resume_step = resumable_step(self.cfg, self.rd)
+                    self._sup.start_at(self._resume_step)
+                self._set_state("starting")
                 for s in range(self.K):
                     if self._stop_requested_at is not None:
                         break  # Ctrl-C while the stages start: start no more of them
@@ -132,17 +133,17 @@ class Run(JobBase):
             raise ValueError(f"failure mode {mode!r} is not one of {', '.join(FAILURE_MODES)}")
         if not 0 <= stage < self.K:
             raise ValueError(f"stage {stage} is not in 0..{self.K - 1}")
-        if self.cfg.train.ckpt_every <= 0:
-            raise ValueError("this run has no checkpoints to recover from (start it with ckpt_every > 0)")
-        if self.cfg.train.method == "pipedream":
+        if self.cfg.train.method == "pipedream":  # first: a checkpoint would not help it
             raise ValueError(PIPEDREAM_REFUSAL)
+        if self.cfg.train.ckpt_every <= 0:
+            raise ValueError("this run writes no checkpoints to recover from")
         with self._lock:
             if self.state not in ("starting", "running", "recovering") or self._stop_requested_at is not None \
                     or self._sup is None:
                 raise ValueError(f"the run is {'stopping' if self._stop_requested_at else self.state}")
             if self._sup.restarts[stage] >= self.cfg.train.max_restarts:
                 raise ValueError(f"stage {stage} has been restarted {self._sup.restarts[stage]} times already "
-                                 f"(the limit, max_restarts); another failure would end the run")
+                                 f"(the most a stage is restarted); another failure would end the run")
             self._api_injections += 1
             label = f"api:{mode}:{self._api_injections}"
             self._book.expect(stage, label)
@@ -167,11 +168,12 @@ class Run(JobBase):
             steps = [self._eval_only.steps_done] * self.K
         elapsed = time.monotonic() - self._t_start if self._t_start else 0.0
         done = min(steps) if steps else 0
+        trained = done - (self._resume_step or 0)  # the steps this process trained (a resumed run began later)
         eta = per_step = None
         downtime = self._book.downtime_s()
-        if self._t_running is not None and done > 0 and self.state in ("running", "recovering"):
+        if self._t_running is not None and trained > 0 and self.state in ("running", "recovering"):
             # seconds per step of training only: start-up and outages are left out
-            per_step = max(0.0, time.monotonic() - self._t_running - downtime) / done
+            per_step = max(0.0, time.monotonic() - self._t_running - downtime) / trained
             eta = per_step * (self.cfg.train.steps - done)
         return {"state": self.state, "stage_states": states, "stage_steps": steps, "steps_done": done,
                 "total_steps": self.cfg.train.steps, "elapsed_s": elapsed, "eta_s": eta, "s_per_step": per_step,

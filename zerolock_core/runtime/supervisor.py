@@ -43,6 +43,14 @@ class StageSupervisor:
         self._step_seen: list[tuple[int, float]] = [(0, 0.0)] * self.K
         self._slowest_step_s = 0.0
 
+    def start_at(self, step: int) -> None:
+        """Every stage begins at optimizer step `step` (a resumed run): the store says so from the first
+        moment, before any stage process has restored its checkpoint, and the first step after it is
+        not timed from the start-up."""
+        for s in range(self.K):
+            self.store.set(protocol.stage_step(s), str(step))
+        self._step_seen = [(step, 0.0)] * self.K
+
     # ---- processes ------------------------------------------------------------------------------
     def launch(self, stage: int, **kw) -> StageLaunch:
         return StageLaunch(stage=stage, host="127.0.0.1", port=self.store.port, run_dir=self.run_dir, **kw)
