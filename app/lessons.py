@@ -69,9 +69,10 @@ LESSONS: tuple[Lesson, ...] = (
                    "on every lane (1F1B)"),
     Lesson(key="quality", title="5 · Does it learn as well?", figure="quality",
            narration="Speed and memory are only worth it if the model learns. On SmolLM2-135M (30 layers) the "
-                     "paper's local objective, read through the frozen head, matches backprop with 2 chunks and "
-                     "falls behind from 3 on; reading through a copy of the model's own top layers with LoRA "
-                     "(top-lora:last) holds at 3 and 6 chunks. Measured by this project, seeds included.",
+                     "paper's local objective, read through the frozen head, trails backprop and falls further "
+                     "behind with every chunk added; reading through a copy of the model's own top layers with "
+                     "LoRA (top-lora:last) holds backprop's level at every K measured. Measured by this project "
+                     "(seeds where the study ran them).",
            look_at="where each objective stands against backprop at each number of chunks"),
 )
 
