@@ -43,6 +43,9 @@ body.{PRESENTER_CLASS} .{ADVANCED_CLASS} {{ display: none !important; }}
 body.{PRESENTER_CLASS} {{ --text-sm: 16px; --text-md: 19px; --text-lg: 22px; --text-xl: 26px; }}
 body.{PRESENTER_CLASS} .prose {{ font-size: 17px; line-height: 1.35; }}
 body.{PRESENTER_CLASS} .gradio-container {{ padding-top: 0 !important; }}
+body.{PRESENTER_CLASS} #lesson-step > span, body.{PRESENTER_CLASS} #lesson-step .block-info {{ display: none; }}
+body.{PRESENTER_CLASS} #lesson-step label {{ padding: 2px 8px !important; font-size: 15px; }}
+body.{PRESENTER_CLASS} #lesson-step .wrap {{ gap: 4px !important; }}
 """
 PRESENTER_JS = f"(on) => {{ document.body.classList.toggle('{PRESENTER_CLASS}', !!on); return on; }}"
 PRESENTER_FROM_URL_JS = "() => new URLSearchParams(window.location.search).get('presenter') === '1'"
