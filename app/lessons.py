@@ -36,6 +36,16 @@ class Lesson:
         return self.methods or (self.live.methods if self.live else ())
 
 
+EXAMPLE_PREFIX = "example: "  # how Compare lists a recording beside the user's runs (never a path)
+
+
+def recorded_runs() -> dict[str, Path]:
+    """Compare's name of every recording shipped -> its folder (a fixed set: a request can only pick one)."""
+    if not RECORDINGS.is_dir():
+        return {}
+    return {f"{EXAMPLE_PREFIX}{p.name}": p for p in sorted(RECORDINGS.iterdir()) if (p / "metrics.json").is_file()}
+
+
 def recording_name(form: RunForm, method: str) -> str:
     """The folder of a recorded run under RECORDINGS: one per (form, method)."""
     failure = f"-fail{form.fail_stage}at{form.fail_step}{form.fail_mode}" if form.failures else ""

@@ -7,12 +7,14 @@ from dataclasses import dataclass
 
 import gradio as gr
 
+from zerolock_core.run_dir import RunDir
 from zerolock_core.runs_root import NotARun
 
 from .compare_figures import Series, compare_memory_figure, compare_summary_figure, compare_timeline_figure
 from .controller import EngineController
 from zerolock_core.palette import METHOD_LABELS
-from .run_data import load_run
+from .lessons import EXAMPLE_PREFIX, SCHEDULES, recorded_runs, recording_name
+from .run_data import RunData, load_run
 from .runs_index import list_runs
 
 GUIDE = """Choose several methods on the **Run** tab and press Run: they train one after another on the same
@@ -55,18 +57,33 @@ def build_compare_tab() -> CompareTab:
     return CompareTab(runs=runs, show=show, note=note, timeline=timeline, memory=memory, summary=summary)
 
 
+# what Compare opens on before any run of the user's: the three schedules' recorded example (the first lesson)
+DEFAULT_EXAMPLES = tuple(f"{EXAMPLE_PREFIX}{recording_name(SCHEDULES, m)}" for m in SCHEDULES.methods)
+
+
 def run_choices(controller: EngineController) -> tuple[list[str], list[str]]:
-    """All run names under the runs root, and the latest batch's (the default selection)."""
+    """All run names under the runs root, then the recorded examples shipped with the app; the default
+    selection: the latest batch's runs, else the newest run, else the schedules' example."""
     names = [r.name for r in list_runs(controller.root)]
+    examples = list(recorded_runs())
     batch = [t.name for t in controller.batch() if t.name in names]
-    return names, batch or names[:1]
+    default = batch or names[:1] or [n for n in DEFAULT_EXAMPLES if n in examples]
+    return names + examples, default
+
+
+def _load(controller: EngineController, name: str) -> RunData:
+    """A run of the runs root by its id, or a recording by its listed name (looked up, never built)."""
+    examples = recorded_runs()
+    if name in examples:
+        return load_run(RunDir(examples[name]), name=name)
+    return load_run(controller.root.resolve(name), name=name)
 
 
 def compare(controller: EngineController, names: list[str] | None) -> tuple:
     if not names:
         return ("Nothing selected.", gr.skip(), gr.skip(), gr.skip())
     try:
-        data = [load_run(controller.root.resolve(n), name=n) for n in names]
+        data = [_load(controller, n) for n in names]
     except (NotARun, FileNotFoundError) as err:
         return (f"⚠️ {err}", gr.skip(), gr.skip(), gr.skip())
     order = list(METHOD_LABELS)  # ZeroLock first, the BP reference last

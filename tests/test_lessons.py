@@ -80,3 +80,21 @@ def test_presenter_view_enlarges_the_type_and_fits_a_screen():
 def test_an_unknown_lesson_is_refused_with_the_list():
     with pytest.raises(ValueError, match="the lessons are bubble, memory"):
         lesson("nope")
+
+
+def test_compare_lists_the_recordings_and_opens_on_the_schedules_example_before_any_run(tmp_path):
+    from app import tab_compare
+    from app.controller import EngineController
+    from app.lessons import EXAMPLE_PREFIX, recorded_runs
+
+    controller = EngineController(tmp_path / "runs")
+    try:
+        names, default = tab_compare.run_choices(controller)
+        assert set(recorded_runs()) <= set(names) and default == list(tab_compare.DEFAULT_EXAMPLES)
+        note, timeline, memory, summary = tab_compare.compare(controller, default)
+        assert all(isinstance(f, go.Figure) for f in (timeline, memory, summary))
+        # only the listed names: a name built to look like one is an unknown run, refused like any other
+        for name in (f"{EXAMPLE_PREFIX}../../etc", f"{EXAMPLE_PREFIX}/etc/passwd", EXAMPLE_PREFIX.strip()):
+            assert tab_compare.compare(controller, [name])[0].startswith("⚠️")
+    finally:
+        controller.close()
