@@ -6,7 +6,7 @@
 //    plain fetch of /gradio_api/run/watch_line and two innerHTML writes cost ~2 %.
 // 2. The Watch tab's figures, its per-stage table and its status JSON are drawn by this script too,
 //    from one plain fetch of /gradio_api/run/watch_figures: Plotly.react into plot divs it keeps
-//    (plotly.js served by the app, loaded on the first draw), where a Gradio plot would be re-mounted
+//    (plotly.js served by the app, loaded while the page idles after start-up), where a Gradio plot would be re-mounted
 //    and drawn afresh on every update. A part is asked for only when the run's figures key (on the
 //    status line) or the view (window, unit) changed since it was drawn, and only while it is on
 //    screen: at once when the run's state changed (its first actions, a failure, a recovery, the
@@ -20,7 +20,7 @@
 //    one task and is skipped if its div is gone by then (and if it is drawn from the same figure).
 (() => {
   const POLL_MS = __POLL_MS__, FIGURES_MS = __FIGURES_MS__;
-  const FETCH_TIMEOUT_MS = 10000, LOAD_TIMEOUT_MS = 60000;
+  const FETCH_TIMEOUT_MS = 10000, LOAD_TIMEOUT_MS = 60000, PRELOAD_AFTER_MS = 5000;
   const PARTS = __PARTS__;  // part -> the id of the element that holds it
   const PLOT_PARTS = __PLOT_PARTS__;  // the parts that are plotly figures
   const PLOT_CONFIG = {responsive: true, displaylogo: false};
@@ -215,5 +215,13 @@
     clearTimeout(scrolled);
     scrolled = setTimeout(tick, 150);
   }, {passive: true});
+  // plotly.js (3.5 MB) is parsed and run on its first use: 1.5-4 s of the main thread on a busy 2-core
+  // machine, measured as the freeze after the first Run on a fresh page. Loaded while the page idles after
+  // start-up instead (a failed load is tried again at the first draw).
+  const preload = () => loadPlotly().catch(() => {});
+  const whenIdle = () => ("requestIdleCallback" in window)
+    ? requestIdleCallback(preload, {timeout: PRELOAD_AFTER_MS}) : setTimeout(preload, PRELOAD_AFTER_MS);
+  // Gradio puts this script in the page once its app has mounted: usually after the load event
+  if (document.readyState === "complete") whenIdle(); else window.addEventListener("load", whenIdle);
   setInterval(tick, POLL_MS);
 })();

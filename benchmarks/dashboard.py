@@ -50,6 +50,13 @@ CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-b
                  "--disable-component-update", "--disable-sync"]
 FIRST_BAR_JS = """() => { const gd = document.querySelector('#timeline .js-plotly-plot');
   return !!(gd && gd._fullData && gd._fullData.some(t => (t.x || []).length > 0)); }"""
+# the page's main thread from the Run click on: every task over 50 ms (the Long Tasks API). The longest is how
+# long the page froze after the first Run on a fresh page; the sum, how long it was unresponsive in all
+LONG_TASKS_JS = """() => { window.__zlLongest = 0; window.__zlBlocked = 0;
+  new PerformanceObserver(list => { for (const e of list.getEntries()) {
+      window.__zlLongest = Math.max(window.__zlLongest, e.duration); window.__zlBlocked += e.duration; } })
+    .observe({type: 'longtask'}); }"""
+FREEZE_SETTLE_S = 3.0  # after the first bars, what the page still does for the first draw is counted too
 
 
 @dataclass(kw_only=True)
@@ -174,16 +181,20 @@ def watched_run(url: str, root: Path, app: CpuSampler, steps: int) -> dict:
         browser_proc = psutil.Process(browser.process.pid) if getattr(browser, "process", None) else None
         chrome = CpuSampler(procs=[c for c in psutil.Process().children(recursive=True)
                                    if "chrom" in c.name().lower()] or ([browser_proc] if browser_proc else [])).start()
+        page.evaluate(LONG_TASKS_JS)
         t_click = time.monotonic_ns()
         page.click("#run-button")
         page.wait_for_function(FIRST_BAR_JS, timeout=600_000, polling=100)
         t_bar = time.monotonic_ns()
+        page.wait_for_timeout(FREEZE_SETTLE_S * 1000)
+        longest_ms, blocked_ms = page.evaluate("() => [window.__zlLongest, window.__zlBlocked]")
         run_dir = newest_run(root, before)
         metrics = wait_metrics(run_dir)  # from the files: a wait in the page would cost the browser CPU too
         chrome.stop()
     t0, t1 = training_window(run_dir)
     return {"throughput": metrics.throughput_samples_per_s, "app_cpu_pct": app.percent(t0, t1),
             "browser_cpu_pct": chrome.percent(t0, t1), "first_bar_s": (t_bar - t_click) / 1e9,
+            "first_run_longest_block_s": longest_ms / 1e3, "first_run_blocked_s": blocked_ms / 1e3,
             "first_event_s": (first_event_written_ns(run_dir) - t_click) / 1e9, "run": run_dir.name}
 
 
@@ -325,7 +336,10 @@ def format_report(report: dict[str, Any]) -> str:
         for poll, w in r["watched"].items():
             lines.append(f"           watched, --poll {poll:<3s} {w['throughput']:6.1f} samples/s   app CPU "
                          f"{w['app_cpu_pct']:5.1f}% of a core   browser CPU {w['browser_cpu_pct']:5.1f}%   first bar "
-                         f"{w['first_bar_s']:.1f} s after Run (first event written at {w['first_event_s']:.1f} s)")
+                         f"{w['first_bar_s']:.1f} s after Run (first event written at {w['first_event_s']:.1f} s)"
+                         + (f"; the page froze {w['first_run_longest_block_s']:.1f} s at most after the first Run "
+                            f"({w['first_run_blocked_s']:.1f} s blocked in all)"
+                            if "first_run_longest_block_s" in w else ""))
         i = r.get("interleaved")
         if i is not None and i["cost"] is not None:
             lines.append(f"           interleaved, every {i['segment_s']:g} s: {i['steps_per_s_shown']:.2f} steps/s "
