@@ -23,7 +23,7 @@ from .memory import DETAIL_MAX_EVENTS, MEASURES, MemoryGrid, add_memory_traces, 
     step_peaks, with_failures
 from zerolock_core.palette import NEUTRAL, dash, method_colour, method_label, stage_dash
 from zerolock_core.vocabulary import Kind
-from .training_figures import placeholder_figure
+from .training_figures import chunk_index, placeholder_figure
 from .simulated import events_from_simulation
 from .timebase import first_steps_s, time_end, training_origin, to_s
 from .timeline import LANE_HEIGHT_PX, WEBGL_THRESHOLD, add_timeline_traces, style_lanes
@@ -239,16 +239,12 @@ LOCAL_LOSS_TITLE = "earlier chunks' local objectives<br>(α·CE + (1−α)·KL: 
 MARKERS_UP_TO = 40  # points per curve: markers on the lines up to this many (overlapping curves stay apart)
 
 
-def _chunk_index(name: str) -> int | None:
-    return int(name[5:]) if name.startswith("chunk") and name[5:].isdigit() else None
-
-
 def task_curve(curves: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The curve of the model's own output: BP's one curve, a local method's last chunk. Its `task`
     series is the task CE under every method (a local method's `loss` adds the consistency term)."""
-    chunks = [c for c in curves if _chunk_index(c.get("chunk", "")) is not None]
+    chunks = [c for c in curves if chunk_index(c.get("chunk", "")) is not None]
     if chunks:
-        return max(chunks, key=lambda c: _chunk_index(c["chunk"]))
+        return max(chunks, key=lambda c: chunk_index(c["chunk"]))
     return curves[0] if curves else None
 
 
@@ -281,7 +277,7 @@ def add_loss_curves(fig: go.Figure, series: Sequence[Series], *, row: int, col: 
         if local_col is None:
             continue
         for c in curves:
-            k = _chunk_index(c.get("chunk", ""))
+            k = chunk_index(c.get("chunk", ""))
             if c is main or k is None:
                 continue
             label = f"{s.short} chunk {k} (local)"
@@ -294,7 +290,7 @@ def add_loss_curves(fig: go.Figure, series: Sequence[Series], *, row: int, col: 
 
 
 def has_local_curves(series: Sequence[Series]) -> bool:
-    return any(len([c for c in (s.metrics.curves if s.metrics else []) if _chunk_index(c.get("chunk", "")) is not None])
+    return any(len([c for c in (s.metrics.curves if s.metrics else []) if chunk_index(c.get("chunk", "")) is not None])
                > 1 for s in series)
 
 

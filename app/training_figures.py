@@ -14,7 +14,8 @@ from .layout import fast_figure, subplot_title
 from .timeline import lane_axis
 
 
-def _chunk_index(name: str) -> int | None:
+def chunk_index(name: str) -> int | None:
+    """"chunk3" -> 3; a curve of the whole model (backprop's "global") -> None."""
     return int(name.removeprefix("chunk")) if name.startswith("chunk") and name[5:].isdigit() else None
 
 
@@ -36,10 +37,10 @@ def training_figure(metrics: Metrics | None, *, title: str = "",
         return placeholder_figure("The loss curves start with the first local loss (L) or last-stage<br>"
                                   "backward (B); the eval accuracy arrives when the run ends.", title=title,
                                   height=340)
-    chunks = 1 + max([_chunk_index(c["chunk"]) or 0 for c in curves] + [p["chunk"] for p in per_chunk] + [0])
+    chunks = 1 + max([chunk_index(c["chunk"]) or 0 for c in curves] + [p["chunk"] for p in per_chunk] + [0])
     data: list[dict[str, Any]] = []
     for c in curves:  # chunk k is stage k's part of the model: its slate shade and dash
-        k = _chunk_index(c["chunk"])
+        k = chunk_index(c["chunk"])
         data.append(dict(type="scatter", x=list(c["step"]), y=list(c["loss"]),
                          mode="lines+markers" if len(c["step"]) <= MARKERS_MAX_POINTS else "lines",
                          marker=dict(size=4), xaxis="x", yaxis="y",
