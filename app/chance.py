@@ -15,9 +15,9 @@ def label_count(dataset: str | None) -> int | None:
 
     if dataset == "needle":
         return len(NEEDLE_LABEL_WORDS)
-    if dataset in ("topics", "ag_news") or dataset.startswith("csv:"):
-        return len(TOPIC_LABEL_WORDS)  # AG News and its CSVs use the four topic words
-    return None
+    if dataset in ("topics", "ag_news"):
+        return len(TOPIC_LABEL_WORDS)
+    return None  # a file: its words come from the data (the eval record's `labels` says how many)
 
 
 def chance_level(metrics: Metrics | None, config: dict[str, Any] | None = None) -> tuple[float, str] | None:

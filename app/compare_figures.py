@@ -346,7 +346,7 @@ def compare_summary_figure(series: Sequence[Series], *, title: str = "", chance:
 
     columns = [
         [s.metrics.throughput_samples_per_s if s.metrics else None for s in series],
-        [s.metrics.label_accuracy if s.metrics else None for s in series],
+        [s.metrics.headline_accuracy if s.metrics else None for s in series],
         [100 * s.metrics.bubble_fraction if s.metrics and s.metrics.bubble_fraction is not None else None
          for s in series],
     ]

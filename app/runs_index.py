@@ -35,7 +35,7 @@ def _duration(r: RunData) -> str | None:
 def run_row(r: RunData) -> list[Any]:
     t = r.config.get("train", {})
     m = r.metrics
-    acc = m.label_accuracy if m else None
+    acc = m.headline_accuracy if m else None
     peaks = [p.get("peak_activation_bytes", 0) for p in (m.per_stage if m else [])]
     failures = len(m.recovery) if m else len(t.get("failures") or [])
     return [r.name, _started(r), r.label.split(" K=")[0], t.get("stages"), t.get("batch"), t.get("microbatches"),

@@ -5,7 +5,7 @@ from typing import Any, Sequence
 
 import plotly.graph_objects as go
 
-from zerolock_core.metrics import Metrics
+from zerolock_core.metrics import Metrics, shown_accuracy
 from zerolock_core.telemetry.activity import StageStats
 from zerolock_core.palette import NEUTRAL, stage_colour, stage_dash
 
@@ -56,11 +56,13 @@ def training_figure(metrics: Metrics | None, *, title: str = "",
                          hovertemplate=f"{level[1]}: {level[0]:.2f}<extra></extra>"))
     if per_chunk:
         ks = [p["chunk"] for p in per_chunk]
-        data.append(dict(type="bar", x=[f"chunk {k}" for k in ks], y=[p["label_accuracy"] for p in per_chunk],
-                         marker=dict(color=[stage_colour(k, chunks) for k in ks]), name="label accuracy",
-                         showlegend=False, text=[f"{p['label_accuracy']:.2f}" for p in per_chunk],
+        what, _ = shown_accuracy(per_chunk[0])
+        ys = [shown_accuracy(p)[1] or 0.0 for p in per_chunk]
+        data.append(dict(type="bar", x=[f"chunk {k}" for k in ks], y=ys,
+                         marker=dict(color=[stage_colour(k, chunks) for k in ks]), name=what,
+                         showlegend=False, text=[f"{y:.2f}" for y in ys],
                          textposition="auto", xaxis="x2", yaxis="y2",
-                         hovertemplate="%{x}: label accuracy %{y:.3f}<extra></extra>"))
+                         hovertemplate=f"%{{x}}: {what} %{{y:.3f}}<extra></extra>"))
     else:
         waiting = metrics is None and live_curves
         annotations.append(dict(text="eval accuracy: when the run ends" if waiting else

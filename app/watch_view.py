@@ -7,6 +7,7 @@ from typing import Any, Collection
 
 import plotly.graph_objects as go
 
+from zerolock_core.metrics import shown_accuracy
 from zerolock_core.chunks import chunk_bounds
 from zerolock_core.preflight import model_layers
 
@@ -107,7 +108,8 @@ def status_markdown(t: Tracked, st: dict[str, Any], *, position: str = "") -> st
         parts.append(f"{tput:.1f} samples/s")
     ev = m.eval if m else None
     if ev:
-        parts.append(f"eval label accuracy {ev['label_accuracy']:.3f} (strict accuracy {ev['accuracy']:.3f})")
+        what, value = shown_accuracy(ev)
+        parts.append(f"eval {what} {value:.3f} (strict accuracy {ev['accuracy']:.3f})")
     if position:
         parts.append(position)
     lines = [" · ".join(parts), f"`{t.dir}`"]

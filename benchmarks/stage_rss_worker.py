@@ -36,7 +36,7 @@ def main() -> None:
 
     torch.set_num_threads(1)
     cfg = RunConfig.from_dict(json.loads(cfg_json))
-    data.load_task(cfg.data.dataset, seed=DATA_SEED)
+    data.load_data(cfg.data, seed=DATA_SEED)
     load_tokenizer(cfg.model.model)
     floor = _status("VmRSS")
     if mode == "partial":

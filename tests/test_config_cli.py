@@ -21,7 +21,7 @@ BAD_FLAGS = [
     (["--seq-len", "4"], "--seq-len must be at least 8"),
     (["--lora-rank", "0"], "--lora-rank must be at least 1"),
     (["--dataset", "nope"], "nope"),
-    (["--dataset", "csv:/no/such/file.csv"], "AG News CSV not found: /no/such/file.csv"),
+    (["--dataset", "csv:/no/such/file.csv"], "--dataset: /no/such/file.csv: no such file"),
     (["--model", "/no/such/dir"], "--model /no/such/dir: no such directory"),
     (["--readout-adapter", "affine"], "--readout-adapter is now --readout: --readout affine"),
     (["--readout", "top"], "--readout: 'top' is not one of head | affine | mlp | top:N | top-lora:N"),

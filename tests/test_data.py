@@ -312,9 +312,12 @@ def test_hub_success_with_fake(monkeypatch):
 
 # ---------------------------------------------------------------- registry
 
-@pytest.mark.parametrize("spec", ["foo", "csv:", "", "Topics", "agnews"])
-def test_registry_rejects(spec):
-    with pytest.raises(ValueError, match=r"expected one of: topics, needle, ag_news, csv:PATH"):
+@pytest.mark.parametrize("spec,message", [
+    ("foo", r"expected one of: topics, needle, ag_news, csv:PATH, jsonl:PATH, parquet:PATH, disk:PATH"),
+    ("csv:", r"'csv:' names no file: give csv:PATH"), ("", "expected one of"), ("Topics", "expected one of"),
+    ("agnews", "expected one of")])
+def test_registry_rejects(spec, message):
+    with pytest.raises(ValueError, match=message):
         load_task(spec)
 
 

@@ -194,6 +194,14 @@ def recovery_lines(recoveries: list[dict]) -> list[str]:
     return [f"recovered stage {r['stage']} ({r['mode']}, {r['kind']}): {phases_text(r)}" for r in recoveries]
 
 
+def eval_scores(e: dict) -> str:
+    """One chunk's (or the model's) eval numbers: label accuracy for a classification, per-token accuracy
+    for a response task (its `accuracy` is the exact match of the whole response, teacher-forced)."""
+    middle = (f"label accuracy {e['label_accuracy']:.3f}" if e.get("label_accuracy") is not None else
+              f"token accuracy {e['token_accuracy']:.3f}" if e.get("token_accuracy") is not None else "")
+    return "  ".join(part for part in (f"accuracy {e['accuracy']:.3f}", middle, f"nll {e['nll']:.3f}") if part)
+
+
 def summary(metrics: "Metrics", out: str) -> str:
     e = metrics.eval
     notes = [f"checkpoint skipped: stage {r['stage']}: {r['message']}" for r in metrics.checkpoint_rejections]
@@ -211,11 +219,10 @@ def summary(metrics: "Metrics", out: str) -> str:
     if e is None:
         return "\n".join(notes + [f"run {metrics.state} after {metrics.steps_done} steps; "
                                   f"{metrics.eval_skipped or 'no eval'}; wrote {RunDir(out).metrics}"])
-    lines = notes + [f"eval: accuracy {e['accuracy']:.3f}  label accuracy {e['label_accuracy']:.3f}  "
-                     f"nll {e['nll']:.3f}  ({e['examples']} examples)"]
-    for c in e["per_chunk"]:
-        lines.append(f"  chunk {c['chunk']}: accuracy {c['accuracy']:.3f}  label accuracy "
-                     f"{c['label_accuracy']:.3f}  nll {c['nll']:.3f}")
+    lines = notes + [f"eval: {eval_scores(e)}  ({e['examples']} examples)"
+                     + (f"; greedy generation: exact match {e['exact_match']:.3f} on {e['exact_match_examples']}"
+                        if "exact_match" in e else "")]
+    lines += [f"  chunk {c['chunk']}: {eval_scores(c)}" for c in e["per_chunk"]]
     lines += time_lines(metrics)
     lines += recovery_lines(metrics.recovery)
     rd = RunDir(out)

@@ -109,8 +109,8 @@ def validate(cfg: RunConfig) -> None:
     raise_all([err for key, f in RUN_FIELDS.items()
                if (err := _refusal(check_field, key, getattr(getattr(cfg, f.section), key)))])
     # the rules assume every field is right by itself; the groups are independent of each other
-    raise_all([err for check in (_check_train, _check_failures, _check_link, _check_objective, _check_model)
-               if (err := _refusal(check, cfg))])
+    raise_all([err for check in (_check_train, _check_failures, _check_link, _check_objective, _check_model,
+                                 _check_data) if (err := _refusal(check, cfg))])
 
 
 def _refusal(check: Callable[..., None], *args: Any) -> ConfigError | None:
@@ -174,6 +174,26 @@ def _check_model(cfg: RunConfig) -> None:
                        f"{w.value('stages', t.stages)} needs {t.stages - 1}")
         rule(all(x > 0 for x in b) and list(b) == sorted(set(b)), "boundaries",
              lambda w: f"{w.value('boundaries', list(b))} must be strictly increasing layer indices > 0")
+
+
+# the fields that name a user file's fields (run_fields.YOUR_DATA), by the kind of task they describe
+CLASSIFICATION_FIELDS = ("text_fields", "label_field", "label_words")
+RESPONSE_FIELDS = ("prompt_field", "response_field")
+
+
+def _check_data(cfg: RunConfig) -> None:
+    d = cfg.data
+    named = [key for key in (*CLASSIFICATION_FIELDS, *RESPONSE_FIELDS, "eval_dataset") if getattr(d, key)]
+    built_in = ":" not in d.dataset
+    rule(not (built_in and named), named[0] if named else "dataset",
+         lambda w: f"{w.name(named[0])} names a field of your own file; {w.value('dataset', d.dataset)} is built in "
+                   f"(give a file: csv:PATH, jsonl:PATH, parquet:PATH or disk:PATH)")
+    rule(bool(d.prompt_field) == bool(d.response_field), "prompt_field" if not d.prompt_field else "response_field",
+         lambda w: f"a prompt -> response task needs both {w.name('prompt_field')} and {w.name('response_field')}")
+    mixed = [key for key in CLASSIFICATION_FIELDS if getattr(d, key)]
+    rule(not (d.prompt_field and mixed), mixed[0] if mixed else "prompt_field",
+         lambda w: f"{w.name(mixed[0])} belongs to a classification; {w.name('prompt_field')} makes a prompt -> "
+                   f"response task: give one kind")
 
 
 def _check_readout(text: str, method: str) -> None:

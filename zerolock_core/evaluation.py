@@ -4,7 +4,11 @@
   token (for one-token label words: the usual "argmax equals the label token").
 * label_accuracy: at the first answer position, the argmax restricted to the label words'
   first tokens (they must be distinct) picks the right label.
+* token_accuracy: the argmax over the whole vocabulary is right, per answer token.
 * nll: mean cross-entropy per answer token.
+
+A response task (prompt -> response, no label words) has no label accuracy (None); its `accuracy` is the
+exact match of the whole response under teacher forcing.
 """
 from __future__ import annotations
 
@@ -20,7 +24,8 @@ class ReadoutScore:
     """Running sums of the three metrics for one readout over eval batches."""
 
     def __init__(self) -> None:
-        self.correct = self.label_correct = self.tokens = self.examples = 0
+        self.correct = self.label_correct = self.tokens = self.right_tokens = self.examples = 0
+        self.labels = 0  # the number of label words (0: a response task)
         self.nll = 0.0
 
     def add(self, logits: torch.Tensor, batch: "EvalBatch", label_first_tokens: torch.Tensor) -> None:
@@ -28,16 +33,20 @@ class ReadoutScore:
         self.nll += float(torch.nn.functional.cross_entropy(logits, batch.targets, reduction="sum"))
         self.tokens += int(batch.targets.numel())
         wrong = (logits.argmax(-1) != batch.targets).float()
+        self.right_tokens += int((wrong == 0).sum())
         per_example_wrong = torch.zeros(batch.size).index_add_(0, batch.example_of_row, wrong)
         self.correct += int((per_example_wrong == 0).sum())
-        label_logits = logits[batch.first_row][:, label_first_tokens]
-        self.label_correct += int((label_logits.argmax(-1) == batch.mb["label_index"]).sum())
+        self.labels = label_first_tokens.numel()
+        if self.labels:
+            label_logits = logits[batch.first_row][:, label_first_tokens]
+            self.label_correct += int((label_logits.argmax(-1) == batch.mb["label_index"]).sum())
         self.examples += batch.size
 
-    def metrics(self) -> dict[str, float]:
+    def metrics(self) -> dict[str, float | None]:
         n = max(1, self.examples)
-        return dict(accuracy=self.correct / n, label_accuracy=self.label_correct / n,
-                    nll=self.nll / max(1, self.tokens), examples=self.examples)
+        return dict(accuracy=self.correct / n, label_accuracy=self.label_correct / n if self.labels else None,
+                    token_accuracy=self.right_tokens / max(1, self.tokens), nll=self.nll / max(1, self.tokens),
+                    examples=self.examples, labels=self.labels)
 
 
 class EvalBatch:

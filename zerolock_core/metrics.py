@@ -72,8 +72,9 @@ class Metrics:
         return n > 0 and self.steps_done >= n and bool(self.final_steps) and min(self.final_steps) >= n
 
     @property
-    def label_accuracy(self) -> float | None:
-        return None if self.eval is None else self.eval.get("label_accuracy")
+    def headline_accuracy(self) -> float | None:
+        """The accuracy a run's views show (shown_accuracy): label accuracy, or per-token for a response task."""
+        return None if self.eval is None else shown_accuracy(self.eval)[1]
 
     # ---- JSON -----------------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
@@ -102,8 +103,19 @@ class Metrics:
                                    errors={k: v[:2000] for k, v in self.errors.items()}, telemetry_note=why)
 
 
-def eval_record(per_chunk: list[dict[str, float]]) -> dict[str, Any]:
-    """The eval part of a record: the last chunk's numbers (the model's) and every chunk's."""
+def shown_accuracy(e: dict[str, Any]) -> tuple[str, float | None]:
+    """The accuracy a view shows for an eval (the model's or one chunk's): label accuracy for a
+    classification, per-token accuracy for a prompt -> response task (it has no labels)."""
+    if e.get("label_accuracy") is not None:
+        return "label accuracy", e["label_accuracy"]
+    return "token accuracy", e.get("token_accuracy")
+
+
+def eval_record(per_chunk: list[dict[str, Any]], generation: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The eval part of a record: the last chunk's numbers (the model's) and every chunk's; `generation`:
+    the whole model's exact match of greedy generation (a response task's final eval, generation_eval.py)."""
     last = per_chunk[-1]
-    return {"accuracy": last["accuracy"], "label_accuracy": last["label_accuracy"], "nll": last["nll"],
-            "examples": last["examples"], "per_chunk": [{"chunk": k, **m} for k, m in enumerate(per_chunk)]}
+    return {"accuracy": last["accuracy"], "label_accuracy": last["label_accuracy"],
+            "token_accuracy": last.get("token_accuracy"), "nll": last["nll"], "examples": last["examples"],
+            "labels": last.get("labels"),
+            **(generation or {}), "per_chunk": [{"chunk": k, **m} for k, m in enumerate(per_chunk)]}

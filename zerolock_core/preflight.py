@@ -16,7 +16,7 @@ from pathlib import Path
 from .config import RunConfig
 from .field_words import FieldError, require
 
-CSV_HEAD_ROWS = 20  # a malformed CSV shows in its first rows; the whole file is read by the run
+ENCODED_HEAD_ROWS = 20  # rows encoded by the tokenizer up front (every row is read and checked)
 
 
 # ---- what needs a look outside the config ---------------------------------------------------------
@@ -33,7 +33,7 @@ def preflight(cfg: RunConfig) -> None:
 
         # their rules and their messages (they name --boundaries, --readout)
         check_readout_fits(cfg.model.readout, chunk_bounds(layers, k, cfg.model.boundaries))
-    check_dataset(cfg.data.dataset)
+    check_dataset(cfg)
 
 
 def model_layers(spec: str) -> int | None:
@@ -128,24 +128,43 @@ def gguf_layers(path: Path) -> int | None:
     return None
 
 
-def check_dataset(spec: str) -> None:
-    """A known `--dataset` spec; for csv:PATH, its files exist and their first rows are well-formed
-    (read by the loader's own reader, limited to the head)."""
-    from .data.registry import ACCEPTED_SPECS
+def check_dataset(cfg: RunConfig) -> None:
+    """A known `--dataset`; a file of your own is read whole and every row checked (data/user_task.py), and
+    its task encoded once by the model's tokenizer (label words with distinct first tokens, rows that fit
+    `--seq-len`): a bad row is refused here, by its file and row, not by a stage process later."""
+    from .data.registry import ACCEPTED_SPECS, BUILT_IN
+    from .data.sources import parse_source
 
-    if spec in ACCEPTED_SPECS and ":" not in spec:  # "csv:PATH" is the pattern, not a name
+    spec = cfg.data.dataset
+    if spec in BUILT_IN:
         return
-    path_text = spec[len("csv:"):].strip() if spec.startswith("csv:") else ""
-    require(bool(path_text), "dataset",
+    try:
+        source = parse_source(spec)
+    except ValueError as err:
+        raise FieldError("dataset", lambda w, err=err: f"{w.name('dataset')}: {err}") from None
+    require(source is not None, "dataset",
             lambda w: f"{w.value('dataset', repr(spec))} is not one of {', '.join(ACCEPTED_SPECS)}")
-    from .data.agnews import read_agnews_csv
+    try:  # the reader's message names the file: the flag's name is enough before it
+        encode_check(cfg, load_data_task(cfg))
+    except ValueError as err:
+        raise FieldError("dataset", lambda w, err=err: f"{w.name('dataset')}: {err}") from None
 
-    path = Path(path_text)
-    sibling = path.with_name("test.csv")  # the loader's eval split, when it is there
-    files = [path / "train.csv", path / "test.csv"] if path.is_dir() else \
-        [path, *([sibling] if sibling.is_file() and sibling != path else [])]
-    for file in files:
-        try:
-            read_agnews_csv(file, limit=CSV_HEAD_ROWS)
-        except ValueError as err:
-            raise FieldError("dataset", lambda w, err=err: f"{w.value('dataset', spec)}: {err}") from None
+
+def load_data_task(cfg: RunConfig):
+    from .data.registry import load_data
+    from .run_setup import DATA_SEED
+
+    return load_data(cfg.data, seed=DATA_SEED)
+
+
+def encode_check(cfg: RunConfig, task) -> None:
+    """The task's first rows encoded by the run's tokenizer, as the run will (a too-short `--seq-len`, label
+    words that tokenise alike are refused)."""
+    from .data.encoding import encode_split, label_first_tokens
+    from .loading import load_tokenizer
+
+    tokenizer = load_tokenizer(cfg.model.model)
+    if task.label_words:
+        label_first_tokens(tokenizer, task.label_words)
+    encode_split(task.train[:ENCODED_HEAD_ROWS], tokenizer=tokenizer, cue=task.cue, label_words=task.label_words,
+                 seq_len=cfg.data.seq_len, chat_template=cfg.data.chat_template)

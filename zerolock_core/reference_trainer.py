@@ -18,6 +18,7 @@ from .artifacts import save_final_weights
 from .config import LOCAL_METHODS, RunConfig
 from .evaluation import evaluate_chunks
 from .loss_curves import GLOBAL, LossCurves, curve_name, summarise, write_curves
+from .generation_eval import final_generation
 from .metrics import Metrics, eval_record
 from .run_dir import RunDir
 from .run_setup import RunSetup, build_run_setup
@@ -110,7 +111,7 @@ def _train(cfg: RunConfig, *, progress: bool, on_step: Callable[[int, dict[str, 
     final_eval = None
     t_eval = time.perf_counter()
     if not stopped:
-        final_eval = eval_record(_evaluate(setup))
+        final_eval = eval_record(_evaluate(setup), final_generation(setup))
         history.append({"step": steps, **final_eval})
     eval_s = time.perf_counter() - t_eval
     summary, note = summarise(curves.to_json())

@@ -45,6 +45,7 @@ CONSISTENCY_DIRECTIONS = ("reverse", "forward")
 WARM_STANDBY = ("auto", "on", "off")
 LINK_PROFILE_NAMES = ("none", "local", "wifi", "mobile", "constrained", "custom")
 FAULT_TOLERANCE = "fault tolerance (pipeline)"  # a --help group of train's fields
+YOUR_DATA = "your own data (--dataset csv:|jsonl:|parquet:|disk:PATH)"
 
 
 MAX_STEPS = 1_000_000  # steps one run may ask for (the schedule is lazy; what grows per step is on disk)
@@ -75,7 +76,31 @@ class ModelConfig:
 
 @dataclass(kw_only=True, frozen=True)
 class DataConfig:
-    dataset: str = setting("topics", flag="--dataset", label="dataset", help="topics | needle | ag_news | csv:PATH")
+    dataset: str = setting("topics", flag="--dataset", label="dataset",
+                           help="topics | needle | ag_news, or your own file: csv:PATH | jsonl:PATH | parquet:PATH | "
+                                "disk:PATH (a folder written by save_to_disk); an AG-News-shaped CSV needs no field")
+    # your own file's fields (data/user_task.py): a classification or a prompt -> response task
+    text_fields: tuple[str, ...] = setting((), flag="--text-fields", parse=names_arg, group=YOUR_DATA,
+                                           help="the text of a classification, joined by '. ' (default: text, "
+                                                "else title,description)")
+    label_field: str = setting("", flag="--label-field", group=YOUR_DATA,
+                               help="the label of a classification: a label word or a class index (default: label)")
+    label_words: tuple[str, ...] = setting((), flag="--label-words", parse=names_arg, group=YOUR_DATA,
+                                           help="the classes' words in class order (default: the distinct labels "
+                                                "of the data, sorted)")
+    prompt_field: str = setting("", flag="--prompt-field", group=YOUR_DATA,
+                                help="a prompt -> response task: the prompt's field (give the response's too)")
+    response_field: str = setting("", flag="--response-field", group=YOUR_DATA,
+                                  help="a prompt -> response task: the response's field; its tokens are the answer")
+    chat_template: bool = setting(True, flag="--no-chat-template", switch=True, group=YOUR_DATA,
+                                  help="a prompt -> response task: do not apply the tokenizer's chat template")
+    eval_dataset: str = setting("", flag="--eval-dataset", group=YOUR_DATA,
+                                help="the eval split from another file, same fields (default: the file's own "
+                                     "eval split, else --eval-fraction of its rows)")
+    eval_fraction: float = setting(0.1, flag="--eval-fraction", above=0, maximum=0.9, group=YOUR_DATA,
+                                   help="the rows held back for eval, drawn with a fixed seed")
+    max_row_chars: int = setting(100_000, flag="--max-row-chars", minimum=1, group=YOUR_DATA,
+                                 help="refuse a row longer than this many characters")
     seq_len: int = setting(64, flag="--seq-len", label="sequence length", minimum=8,
                            help="tokens per example (truncated / padded)")
     eval_size: int = setting(256, flag="--eval-size", label="eval examples", minimum=0,

@@ -21,7 +21,7 @@ class RunSetup:
     task: object  # data.TaskData
     train: object  # data.EncodedSplit
     eval: object
-    label_first_tokens: torch.Tensor  # [num_labels]
+    label_first_tokens: torch.Tensor  # [num_labels]; empty for a response task
 
     def microbatches(self, step: int) -> list[dict[str, torch.Tensor]]:
         from .data import microbatches
@@ -38,7 +38,7 @@ def build_run_setup(cfg: RunConfig, *, stage: int | None = None) -> RunSetup:
     from .readout_spec import ReadoutSpec
     from .run_fields import every_chunk_trains
 
-    task = data.load_task(cfg.data.dataset, seed=DATA_SEED)
+    task = data.load_data(cfg.data, seed=DATA_SEED)
     tokenizer = load_tokenizer(cfg.model.model)
     keep = None
     if stage is not None:
@@ -55,14 +55,15 @@ def build_run_setup(cfg: RunConfig, *, stage: int | None = None) -> RunSetup:
     model = load_causal_lm(cfg.model.model, keep=keep)
     chunks = build_chunks(model, cfg.model, stages=cfg.train.stages, seed=cfg.train.seed, only=stage,
                           method=cfg.train.method)
-    enc = dict(tokenizer=tokenizer, cue=task.cue, label_words=task.label_words, seq_len=cfg.data.seq_len)
+    enc = dict(tokenizer=tokenizer, cue=task.cue, label_words=task.label_words, seq_len=cfg.data.seq_len,
+               chat_template=cfg.data.chat_template)
     train = data.encode_split(task.train, **enc)
     eval_ = data.encode_split(task.eval, **enc)
     if train.input_ids.shape[0] < cfg.train.batch:
         raise ConfigError(f"--batch {cfg.train.batch} is larger than the training set ({train.input_ids.shape[0]})")
-    firsts = [ids[0] for ids in data.label_tokens(tokenizer, task.label_words).token_ids]
-    if len(set(firsts)) != len(firsts):
-        raise ConfigError(f"the label words {task.label_words} do not start with distinct tokens "
-                          "under this tokenizer; label accuracy would be ambiguous")
+    try:  # none for a response task: label accuracy does not apply
+        firsts = data.label_first_tokens(tokenizer, task.label_words) if task.label_words else []
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
     return RunSetup(cfg=cfg, tokenizer=tokenizer, chunks=chunks, task=task, train=train, eval=eval_,
-                     label_first_tokens=torch.tensor(firsts))
+                     label_first_tokens=torch.tensor(firsts, dtype=torch.long))

@@ -2,10 +2,11 @@
 
 from .agnews import load_agnews_csv, load_agnews_hub, read_agnews_csv
 from .corpus import make_pretraining_corpus, tokenizer_training_texts
-from .encoding import EncodedSplit, LabelTokens, encode_split, label_tokens, microbatches, steps_per_epoch
+from .encoding import (EncodedSplit, LabelTokens, encode_split, label_first_tokens, label_tokens, microbatches,
+                       steps_per_epoch)
 from .examples import Example, TaskData
 from .needle import make_needle
-from .registry import load_task
+from .registry import load_data, load_task
 from .topics import make_topics
 
 __all__ = [
@@ -14,7 +15,9 @@ __all__ = [
     "LabelTokens",
     "TaskData",
     "encode_split",
+    "label_first_tokens",
     "label_tokens",
+    "load_data",
     "load_agnews_csv",
     "load_agnews_hub",
     "load_task",

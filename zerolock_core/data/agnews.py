@@ -33,9 +33,14 @@ def read_agnews_csv(path: str | Path, *, limit: int | None = None) -> list[Examp
     # errors="replace": a stray bad byte in a 120k-row file should not stop a run.
     with path.open(newline="", encoding="utf-8", errors="replace") as f:
         reader = csv.reader(f)
-        for row in reader:
-            if limit is not None and len(examples) >= limit:
+        rows = iter(reader)
+        while limit is None or len(examples) < limit:
+            try:
+                row = next(rows)
+            except StopIteration:
                 break
+            except csv.Error as err:  # e.g. a field over the csv module's 128 KiB limit
+                raise ValueError(f"{path} line {reader.line_num}: {err}") from None
             line = reader.line_num  # last physical line of the row (quoted fields may span lines)
             if len(row) != 3:
                 raise ValueError(

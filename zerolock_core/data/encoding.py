@@ -15,6 +15,11 @@ own, so its ids are exactly ``label_tokens(...)`` for that label (no EOS).
 position ``i`` must predict.  It is set only on the answer mask
 Omega = {P-1, ..., P+A-2} (the positions whose NEXT token is an answer token)
 and is -100 everywhere else (prompt and padding).
+
+A response example (prompt -> response, data/examples.py) has the same layout with its own answer,
+tokens(" " + response) + EOS; with the tokenizer's chat template, BOS and the cue are replaced by the
+template's text before and after the prompt (the user's turn and the assistant's opening), and the answer
+is tokens(response) + EOS. A response longer than the row allows is cut at its end.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from .examples import Example
+
+CHAT_MARK = "\x00prompt\x00"  # where the prompt goes in the chat template's text
 
 IGNORE_INDEX = -100
 MIN_TEXT_TOKENS = 4
@@ -67,11 +74,55 @@ def label_tokens(tokenizer: PreTrainedTokenizerBase, label_words: Sequence[str])
     return LabelTokens(token_ids=token_ids)
 
 
+def label_first_tokens(tokenizer: PreTrainedTokenizerBase, label_words: Sequence[str]) -> list[int]:
+    """The first token of each answer: label accuracy picks among them, so they must differ."""
+    firsts = [ids[0] for ids in label_tokens(tokenizer, label_words).token_ids]
+    by_token: dict[int, list[str]] = {}
+    for word, token in zip(label_words, firsts):
+        by_token.setdefault(token, []).append(word)
+    clashes = [words for words in by_token.values() if len(words) > 1]
+    if clashes:
+        said = "; ".join(" and ".join(repr(w) for w in words) + f" both start with the token "
+                         f"{tokenizer.convert_ids_to_tokens(firsts[list(label_words).index(words[0])])!r}"
+                         for words in clashes)
+        raise ValueError(f"the label words must start with distinct tokens under this model's tokenizer: {said} "
+                         "(rename the classes so that their first words differ, e.g. with the label words)")
+    return firsts
+
+
 def _pad_id(tokenizer: PreTrainedTokenizerBase) -> int:
     for tid in (tokenizer.pad_token_id, tokenizer.eos_token_id):
         if tid is not None:
             return int(tid)
     return 0
+
+
+def prompt_frame(tokenizer: PreTrainedTokenizerBase, cue: str, *, chat_template: bool) -> tuple[list[int], list[int]]:
+    """The tokens before and after a prompt's text: (BOS, tokens("\\n" + cue)), or the chat template's
+    user turn around the prompt and the assistant's opening after it."""
+    if chat_template:
+        text = tokenizer.apply_chat_template([{"role": "user", "content": CHAT_MARK}], add_generation_prompt=True,
+                                             tokenize=False)
+        before, mark, after = text.partition(CHAT_MARK)
+        assert mark, "the chat template kept the user's text"
+        ids = tokenizer([before, after], add_special_tokens=False)["input_ids"]
+        return [int(t) for t in ids[0]], [int(t) for t in ids[1]]
+    bos = [] if tokenizer.bos_token_id is None else [int(tokenizer.bos_token_id)]
+    return bos, [int(t) for t in tokenizer("\n" + cue, add_special_tokens=False)["input_ids"]]
+
+
+def response_answers(tokenizer: PreTrainedTokenizerBase, responses: Sequence[str], *,
+                     chat_template: bool) -> list[list[int]]:
+    """Each response's answer tokens: its text (after a space, without the chat template) and EOS."""
+    eos = [] if tokenizer.eos_token_id is None else [int(tokenizer.eos_token_id)]
+    texts = [r if chat_template else " " + r for r in responses]
+    ids = tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
+    return [[int(t) for t in row] + eos for row in ids]
+
+
+def uses_chat_template(tokenizer: PreTrainedTokenizerBase, wanted: bool) -> bool:
+    """The chat template applies to a response task when the run wants it and the tokenizer has one."""
+    return wanted and bool(getattr(tokenizer, "chat_template", None))
 
 
 def encode_split(
@@ -81,39 +132,55 @@ def encode_split(
     cue: str,
     label_words: Sequence[str],
     seq_len: int,
+    chat_template: bool = False,
 ) -> EncodedSplit:
     """Encode ``examples`` as ``[N, seq_len]`` tensors (right-padded; see module docstring).
 
     Too-long prompts lose the END of their text: the beginning is kept (the
     needle task states its key early), and BOS, the cue and the answer always
-    survive.  The text budget is the same for every label (it reserves the
-    LONGEST answer), so where a prompt gets cut never depends on its label.
+    survive.  For a classification the text budget is the same for every label
+    (it reserves the LONGEST answer), so where a prompt gets cut never depends
+    on its label. `chat_template` applies to response examples only.
     """
-    answers = label_tokens(tokenizer, label_words).token_ids
-    bos = [] if tokenizer.bos_token_id is None else [int(tokenizer.bos_token_id)]
-    cue_ids = [int(t) for t in tokenizer("\n" + cue, add_special_tokens=False)["input_ids"]]
-    fixed = len(bos) + len(cue_ids) + max(len(a) for a in answers)
-    budget = seq_len - fixed
-    if budget < MIN_TEXT_TOKENS:
-        raise ValueError(
-            f"seq_len {seq_len} is too small: BOS + cue + longest answer take {fixed} tokens "
-            f"and at least {MIN_TEXT_TOKENS} text tokens are needed (seq_len >= {fixed + MIN_TEXT_TOKENS})"
-        )
-    for i, ex in enumerate(examples):
-        if not 0 <= ex.label < len(answers):
-            raise ValueError(f"example {i}: label {ex.label} is out of range for {len(answers)} label words")
+    responses = [ex for ex in examples if ex.response is not None]
+    if responses and len(responses) != len(examples):
+        raise ValueError("a split mixes labelled examples and responses")
+    if responses:
+        chat_template = uses_chat_template(tokenizer, chat_template)
+        head, tail = prompt_frame(tokenizer, cue, chat_template=chat_template)
+        answer_room = seq_len - len(head) - len(tail) - MIN_TEXT_TOKENS
+        if answer_room < 1:
+            raise ValueError(f"seq_len {seq_len} is too small: the prompt's frame takes {len(head) + len(tail)} "
+                             f"tokens and at least {MIN_TEXT_TOKENS} text tokens and one answer token are needed "
+                             f"(seq_len >= {len(head) + len(tail) + MIN_TEXT_TOKENS + 1})")
+        answers = [a[:answer_room] for a in response_answers(tokenizer, [ex.response for ex in examples],
+                                                              chat_template=chat_template)]
+    else:
+        label_answers = label_tokens(tokenizer, label_words).token_ids
+        head, tail = prompt_frame(tokenizer, cue, chat_template=False)
+        fixed = len(head) + len(tail) + max(len(a) for a in label_answers)
+        if seq_len - fixed < MIN_TEXT_TOKENS:
+            raise ValueError(
+                f"seq_len {seq_len} is too small: BOS + cue + longest answer take {fixed} tokens "
+                f"and at least {MIN_TEXT_TOKENS} text tokens are needed (seq_len >= {fixed + MIN_TEXT_TOKENS})"
+            )
+        for i, ex in enumerate(examples):
+            if not 0 <= ex.label < len(label_answers):
+                raise ValueError(f"example {i}: label {ex.label} is out of range for {len(label_answers)} label words")
+        longest = max(len(a) for a in label_answers)
+        answers = [list(label_answers[ex.label]) for ex in examples]
+    if not head and not tail:  # an empty text would leave nothing to predict the answer from
+        raise ValueError(f"cue {cue!r} tokenises to no tokens and the tokenizer has no BOS token")
 
     n = len(examples)
     texts = tokenizer(
         [ex.text for ex in examples], add_special_tokens=False, return_attention_mask=False, return_token_type_ids=False
     )["input_ids"] if n else []
-    if not bos and not cue_ids:  # an empty text would leave nothing to predict the answer from
-        raise ValueError(f"cue {cue!r} tokenises to no tokens and the tokenizer has no BOS token")
     pad = _pad_id(tokenizer)
     rows, prompt_len, answer_len = [], [], []
-    for ex, text in zip(examples, texts):
-        answer = answers[ex.label]
-        row = bos + list(text[:budget]) + cue_ids + list(answer)
+    for answer, text in zip(answers, texts):
+        budget = seq_len - len(head) - len(tail) - (len(answer) if responses else longest)
+        row = head + list(text[:budget]) + tail + answer
         prompt_len.append(len(row) - len(answer))
         answer_len.append(len(answer))
         rows.append(row + [pad] * (seq_len - len(row)))

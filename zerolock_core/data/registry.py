@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import csv
 import functools
+from pathlib import Path
+from typing import Any
 
 from .agnews import load_agnews_csv, load_agnews_hub
 from .examples import TaskData
 from .needle import make_needle
+from .sources import SOURCE_SPECS, Source, parse_source
 from .topics import make_topics
+from .user_task import FieldMap, load_user_task
 
-ACCEPTED_SPECS = ("topics", "needle", "ag_news", "csv:PATH")
+BUILT_IN = ("topics", "needle", "ag_news")
+ACCEPTED_SPECS = (*BUILT_IN, *SOURCE_SPECS)
 
 
 @functools.lru_cache(maxsize=16)
@@ -18,12 +24,50 @@ def _synthetic(name: str, seed: int) -> TaskData:
     return make_topics(seed=seed) if name == "topics" else make_needle(seed=seed)
 
 
-def load_task(spec: str, *, seed: int = 0) -> TaskData:
-    """Load a task by spec: "topics", "needle", "ag_news" or "csv:PATH" (seed: synthetic only)."""
+def load_task(spec: str, *, seed: int = 0, fields: FieldMap = FieldMap(), eval_spec: str = "") -> TaskData:
+    """Load a task by spec: "topics", "needle", "ag_news" or a file (data/sources.py) read with `fields`
+    (seed: synthetic only). An AG-News-shaped CSV (no header; class index 1-4, title, description) or a
+    folder with its train.csv and test.csv reads as AG News when no field is named."""
     if spec in ("topics", "needle"):
         return _synthetic(spec, seed)
     if spec == "ag_news":
         return load_agnews_hub(n_train=None, n_eval=None)
-    if spec.startswith("csv:") and spec[len("csv:"):].strip():
-        return load_agnews_csv(spec[len("csv:"):].strip())
-    raise ValueError(f"unknown dataset {spec!r}; expected one of: {', '.join(ACCEPTED_SPECS)}")
+    source = parse_source(spec)
+    if source is None:
+        raise ValueError(f"unknown dataset {spec!r}; expected one of: {', '.join(ACCEPTED_SPECS)}")
+    if source.kind == "csv" and fields.is_default and not eval_spec and is_agnews_shaped(source.path):
+        return load_agnews_csv(str(source.path))
+    return load_user_task(source, fields, eval_source=eval_source(eval_spec))
+
+
+def load_data(data: Any, *, seed: int = 0) -> TaskData:
+    """The task of a run's data section (run_fields.DataConfig): its dataset read with its fields."""
+    fields = FieldMap(text_fields=data.text_fields, label_field=data.label_field, label_words=data.label_words,
+                      prompt_field=data.prompt_field, response_field=data.response_field,
+                      max_row_chars=data.max_row_chars, eval_fraction=data.eval_fraction)
+    return load_task(data.dataset, seed=seed, fields=fields, eval_spec=data.eval_dataset)
+
+
+def eval_source(spec: str) -> Source | None:
+    if not spec:
+        return None
+    source = parse_source(spec)
+    if source is None:
+        raise ValueError(f"the eval dataset {spec!r} is not a file: expected one of {', '.join(SOURCE_SPECS)}")
+    return source
+
+
+def is_agnews_shaped(path: Path) -> bool:
+    """A folder (train.csv + test.csv), or a CSV of three columns whose first cell is a number: AG News has
+    no header row (its reader checks that every class index is 1-4); any other CSV starts with its fields'
+    names."""
+    if path.is_dir():
+        return True
+    if not path.is_file():
+        return False  # the reader says so
+    with path.open(newline="", encoding="utf-8", errors="replace") as f:
+        try:
+            first = next(csv.reader(f), [])
+        except csv.Error:
+            return False  # the generic reader says what is wrong
+    return len(first) == 3 and first[0].strip().isdigit()

@@ -7,6 +7,7 @@ from typing import Any
 from ..artifacts import load_trained_weights
 from ..config import RunConfig
 from ..evaluation import evaluate_chunks
+from ..generation_eval import final_generation
 from ..atomic_files import write_json_atomic
 from ..metrics import eval_record
 from ..run_dir import RunDir
@@ -26,4 +27,4 @@ def evaluate_run(cfg_dict: dict[str, Any], run_dir: str) -> None:
 
     per_chunk = evaluate_chunks(setup.chunks, setup.eval, setup.label_first_tokens, limit=cfg.data.eval_size,
                                 progress=progress)
-    write_json_atomic(rd.eval, eval_record(per_chunk))
+    write_json_atomic(rd.eval, eval_record(per_chunk, final_generation(setup)))
