@@ -23,6 +23,7 @@ EXPORTS = ("events CSV", "Chrome / Perfetto trace", "PNG: timeline", "PNG: memor
            "merged model (zip)")
 MODEL_EXPORTS = {"PEFT adapter (zip)": "peft", "merged model (zip)": "merged"}  # -> exports.model_zip's kind
 TRY_COLUMNS = ["prompt", "expected", "base model", "fine-tuned"]
+TRY_WIDTHS = ["40%", "10%", "25%", "25%"]  # a long prompt wraps: the answers stay in sight
 
 
 @dataclass(kw_only=True)
@@ -85,8 +86,8 @@ def build_runs_tab(runs_root: Path) -> RunsTab:
 
 def _try_it_panel() -> tuple:
     """Prompts (or the run's first eval rows) put to the base model and to the chosen run's fine-tuned one."""
-    gr.Markdown("#### Try it: the base model and the fine-tuned one answer the same prompts (greedy, so always "
-                "the same words); the run's task adds its cue after each prompt")
+    gr.Markdown("**Try it**: the base model and the fine-tuned one answer the same prompts (greedy, so always "
+                "the same words); the run's task adds its cue after each prompt", elem_id="try-heading")
     with gr.Row():
         prompts = gr.Textbox(label="prompts (one a line)", lines=3, scale=4, elem_id="try-prompts",
                              placeholder="a late goal wins the cup")
@@ -97,7 +98,8 @@ def _try_it_panel() -> tuple:
             new_tokens = gr.Slider(1, 32, value=DEFAULT_NEW_TOKENS, step=1, label="new tokens")
         button = gr.Button("Try it", scale=1, elem_id="try-it")
     message = gr.Markdown(elem_id="try-message")
-    table = gr.Dataframe(headers=TRY_COLUMNS, interactive=False, wrap=True, elem_id="try-table")
+    table = gr.Dataframe(headers=TRY_COLUMNS, interactive=False, wrap=True, column_widths=TRY_WIDTHS,
+                         elem_id="try-table")
     return [prompts, use_eval, rows, new_tokens], button, table, message
 
 
