@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
+# torch is imported where it is used: `zerolock --help` reads DEFAULT_NEW_TOKENS and must stay light
 DEFAULT_NEW_TOKENS = 8
 MAX_NEW_TOKENS = 256  # a look at the model, not a long text: the tiny model's window is 256 positions
 MAX_EVAL_ROWS = 200
@@ -77,9 +80,11 @@ def _prompt_ids(input_ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return input_ids[: first + 1]
 
 
-@torch.no_grad()
 def _greedy(model, tokenizer, ids: torch.Tensor, max_new_tokens: int) -> str:
+    import torch
+
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    out = model.generate(input_ids=ids[None], attention_mask=torch.ones_like(ids)[None], do_sample=False,
-                         max_new_tokens=max_new_tokens, pad_token_id=pad)
+    with torch.no_grad():
+        out = model.generate(input_ids=ids[None], attention_mask=torch.ones_like(ids)[None], do_sample=False,
+                             max_new_tokens=max_new_tokens, pad_token_id=pad)
     return tokenizer.decode(out[0, ids.shape[0]:], skip_special_tokens=True)
