@@ -1,12 +1,18 @@
-"""Exports of a run: events as CSV, the Chrome/Perfetto trace, a figure as PNG (under its exports/)."""
+"""Exports of a run: events as CSV, the Chrome/Perfetto trace, a figure as PNG, the fine-tuned model as a zip
+(under its exports/)."""
 from __future__ import annotations
 
 import csv
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import plotly.graph_objects as go
 
+from zerolock_core.export_adapters import ExportTargets, export_run
 from zerolock_core.run_dir import RunDir
+from zerolock_core.trained_model import check_trained_run
 from zerolock_core.telemetry import read_events, write_chrome_trace
 
 EVENT_COLUMNS = ["stage", "kind", "mb", "t0", "t1", "act_bytes", "inflight", "sent", "recv", "step", "gen"]
@@ -56,3 +62,20 @@ def figure_png(fig: go.Figure, path: str | Path, *, width: int = 1200) -> Path:
         raise ExportError(f"PNG export needs kaleido and Chrome/Chromium ({type(err).__name__}: {err}); "
                           "use the camera button in the plot's toolbar instead") from None
     return path
+
+
+MODEL_ZIPS = {"peft": "peft-adapter", "merged": "merged-model"}  # ExportTargets' field -> the zip's name
+
+
+def model_zip(rd: RunDir, kind: str) -> tuple[Path, str]:
+    """The run's fine-tuned model zipped under exports/: `peft` its LoRA adapter in PEFT's layout, `merged` the
+    whole model with it merged in. Built in a temporary folder beside the zip, which replaces an older one.
+    Also returns what the model leaves out (export_adapters: the readouts), "" when nothing."""
+    assert kind in MODEL_ZIPS, kind
+    check_trained_run(rd.path)  # before exports/ is made
+    target = rd.export(f"{MODEL_ZIPS[kind]}.zip")
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".model-") as tmp:
+        result = export_run(rd.path, ExportTargets(**{kind: Path(tmp) / MODEL_ZIPS[kind]}))
+        archive = shutil.make_archive(str(Path(tmp) / "zip"), "zip", root_dir=tmp, base_dir=MODEL_ZIPS[kind])
+        os.replace(archive, target)
+    return target, result.note

@@ -1,4 +1,4 @@
-"""Runs tab: every run directory under the runs root, reopen one, export its files."""
+"""Runs tab: every run directory under the runs root, reopen one, export its files, try its fine-tuned model."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,14 +10,20 @@ import gradio as gr
 from zerolock_core.runs_root import NotARun
 
 from .controller import EngineController
-from .exports import ExportError, chrome_trace, events_csv, figure_png
+from zerolock_core.generation import DEFAULT_NEW_TOKENS, GenerateRequest, generate_answers
+
+from .exports import ExportError, chrome_trace, events_csv, figure_png, model_zip
 from .memory import memory_figure
 from .run_data import load_run
 from .page_script import RUNS_TABLE_ID
 from .runs_index import COLUMNS, runs_table
 from .timeline import timeline_figure
 
-EXPORTS = ("events CSV", "Chrome / Perfetto trace", "PNG: timeline", "PNG: memory")
+EXPORTS = ("events CSV", "Chrome / Perfetto trace", "PNG: timeline", "PNG: memory", "PEFT adapter (zip)",
+           "merged model (zip)")
+MODEL_EXPORTS = {"PEFT adapter (zip)": "peft", "merged model (zip)": "merged"}  # -> exports.model_zip's kind
+TRY_COLUMNS = ["prompt", "expected", "base model", "fine-tuned"]
+TRY_WIDTHS = ["40%", "10%", "25%", "25%"]  # a long prompt wraps: the answers stay in sight
 
 
 @dataclass(kw_only=True)
@@ -34,6 +40,10 @@ class RunsTab:
     trace: gr.DownloadButton  # the chosen run's Perfetto trace, one click
     delete: gr.Button
     confirm: gr.Checkbox
+    try_inputs: list  # prompts, use eval rows, eval rows, new tokens
+    try_button: gr.Button
+    try_table: gr.Dataframe
+    try_message: gr.Markdown
 
 
 # Each column as wide as its longest word (a run id, a date and time, "interrupted"), no wider: together
@@ -65,11 +75,48 @@ def build_runs_tab(runs_root: Path) -> RunsTab:
         kind = gr.Radio(list(EXPORTS), value=EXPORTS[0], label="export", scale=4)
         export = gr.Button("Export", scale=1, elem_id="runs-export")
     file = gr.File(label="exported file", interactive=False, height=90)
+    try_inputs, try_button, try_table, try_message = _try_it_panel()
     gr.Markdown("**Resume** continues a crashed or stopped pipeline run from the newest step every stage has a "
                 "verified checkpoint of; the result equals an unfailed run bit for bit. PipeDream runs cannot be failed or resumed: with several weight versions in flight no "
                 "step is a consistent checkpoint of every stage.")
     return RunsTab(table=table, run=run, refresh=refresh, open=open_, resume=resume, export_kind=kind, export=export,
-                   file=file, message=message, trace=trace, delete=delete, confirm=confirm)
+                   file=file, message=message, trace=trace, delete=delete, confirm=confirm, try_inputs=try_inputs,
+                   try_button=try_button, try_table=try_table, try_message=try_message)
+
+
+def _try_it_panel() -> tuple:
+    """Prompts (or the run's first eval rows) put to the base model and to the chosen run's fine-tuned one."""
+    gr.Markdown("**Try it**: the base model and the fine-tuned one answer the same prompts (greedy, so always "
+                "the same words); the run's task adds its cue after each prompt", elem_id="try-heading")
+    with gr.Row():
+        prompts = gr.Textbox(label="prompts (one a line)", lines=3, scale=4, elem_id="try-prompts",
+                             placeholder="a late goal wins the cup")
+        with gr.Column(scale=2, min_width=240):
+            use_eval = gr.Checkbox(label="use eval rows (with their expected answers)", value=False,
+                                   elem_id="try-use-eval")
+            rows = gr.Slider(1, 20, value=5, step=1, label="eval rows")
+            new_tokens = gr.Slider(1, 32, value=DEFAULT_NEW_TOKENS, step=1, label="new tokens")
+        button = gr.Button("Try it", scale=1, elem_id="try-it")
+    message = gr.Markdown(elem_id="try-message")
+    table = gr.Dataframe(headers=TRY_COLUMNS, interactive=False, wrap=True, column_widths=TRY_WIDTHS,
+                         elem_id="try-table")
+    return [prompts, use_eval, rows, new_tokens], button, table, message
+
+
+def try_it(controller: EngineController, name: str | None, prompts: str, use_eval: bool, rows: float,
+           new_tokens: float) -> tuple:
+    """The table of base vs fine-tuned answers for the chosen run, and a line saying what was done or why not."""
+    texts = tuple(line.strip() for line in (prompts or "").splitlines() if line.strip())
+    try:
+        rd = controller.root.resolve(name)
+        request = GenerateRequest(prompts=texts, eval_rows=int(rows) if use_eval else 0,
+                                  max_new_tokens=int(new_tokens))
+        answers = generate_answers(rd.path, request)
+    except (NotARun, ValueError, OSError) as err:
+        return gr.skip(), f"⚠️ {err}"
+    table = [[a.prompt, a.expected or "", a.base.strip(), a.tuned.strip()] for a in answers]
+    changed = sum(a.base != a.tuned for a in answers)
+    return table, f"`{name}`: {changed} of {len(answers)} answers changed by the fine-tuning."
 
 
 def picked_row(rows: Any, evt: gr.SelectData) -> str | None:
@@ -113,6 +160,9 @@ def export(controller: EngineController, name: str | None, kind: str) -> tuple[s
         return None, f"⚠️ {kind!r} is not one of {', '.join(EXPORTS)}"
     try:
         rd = controller.root.resolve(name)
+        if kind in MODEL_EXPORTS:
+            path, note = model_zip(rd, MODEL_EXPORTS[kind])
+            return str(path), f"Wrote `{path}`." + (f" Note: {note}." if note else "")
         if kind == "events CSV":
             path = events_csv(rd)
         elif kind == "Chrome / Perfetto trace":
@@ -128,6 +178,6 @@ def export(controller: EngineController, name: str | None, kind: str) -> tuple[s
                 fig, stem = memory_figure(data.events, stages=data.stages, title=data.label,
                                           peak_bytes=peaks if len(peaks) == data.stages else None), "memory"
             path = figure_png(fig, rd.export(f"{stem}.png"))
-    except (NotARun, ExportError, OSError) as err:
+    except (NotARun, ExportError, ValueError, OSError) as err:
         return None, f"⚠️ {err}"
     return str(path), f"Wrote `{path}`."

@@ -149,6 +149,8 @@ def build_app(controller: EngineController | None = None, *, runs_root: str | Pa
                           show_progress="hidden", queue=False).then(
             lambda name, kind: tab_runs.export(controller, name, kind), [runs.run, runs.export_kind],
             [runs.file, runs.message], api_name="export")
+        runs.try_button.click(lambda name, *values: tab_runs.try_it(controller, name, *values),
+                              [runs.run, *runs.try_inputs], [runs.try_table, runs.try_message], api_name="try_it")
         runs.table.select(tab_runs.picked_row, runs.table, runs.run, show_progress="hidden")
         runs.run.change(lambda name: tab_runs.trace_file(controller, name), runs.run, runs.trace,
                         show_progress="hidden", api_name="trace")

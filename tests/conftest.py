@@ -35,3 +35,28 @@ def _random_llama(path, *, tied: bool, dtype=torch.float32) -> str:
     LlamaForCausalLM(cfg).to(dtype).save_pretrained(path)
     tok.save_pretrained(path)
     return str(path)
+
+
+@pytest.fixture(scope="session")
+def trained_run(tmp_path_factory):
+    """`trained_run(method, stages=2, readout="head", runtime="reference")`: the directory of a tiny run of a few
+    steps, trained once per session (the export and generate tests share them)."""
+    from zerolock_core.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+    from zerolock_core.job import train
+    from zerolock_core.reference_trainer import train_reference
+
+    made: dict[tuple, str] = {}
+
+    def make(method: str, *, stages: int = 2, readout: str = "head", runtime: str = "reference") -> str:
+        key = (method, stages, readout, runtime)
+        if key not in made:
+            out = tmp_path_factory.mktemp(f"{runtime}-{method}-K{stages}-{readout.replace(':', '')}")
+            cfg = RunConfig(model=ModelConfig(model="tiny", readout=readout), data=DataConfig(seq_len=32, eval_size=8),
+                            train=TrainConfig(runtime=runtime, method=method, stages=stages, batch=4, microbatches=2,
+                                              steps=3, lr=1e-2, threads=1), out=str(out))
+            metrics = (train_reference if runtime == "reference" else train)(cfg, progress=False, overwrite=True)
+            assert metrics.state == "finished", metrics.reason
+            made[key] = str(out)
+        return made[key]
+
+    return make

@@ -1,4 +1,4 @@
-"""`zerolock` command line: train | dashboard | bench | pretrain-tiny (`zerolock COMMAND --help`)."""
+"""`zerolock` command line: train | export | generate | dashboard | bench | pretrain-tiny (`zerolock COMMAND --help`)."""
 from __future__ import annotations
 
 import argparse
@@ -261,6 +261,32 @@ def cmd_pretrain_tiny(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(a: argparse.Namespace) -> int:
+    from .export_adapters import ExportTargets, export_run
+
+    targets = ExportTargets(peft=Path(a.peft) if a.peft else None, merged=Path(a.merged) if a.merged else None)
+    result = export_run(_run_dir_of(a.run).path, targets)
+    if result.note:
+        print(result.note)
+    print(f"wrote {', '.join(map(str, result.written))}")
+    return 0
+
+
+def cmd_generate(a: argparse.Namespace) -> int:
+    from .generation import GenerateRequest, generate_answers
+
+    prompts = list(a.prompt)
+    if a.file:
+        prompts += [line for line in Path(a.file).read_text().splitlines() if line.strip()]
+    request = GenerateRequest(prompts=tuple(prompts), eval_rows=a.eval_rows, max_new_tokens=a.max_new_tokens)
+    for answer in generate_answers(_run_dir_of(a.run).path, request):
+        print(f"prompt:     {answer.prompt}")
+        if answer.expected is not None:
+            print(f"expected:   {answer.expected}")
+        print(f"base:       {answer.base.strip()}\nfine-tuned: {answer.tuned.strip()}\n")
+    return 0
+
+
 def _missing_app(err: ImportError) -> int:
     raise ConfigError(f"the dashboard needs the app extra (pip install -e '.[app]'): {err}")
 
@@ -292,6 +318,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of the corpus and the initial weights")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_pretrain_tiny)
+
+    p = sub.add_parser("export", help="a run's fine-tuned model as a PEFT adapter and/or a merged model directory",
+                       formatter_class=DefaultsHelpFormatter)
+    p.add_argument("run", metavar="RUN_DIR", help="a run directory (or a run id under runs/) with final/ weights")
+    p.add_argument("--peft", metavar="OUT", default=None,
+                   help="write the LoRA adapter here in PEFT's layout (PeftModel.from_pretrained(base, OUT))")
+    p.add_argument("--merged", metavar="OUT", default=None,
+                   help="write the model with the adapter merged in, and its tokenizer "
+                        "(AutoModelForCausalLM.from_pretrained(OUT))")
+    p.set_defaults(func=cmd_export)
+
+    from .generation import DEFAULT_NEW_TOKENS
+
+    p = sub.add_parser("generate", help="the base and the fine-tuned model's greedy answers to prompts, side by side",
+                       formatter_class=DefaultsHelpFormatter)
+    p.add_argument("run", metavar="RUN_DIR", help="a run directory (or a run id under runs/) with final/ weights")
+    p.add_argument("--prompt", action="append", default=[], metavar="TEXT",
+                   help="a text to ask about (repeatable); the run's task adds its cue")
+    p.add_argument("--file", metavar="FILE", default=None, help="more prompts, one a line")
+    p.add_argument("--eval-rows", type=int, default=0, metavar="N",
+                   help="also the first N rows of the run's eval split, with their expected answers")
+    p.add_argument("--max-new-tokens", type=int, default=DEFAULT_NEW_TOKENS, metavar="N",
+                   help="tokens each model may add")
+    p.set_defaults(func=cmd_generate)
 
     from benchmarks import register_benchmarks
 
