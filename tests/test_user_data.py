@@ -250,3 +250,20 @@ def test_the_committed_example_files_are_what_the_script_makes_and_read_as_the_d
     briefs = load_task(f"jsonl:{EXAMPLES / 'data' / 'briefs.jsonl'}",
                        fields=FieldMap(prompt_field="prompt", response_field="response"))
     assert briefs.kind == "response" and len(briefs.eval) == 60
+
+
+def test_generate_puts_a_response_runs_prompts_in_its_own_frame_and_expects_the_response(tmp_path):
+    from zerolock_core.generation import GenerateRequest, generate_answers
+    from zerolock_core.reference_trainer import train_reference
+
+    path = write_jsonl(tmp_path / "qa.jsonl", qa_rows())
+    cfg = RunConfig(data=DataConfig(dataset=f"jsonl:{path}", prompt_field="q", response_field="a", seq_len=32,
+                                    eval_size=8),
+                    train=TrainConfig(runtime="reference", method="zerolock", stages=2, batch=4, microbatches=2,
+                                      steps=2, threads=1), out=str(tmp_path / "run"))
+    train_reference(cfg, progress=False)
+    answers = generate_answers(tmp_path / "run", GenerateRequest(prompts=("What is 1 plus 1?",), eval_rows=2,
+                                                                 max_new_tokens=3))
+    evals = load_task(f"jsonl:{path}", fields=FieldMap(prompt_field="q", response_field="a")).eval
+    assert [a.expected for a in answers] == [None, evals[0].response, evals[1].response]
+    assert [a.prompt for a in answers] == ["What is 1 plus 1?", evals[0].text, evals[1].text]

@@ -1,7 +1,7 @@
 """`zerolock generate`: what the fine-tuned model says, beside what its base model says, for a few prompts.
 
 A prompt is put to both models the way the run's task puts its texts (`data.encode_split`: BOS, the text cut
-to the run's sequence length, then a newline and the task's cue), and each answers greedily
+to the run's sequence length, then a newline and the task's cue; or a prompt -> response run's chat template), and each answers greedily
 (`do_sample=False`, so the same run and prompt always give the same words). The fine-tuned model is the run's
 LoRA merged into a copy of the base in memory (`trained_model.load_trained_model`); nothing is written.
 """
@@ -42,32 +42,34 @@ class Answer:
     prompt: str  # the text as given (or the eval row's), without the cue
     base: str  # the base model's continuation
     tuned: str  # the fine-tuned model's
-    expected: str | None  # the label word an eval row expects; None for a prompt of the user's
+    expected: str | None  # an eval row's label word or response; None for a prompt of the user's
 
 
 def generate_answers(run: str | Path, request: GenerateRequest) -> list[Answer]:
-    from .data import Example, encode_split, load_task
+    from .data import Example, encode_split, load_data
     from .loading import load_causal_lm
     from .run_setup import DATA_SEED
     from .trained_model import load_trained_model
 
     trained = load_trained_model(run)  # refuses a directory without a trained model before anything else
     cfg, tokenizer = trained.cfg, trained.tokenizer
-    task = load_task(cfg.data.dataset, seed=DATA_SEED)
+    task = load_data(cfg.data, seed=DATA_SEED)  # the run's own file and fields
     rows = task.eval[:request.eval_rows]
     if len(rows) < request.eval_rows:
         raise ValueError(f"eval rows: the run's eval split has {len(task.eval)} rows, not {request.eval_rows}")
-    # a prompt of the user's has no label: any label word encodes the same prompt (only the answer differs)
-    examples = [Example(text=p, label=0) for p in request.prompts] + list(rows)
+    # a prompt of the user's has no answer: any label word (or an empty response) encodes the same prompt
+    asked = [Example(text=p, label=0) if task.label_words else Example(text=p, response="") for p in request.prompts]
+    examples = asked + list(rows)
     enc = encode_split(examples, tokenizer=tokenizer, cue=task.cue, label_words=task.label_words,
-                       seq_len=cfg.data.seq_len)
+                       seq_len=cfg.data.seq_len, chat_template=cfg.data.chat_template)
     base, tuned = load_causal_lm(cfg.model.model), trained.peft_model.merge_and_unload()
     answers = []
     for i, ex in enumerate(examples):
         ids = _prompt_ids(enc.input_ids[i], enc.labels[i])
         answers.append(Answer(prompt=ex.text, base=_greedy(base, tokenizer, ids, request.max_new_tokens),
                               tuned=_greedy(tuned, tokenizer, ids, request.max_new_tokens),
-                              expected=task.label_words[ex.label] if i >= len(request.prompts) else None))
+                              expected=None if i < len(asked) else
+                              ex.response if ex.response is not None else task.label_words[ex.label]))
     return answers
 
 
