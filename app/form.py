@@ -12,6 +12,8 @@ from zerolock_core.preflight import preflight
 from zerolock_core.readout_spec import RECOMMENDED_AT_DEPTH, ReadoutSpec
 from zerolock_core.setting import value_text
 
+from .data_preview import DATA_KINDS, DataFields
+
 # (label shown, method); "bp" is the single-process backprop reference trainer
 METHOD_CHOICES: tuple[tuple[str, str], ...] = (
     ("ZeroLock", "zerolock"), ("GPipe", "gpipe"), ("1F1B", "1f1b"), ("PipeDream", "pipedream"),
@@ -48,7 +50,9 @@ class RunForm:
     eval_size: int = DataConfig.eval_size
     lr: float = TrainConfig.lr
     model: str = ModelConfig.model
+    # a built-in dataset's name or, once the form is read (tab_run.start_runs), an uploaded file as KIND:PATH
     dataset: str = DataConfig.dataset
+    data: DataFields = DataFields()  # an uploaded file's fields
     readout: str = ModelConfig.readout
     # a failure scheduled from the form (pipeline methods): stage fail_stage fails once it has done
     # fail_step optimizer steps, in fail_mode (one of FAILURE_MODES, or NO_FAILURE)
@@ -99,7 +103,10 @@ class _Reader:
 def form_from_values(*, methods: Any, stages: Any, batch: Any, microbatches: Any, alpha: Any, consistency: Any,
                      steps: Any, seed: Any, link: Any, seq_len: Any, eval_size: Any, lr: Any,
                      fail_stage: Any = RunForm.fail_stage, fail_step: Any = RunForm.fail_step,
-                     fail_mode: Any = RunForm.fail_mode, readout: Any = RunForm.readout) -> RunForm:
+                     fail_mode: Any = RunForm.fail_mode, readout: Any = RunForm.readout,
+                     dataset: Any = RunForm.dataset, data_kind: Any = DataFields.kind, text_fields: Any = "",
+                     label_field: Any = "", label_words: Any = "", prompt_field: Any = "",
+                     response_field: Any = "") -> RunForm:
     """Gradio widget values (numbers arrive as floats or None: 2.5 is refused, not rounded) -> RunForm,
     or a ConfigError naming every field that is wrong by itself (ConfigErrors when several are; the
     rules between fields are the config's, checked once each field is right: configs_for)."""
@@ -128,9 +135,14 @@ def form_from_values(*, methods: Any, stages: Any, batch: Any, microbatches: Any
     ints["fail_step"] = r.take("fail_step", whole, fail_step) if scheduled else RunForm.fail_step
     ints.update((key, r.take(key, whole, value)) for key, value in (("seq_len", seq_len), ("eval_size", eval_size)))
     rate = r.take("lr", number, lr)
+    r.require(isinstance(dataset, str) and bool(dataset), "choose a dataset")
+    r.require(data_kind in DATA_KINDS, f"the kind of task {data_kind!r} is not one of {', '.join(DATA_KINDS)}")
+    texts = dict(text_fields=text_fields, label_field=label_field, label_words=label_words,
+                 prompt_field=prompt_field, response_field=response_field)
+    r.require(all(isinstance(v, str) for v in texts.values()), "the data fields are names (text)")
     raise_all(r.errors)
     return RunForm(methods=chosen, alpha=str(alpha), consistency=consistency, link=link, lr=rate, fail_mode=mode,
-                   readout=readout, **ints)
+                   readout=readout, dataset=dataset, data=DataFields(kind=data_kind, **texts), **ints)
 
 
 def readout_of(form: RunForm, method: str) -> str:
@@ -145,7 +157,8 @@ def config_for(form: RunForm, method: str, *, out: str) -> RunConfig:
     reference = method in REFERENCE_METHODS
     return RunConfig(
         model=ModelConfig(model=form.model, readout=readout_of(form, method)),
-        data=DataConfig(dataset=form.dataset, seq_len=form.seq_len, eval_size=form.eval_size),
+        data=DataConfig(dataset=form.dataset, seq_len=form.seq_len, eval_size=form.eval_size,
+                        **(form.data.config_fields() if ":" in form.dataset else {})),
         objective=ObjectiveConfig(alpha=parse_alpha(form.alpha), consistency=form.consistency),
         train=TrainConfig(runtime="reference" if reference else "pipeline", method=method, stages=form.stages,
                           batch=form.batch, microbatches=form.microbatches, steps=form.steps, lr=form.lr,

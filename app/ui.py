@@ -12,6 +12,7 @@ from zerolock_core.field_words import FORM, ConfigError, render
 from zerolock_core.poll_interval import DEFAULT_POLL_S, check_poll
 from zerolock_core.runs_root import DEFAULT_RUNS
 
+from .data_uploads import dataset_choices
 from . import tab_compare, tab_explain, tab_lessons, tab_readability, tab_run, tab_runs, tab_watch
 from .controller import EngineController
 from .page_script import (ADVANCED_CLASS, PRESENTER_FROM_URL_JS, PRESENTER_ID, PRESENTER_JS, SHOW_WATCH_JS, WATCH_TAB_ID,
@@ -39,7 +40,7 @@ def build_app(controller: EngineController | None = None, *, runs_root: str | Pa
             with gr.Tab("Lessons", id="lessons", elem_id="tab-lessons") as lessons_item:
                 lessons = tab_lessons.build_lessons_tab()
             with gr.Tab("Run", id="run", elem_id="tab-run"):
-                run_tab = tab_run.build_run_tab()
+                run_tab = tab_run.build_run_tab(runs_root=controller.runs_root)
             with gr.Tab("Watch live", id="watch", elem_id=WATCH_TAB_ID):
                 watch = tab_watch.build_watch_tab(controller)
             with gr.Tab("Compare", id="compare", elem_id="tab-compare") as compare_item:
@@ -80,6 +81,17 @@ def build_app(controller: EngineController | None = None, *, runs_root: str | Pa
 
         run_tab.run.click(on_run, run_tab.inputs, [run_tab.message, show_watch], api_name="start_run",
                           show_progress="hidden").then(None, show_watch, None, js=SHOW_WATCH_JS)
+
+        # your own data: an upload kept in the runs folder's data/, its fields, a preview
+        data = run_tab.data
+        demo.load(lambda: gr.update(choices=dataset_choices(controller.runs_root)), None, data.dataset,
+                   show_progress="hidden")  # files uploaded since the app was built, from any page
+        data.kind.change(tab_run.show_kind, data.kind, [data.classification, data.response], show_progress="hidden")
+        data.upload.upload(lambda f: tab_run.take_upload(controller, f), data.upload, [data.dataset, data.shown],
+                           api_name="upload_data")
+        data.preview.click(lambda *v: tab_run.preview_data(controller, *v),
+                           [data.dataset, data.kind, *data.fields, run_tab.seq_len], data.shown,
+                           api_name="preview_data")
 
         def on_stop() -> str:
             return controller.stop()

@@ -341,3 +341,80 @@ def test_sigterm_ends_the_dashboard_and_its_live_run_with_a_record_and_no_proces
     assert not alive, [p.cmdline()[:3] for p in alive]
     [run] = [RunDir(p) for p in tmp_path.iterdir() if p.is_dir()]
     assert run.read_metrics().state == "stopped" and not run.is_live()
+
+
+# ---- your own data: upload, preview, train, export, try it ------------------------------------------------
+DATA_FIELDS = dict(data_kind="prompt → response", text_fields="", label_field="", label_words="", prompt_field="q",
+                   response_field="a")
+
+
+def test_an_uploaded_jsonl_previews_trains_exports_and_answers(app, tmp_path):
+    from gradio_client import handle_file
+
+    client, demo, root = app
+    path = tmp_path / "my qa.jsonl"  # a space in the name: kept as a safe name
+    path.write_text("".join(json.dumps({"q": f"What is {i % 7} plus {i % 5}?", "a": f"It is {i % 7 + i % 5}."})
+                            + "\n" for i in range(40)))
+    choice, message = client.predict(handle_file(str(path)), api_name="/upload_data")
+    assert choice["value"] == "my-qa.jsonl" and ["my-qa.jsonl"] * 2 in choice["choices"]
+    assert "Uploaded **my-qa.jsonl**" in message
+    assert (root / "data" / "my-qa.jsonl").read_bytes() == path.read_bytes()
+    shown = client.predict("my-qa.jsonl", *DATA_FIELDS.values(), 32, api_name="/preview_data")
+    assert "prompt → response; 36 train / 4 eval rows" in shown and shown.count("outline:2px solid") >= 4
+    assert " It" in shown  # the response's first token, outlined
+    message = start(client, steps=5, readout="head", dataset="my-qa.jsonl", **DATA_FIELDS)
+    assert message.startswith("Started 1 run"), message
+    deadline = time.monotonic() + 240
+    while demo.controller.busy and time.monotonic() < deadline:
+        time.sleep(0.5)
+    [run] = [r for r in demo.controller.root.runs() if (r.saved_config().data.prompt_field == "q")]
+    metrics = run.read_metrics()
+    assert metrics.state == "finished" and metrics.eval["label_accuracy"] is None, metrics.reason
+    assert metrics.eval["exact_match_examples"] == 4
+    name = demo.controller.root.run_id(run)
+    zip_path, said = client.predict(name, "PEFT adapter (zip)", api_name="/export")
+    assert said.startswith("Wrote") and zip_path
+    table, said = client.predict(name, "", True, 2, 4, api_name="/try_it")
+    assert [row[1] for row in table["data"]] == ["It is 5.", "It is 7."] or len(table["data"]) == 2, table
+
+
+@pytest.mark.parametrize("choice", ["../outside.jsonl", "/etc/passwd", "data/x.jsonl", "jsonl:/etc/passwd", "..",
+                                    "ag_news", "my-qa.jsonl/../../x"])
+def test_a_dataset_choice_that_is_not_built_in_or_uploaded_is_refused(app, choice):
+    client, demo, root = app
+    shown = client.predict(choice, *DATA_FIELDS.values(), 32, api_name="/preview_data")
+    assert shown.startswith("<p>⚠️") and "is neither built in (topics, needle) nor an uploaded file" in shown
+    message = start(client, readout="head", dataset=choice, **DATA_FIELDS)
+    assert "Cannot start" in message and not demo.controller.busy
+
+
+@pytest.mark.parametrize("name,content,says", [
+    ("notes.txt", "hello", "Invalid file type"),  # refused by the upload component itself
+    ("empty.jsonl", "", "empty.jsonl is empty"),
+])
+def test_an_upload_of_the_wrong_kind_is_refused_and_nothing_is_kept(app, tmp_path, name, content, says):
+    from gradio_client import handle_file
+
+    client, _, root = app
+    (tmp_path / name).write_text(content)
+    before = sorted(p.name for p in (root / "data").iterdir()) if (root / "data").is_dir() else []
+    try:
+        _, message = client.predict(handle_file(str(tmp_path / name)), api_name="/upload_data")
+    except AppError as err:
+        message = f"⚠️ {err}"
+    assert message.startswith("⚠️") and says in message
+    assert (sorted(p.name for p in (root / "data").iterdir()) if (root / "data").is_dir() else []) == before
+
+
+@pytest.mark.parametrize("name,size,says", [
+    ("notes.txt", 10, "upload a .csv (with a header row), .jsonl or .parquet file"),
+    ("big.csv", 2048, "the dashboard takes files up to"),
+    ("empty.parquet", 0, "empty.parquet is empty"),
+])
+def test_save_upload_refuses_another_kind_an_empty_or_a_too_large_file(tmp_path, name, size, says):
+    from app.data_uploads import save_upload
+
+    (tmp_path / name).write_bytes(b"x" * size)
+    with pytest.raises(ValueError, match=re.escape(says)):
+        save_upload(tmp_path / "root", tmp_path / name, limit=1024)
+    assert not (tmp_path / "root").exists()
