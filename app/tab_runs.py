@@ -72,7 +72,7 @@ def build_runs_tab(runs_root: Path) -> RunsTab:
                               elem_id="runs-delete-confirm")
         delete = gr.Button("Delete", variant="stop", scale=1, elem_id="runs-delete")
     with gr.Row():
-        kind = gr.Radio(list(EXPORTS), value=EXPORTS[0], label="export", scale=4)
+        kind = gr.Radio(list(EXPORTS), value=EXPORTS[0], label="export", scale=4, elem_id="runs-export-kind")
         export = gr.Button("Export", scale=1, elem_id="runs-export")
     file = gr.File(label="exported file", interactive=False, height=90)
     try_inputs, try_button, try_table, try_message = _try_it_panel()
@@ -87,7 +87,8 @@ def build_runs_tab(runs_root: Path) -> RunsTab:
 def _try_it_panel() -> tuple:
     """Prompts (or the run's first eval rows) put to the base model and to the chosen run's fine-tuned one."""
     gr.Markdown("**Try it**: the base model and the fine-tuned one answer the same prompts (greedy, so always "
-                "the same words); the run's task adds its cue after each prompt", elem_id="try-heading")
+                "the same words); each prompt is framed as the run trained (its task's cue, or the chat template)",
+                elem_id="try-heading")
     with gr.Row():
         prompts = gr.Textbox(label="prompts (one a line)", lines=3, scale=4, elem_id="try-prompts",
                              placeholder="a late goal wins the cup")

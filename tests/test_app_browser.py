@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from app.page_script import RUNS_TABLE_ID as RUNS_TABLE
 from app.ui import build_app
 from benchmarks.machine import free_port
 
@@ -302,3 +303,50 @@ def test_every_lesson_step_replays_its_recording_outlined_in_presenter_view_then
                            timeout=30_000)
     page.click("#tab-run-button")
     page.click("#stop-button")
+
+
+@pytest.mark.slow
+def test_an_uploaded_jsonl_is_previewed_trained_exported_and_tried(page, tmp_path):
+    """Your own data, as a student does it: upload a JSONL in the Run form, see its first rows with the answer's
+    tokens outlined, train 5 steps, export the PEFT adapter from the Runs tab and try a prompt."""
+    data = tmp_path / "qa.jsonl"
+    data.write_text("".join(json.dumps({"q": f"What is {i % 7} plus {i % 5}?", "a": f"It is {i % 7 + i % 5}."}) + "\n"
+                            for i in range(40)))
+    page.set_viewport_size({"width": 1280, "height": 720})
+    page.click("#tab-run-button")
+    page.get_by_text("data: built in, or your own file").click()
+    page.locator("#data-upload input[type=file]").set_input_files(str(data))
+    page.wait_for_selector("#data-preview >> text=Uploaded", timeout=60_000)
+    page.get_by_label("prompt → response").check()
+    page.locator("#data-prompt-field textarea").fill("q")
+    page.locator("#data-response-field textarea").fill("a")
+    page.click("#data-preview-button")
+    page.wait_for_selector("#data-preview >> text=as the model sees them", timeout=60_000)
+    outlined = page.evaluate("() => [...document.querySelectorAll('#data-preview span')]"
+                             ".filter(s => s.style.outline.includes('solid')).map(s => s.textContent)")
+    assert "".join(outlined[1:5]).startswith(" It is"), outlined  # [0]: the legend's own "outlined"
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.locator("#data-preview").scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "browser-own-data-preview-1280x720.png"))
+    page.get_by_label("steps", exact=True).fill("5")
+    page.click("#run-button")
+    page.wait_for_selector("#run-message >> text=Started 1 run", state="attached", timeout=60_000)
+    page.click("#tab-runs-button")
+    # the Runs tab lists the run; Refresh until it is finished (the table is redrawn from the runs folder)
+    for _ in range(240):
+        if "finished" in page.inner_text(f"#{RUNS_TABLE}"):
+            break
+        page.get_by_role("button", name="Refresh").click()
+        page.wait_for_timeout(1000)
+    assert "finished" in page.inner_text(f"#{RUNS_TABLE}")
+    # the run picker holds the newest run (the only one)
+    page.wait_for_function("() => document.querySelector('#runs-pick input').value !== ''", timeout=30_000)
+    page.get_by_label("PEFT adapter (zip)").check()
+    page.click("#runs-export")
+    page.wait_for_selector("#runs-message >> text=peft-adapter.zip", state="attached", timeout=120_000)
+    page.locator("#try-prompts textarea").fill("What is 1 plus 1?")
+    page.click("#try-it")
+    page.wait_for_selector("#try-message >> text=answers changed", state="attached", timeout=120_000)
+    assert "What is 1 plus 1?" in page.inner_text("#try-table")
+    page.locator("#try-table").scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "browser-own-data-try-it-1280x720.png"))
