@@ -167,3 +167,27 @@ def test_bad_inputs_are_refused_in_one_line_and_create_nothing(trained_run, tmp_
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and err.startswith("zerolock: error: ") and says in err, err
     assert tree(tmp_path) == before and tree(RunDir(run).path) == run_before
+
+
+@pytest.mark.slow
+def test_a_recovered_runs_adapter_equals_the_unfailed_runs(tmp_path):
+    """A stage killed mid-run and recovered from its checkpoint leaves the same final/ weights as an unfailed
+    run (the fault-tolerance oracle), so its exported adapter is the same tensors, byte for byte."""
+    from zerolock_core.config import DataConfig, RunConfig, TrainConfig
+    from zerolock_core.job import train
+
+    def run(name, failures):
+        cfg = RunConfig(data=DataConfig(seq_len=32, eval_size=8),
+                        train=TrainConfig(runtime="pipeline", method="zerolock", stages=2, batch=4, microbatches=2,
+                                          steps=4, lr=1e-2, threads=1, ckpt_every=1, failures=failures,
+                                          final_eval=False), out=str(tmp_path / name))
+        metrics = train(cfg, progress=False)
+        assert metrics.state == "finished", metrics.reason
+        export_run(str(tmp_path / name), ExportTargets(peft=tmp_path / f"{name}-adapter"))
+        with safe_open(str(tmp_path / f"{name}-adapter" / "adapter_model.safetensors"), framework="pt") as f:
+            return metrics, {k: f.get_tensor(k) for k in f.keys()}
+
+    _, unfailed = run("unfailed", ())
+    recovered_metrics, recovered = run("recovered", ("1@2:kill",))
+    assert len(recovered_metrics.recovery) == 1  # it did fail and recover
+    assert unfailed.keys() == recovered.keys() and all(torch.equal(unfailed[k], recovered[k]) for k in unfailed)
