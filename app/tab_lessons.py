@@ -67,7 +67,10 @@ def narration(item: Lesson, numbers: str) -> str:
 def show(key: str | None, presenter: bool = False) -> tuple:
     """The step's narration, figure(s) from its recording (`presenter`: restyled for a projector), and
     whether it can run live."""
-    item = lesson(key or LESSONS[0].key)
+    try:
+        item = lesson(key or LESSONS[0].key)
+    except ValueError as err:  # a name the step list does not hold (the API checks the choice first)
+        return f"⚠️ {err}", None, gr.Plot(visible=False), gr.Button(visible=False)
     try:
         main, second, numbers = lesson_figures(item)
         if presenter:
@@ -88,7 +91,10 @@ def neighbour(key: str | None, offset: int) -> str:
 
 def run_live(controller: EngineController, key: str | None) -> tuple[str, bool]:
     """Start the step's runs (the same form values as its recording); (message, started)."""
-    item = lesson(key or LESSONS[0].key)
+    try:
+        item = lesson(key or LESSONS[0].key)
+    except ValueError as err:
+        return f"⚠️ {err}", False
     if item.live is None:
         return "This step shows the project's committed results: nothing to run here.", False
     form = item.live

@@ -13,6 +13,8 @@ from zerolock_core.poll_interval import DEFAULT_POLL_S, check_poll
 from zerolock_core.runs_root import DEFAULT_RUNS
 
 from .data_uploads import dataset_choices
+
+READABILITY_AT_ONCE = 2
 from . import tab_compare, tab_explain, tab_lessons, tab_readability, tab_run, tab_runs, tab_watch
 from .controller import EngineController
 from .page_script import (ADVANCED_CLASS, PRESENTER_FROM_URL_JS, PRESENTER_ID, PRESENTER_JS, SHOW_WATCH_JS, WATCH_TAB_ID,
@@ -52,8 +54,10 @@ def build_app(controller: EngineController | None = None, *, runs_root: str | Pa
             with gr.Tab("Runs", id="runs", elem_id="tab-runs") as runs_item:
                 runs = tab_runs.build_runs_tab(controller.runs_root)
 
+        # two measurements at once (a class's second student does not wait); a third is queued, and Gradio's
+        # progress shows its place in the queue
         readability.button.click(tab_readability.measure, readability.inputs, readability.outputs,
-                                 api_name="readability")
+                                 api_name="readability", concurrency_limit=READABILITY_AT_ONCE)
         # until something is measured, the committed study: a student sees a readable result at once
         readability_item.select(tab_readability.recorded, readability.outputs[1], readability.outputs,
                                 show_progress="hidden")

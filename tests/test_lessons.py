@@ -82,6 +82,20 @@ def test_an_unknown_lesson_is_refused_with_the_list():
         lesson("nope")
 
 
+def test_the_lessons_tab_answers_an_unknown_step_in_one_line_not_an_error(tmp_path):
+    from app import tab_lessons
+    from app.controller import EngineController
+
+    text, figure, *_ = tab_lessons.show("nope")
+    assert text.startswith("⚠️ no lesson 'nope'") and figure is None
+    controller = EngineController(tmp_path / "runs")
+    try:
+        message, started = tab_lessons.run_live(controller, "nope")
+    finally:
+        controller.close()
+    assert message.startswith("⚠️ no lesson 'nope'") and not started and not (tmp_path / "runs").exists()
+
+
 def test_compare_lists_the_recordings_and_opens_on_the_schedules_example_before_any_run(tmp_path):
     from app import tab_compare
     from app.controller import EngineController
