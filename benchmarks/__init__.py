@@ -27,6 +27,7 @@ BENCHMARKS = {
     "efficiency": ("benchmarks.efficiency", "throughput vs the slowest-stage bound; bubbles vs textbook"),
     "simulator": ("benchmarks.simulator", "simulator predictions vs measured runs, then extrapolations"),
     "dashboard": ("benchmarks.dashboard", "the dashboard: first bars after Run, and what watching costs the training"),
+    "wshare": ("benchmarks.wshare", "zero-bubble's W (weight gradient) share of a stage's backward, LoRA vs full"),
     "threads": ("benchmarks.threads", "the reference trainer's samples/s per thread count, alone and beside a run"),
     "readme": ("benchmarks.readme", "rewrite the results blocks of README.md and docs/results.md from docs/results/*.json"),
 }

@@ -678,3 +678,18 @@ def test_depth_command_end_to_end_on_tiny_writes_every_field_and_reruns_nothing(
         merge_reports(BenchSettings(), [first, first])
     with pytest.raises(ValueError, match="differ in lr"):
         merge_reports(BenchSettings(), [first, {**both, "results": {}, "settings": {**both["settings"], "lr": 1.0}}])
+
+
+def test_wshare_measures_every_condition_with_its_own_trainable_weights():
+    """The middle chunk of K=3 on tiny (3 layers, d=128, 2 KV heads of 32): LoRA's parameter counts by formula,
+    full fine-tuning every weight of the layers; every part timed (values, not their sizes: never wall-clock)."""
+    from benchmarks.wshare import CONDITIONS, run_wshare
+
+    report = run_wshare(BenchSettings(seq_len=16, threads=1), stages=3, batch=4, microbatches=2, timings=1)
+    rows = {r["condition"]: r for r in report["results"]}
+    assert list(rows) == [c.name for c in CONDITIONS]
+    per_layer_qv = lambda r: r * (128 + 128) + r * (128 + 64)  # q: A r×128, B 128×r; v: A r×128, B 64×r
+    assert rows["LoRA r=4, q,v"]["trainable_params"] == 3 * per_layer_qv(4)
+    assert rows["LoRA r=64, q,v"]["trainable_params"] == 3 * per_layer_qv(64)
+    assert rows["full fine-tuning"]["trainable_params"] > rows["LoRA r=64, all linear"]["trainable_params"]
+    assert all(r["B_s"] > 0 and r["W_s"] > 0 and r["BW_s"] > 0 and 0 < r["w_share"] < 1 for r in rows.values())

@@ -131,7 +131,7 @@ def test_a_value_outside_its_fields_bounds_is_refused_in_the_words_of_who_asked(
 
 # ---- the dashboard's Run form -----------------------------------------------------------------------
 FORM_ALIASES = {"link": "profile"}  # the form's name of a config field, where it differs
-FORM_ONLY = {"methods", "fail_stage", "fail_step", "fail_mode"}
+FORM_ONLY = {"methods", "fail_stage", "fail_step", "fail_mode", "data"}  # data: DataFields, checked below
 
 
 @pytest.mark.parametrize("name", [f.name for f in dataclasses.fields(RunForm) if f.name not in FORM_ONLY])
@@ -140,6 +140,14 @@ def test_every_form_default_is_the_config_default_of_its_field(name):
     field = RUN_FIELDS[FORM_ALIASES.get(name, name)]
     default = getattr(RunForm(), name)
     assert (value_text(field.default) if name == "alpha" else field.default) == default
+
+
+def test_the_forms_data_fields_default_to_the_configs():
+    from app.data_preview import RESPONSE_KIND, DataFields
+
+    for kind in (DataFields.kind, RESPONSE_KIND):
+        for key, value in DataFields(kind=kind).config_fields().items():
+            assert RUN_FIELDS[key].default == value, key
 
 
 @pytest.mark.parametrize("method", ["zerolock", "bp"])

@@ -43,13 +43,13 @@ if TYPE_CHECKING:
 _CONFIG_JSON, _CONFIG_TOML, _METRICS = "config.json", "config.toml", "metrics.json"
 _EVENTS_FILE, _LIFECYCLE, _CURVES, _TRACE = "events.jsonl", "lifecycle.jsonl", "curves.jsonl", "trace.json"
 _EVAL, _EVAL_PROGRESS, _CHECKPOINT_LOG = "eval.json", "eval_progress.json", "checkpoint_log.jsonl"
-_APP_RECORD, _STDERR = "dashboard.json", "stderr.log"
+_APP_RECORD, _STDERR, _ENCODED = "dashboard.json", "stderr.log", "encoded-data.pt"
 _LOCK, _RESERVE = ".lock", ".reserve"
 _CHECKPOINTS, _STAGES, _FINAL, _INJECTED, _EXPORTS = "checkpoints", "stages", "final", "injected", "exports"
 _EVENTS = "events"
 # What a previous run leaves: the presence of any of these means "this directory holds a run".
 _RUN_FILES = (_CONFIG_JSON, _CONFIG_TOML, _METRICS, _EVENTS_FILE, _LIFECYCLE, _CURVES, _TRACE, _EVAL, _EVAL_PROGRESS,
-              _CHECKPOINT_LOG, _APP_RECORD, _STDERR)
+              _CHECKPOINT_LOG, _APP_RECORD, _STDERR, _ENCODED)
 _RUN_DIRS = (_CHECKPOINTS, _STAGES, _FINAL, _INJECTED, _EXPORTS, _EVENTS)
 RESERVE_BYTES = 64 * 1024  # kept free for a failed run's metrics.json when the disk fills up
 _TEMPORARY = re.compile(r"^\..+\.tmp-(\d+)$")  # write_json_atomic's and save_final_weights' temporaries
@@ -153,6 +153,11 @@ class RunDir:
     @property
     def stages(self) -> Path:
         return self.path / _STAGES
+
+    @property
+    def encoded_data(self) -> Path:
+        """The run's data made and encoded once (encoded_data_cache.py): a replacement stage reads it."""
+        return self.path / _ENCODED
 
     def stage_report(self, stage: int) -> Path:
         return self.path / _STAGES / f"stage{stage}.json"

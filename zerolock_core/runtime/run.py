@@ -28,6 +28,7 @@ from ..config import FAILURE_MODES, PIPEDREAM_REFUSAL, RunConfig
 from ..job import JobBase
 from ..metrics import STATES, Metrics
 from ..run_dir import RunDir, RunLock
+from ..run_setup import prepare as prepare_run
 from ..telemetry.events import Cursor, read_events
 from . import protocol
 from .finish import Ending, evaluate_in_child, record, resumable_step, write_trace
@@ -265,7 +266,9 @@ class Run(JobBase):
                 self._t_running = now
             if not stopping and self.state == "running" and self.cfg.train.ckpt_every > 0 and self.wants_standby \
                     and not self._book.open_stages():
-                self._sup.standby.start()  # only once every stage runs: its imports must not slow their start
+                # only once every stage runs: its imports must not slow their start (and the run's encoded data
+                # is in its directory by then, for the standby to read ahead)
+                self._sup.standby.start(prepare=(prepare_run, (self.cfg.to_dict(),)))
             if any(p is None for p in self._sup.procs):  # a stop arrived while the stages were being started
                 return all(p is None or p.exitcode is not None for p in self._sup.procs)
             # first close what has finished recovering: a stage that fails again right after catching up

@@ -2,7 +2,8 @@
 
 Starting a stage process in a fresh interpreter costs seconds that have nothing to do with the
 stage: importing torch, transformers and peft (about 5 s on 2 cores, measured in `zerolock bench
-recovery`). A standby pays that once, ahead of time, while the run trains, then waits on a pipe;
+recovery`). A standby pays that once, ahead of time, while the run trains — and makes the run's tokenizer and
+encoded data (`run_setup.prepare`), which a forked replacement would otherwise read — then waits on a pipe;
 when a stage fails, the coordinator hands it the replacement's launch and it becomes that stage
 process at once. The same standby evaluates the final weights when no stage needed it. It does
 nothing else: the work it is given runs exactly as in a freshly started process.
@@ -13,6 +14,7 @@ replacement starts about as warm as a standby; the standby matters with
 """
 from __future__ import annotations
 
+import gc
 import signal
 from multiprocessing.connection import Connection
 from typing import Any, Callable
@@ -22,13 +24,20 @@ import torch.multiprocessing as mp
 from .processes import pipe, start_process
 
 
-def standby_main(conn: Connection) -> None:
+def standby_main(conn: Connection, prepare: tuple[Callable[..., Any], tuple[Any, ...]] | None = None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the coordinator, as for a stage
     import peft  # noqa: F401  (the imports are the point: they are what a replacement would wait for)
     import transformers  # noqa: F401
 
     from . import final_eval, stage_process  # noqa: F401
     from .. import run_setup  # noqa: F401
+
+    if prepare is not None:  # what any stage of the run starts with (run_setup.prepare: tokenizer, data)
+        try:
+            prepare[0](*prepare[1])
+        except Exception:  # noqa: BLE001  a replacement makes it itself then, and says what is wrong
+            pass
+        gc.freeze()  # as after the imports (processes.py): what it prepared stays, and is not walked again
 
     try:
         conn.send("ready")  # the coordinator records whether a replacement found us warm
@@ -63,11 +72,12 @@ class Standby:
         except (EOFError, OSError):
             return False
 
-    def start(self) -> None:
+    def start(self, prepare: tuple[Callable[..., Any], tuple[Any, ...]] | None = None) -> None:
+        """Start the spare; `prepare` (a function and its arguments) runs in it before it says it is ready."""
         if self.alive:
             return
         mine, theirs = pipe()
-        p = start_process(standby_main, (theirs,), name="zerolock-standby")
+        p = start_process(standby_main, (theirs, prepare), name="zerolock-standby")
         theirs.close()
         self._spare = (p, mine)
 
