@@ -50,6 +50,28 @@ def bp_microbatch(workers: list[StageWorker], mb: dict[str, torch.Tensor]) -> St
     return workers[-1].bp_loss_backward(mb, h)
 
 
+def curve_names(method: str, chunks: int) -> list[str]:
+    return list(dict.fromkeys(curve_name(method, k) for k in range(chunks)))  # one "global" under BP
+
+
+def train_step(setup: RunSetup, workers: list[StageWorker], names: list[str], step: int, *,
+               device: torch.device | None = None) -> dict[str, list[StepLoss]]:
+    """One optimizer step of every chunk: its micro-batches (moved to `device`, where the chunks are, if
+    given), then every optimizer; the losses per curve name."""
+    per_chunk: dict[str, list[StepLoss]] = {n: [] for n in names}
+    for mb in setup.microbatches(step):
+        if device is not None:
+            mb = {k: v.to(device) for k, v in mb.items()}
+        if setup.cfg.train.method in LOCAL_METHODS:
+            for name, loss in zip(names, zerolock_microbatch(workers, mb)):
+                per_chunk[name].append(loss)
+        else:
+            per_chunk[GLOBAL].append(bp_microbatch(workers, mb))
+    for w in workers:
+        w.optimizer_step()
+    return per_chunk
+
+
 def train_reference(cfg: RunConfig, *, progress: bool = True, overwrite: bool = False,
                     on_step: Callable[[int, dict[str, Any]], None] | None = None,
                     should_stop: Callable[[], bool] = lambda: False, locked: bool = False) -> Metrics:
@@ -75,7 +97,7 @@ def _train(cfg: RunConfig, *, progress: bool, on_step: Callable[[int, dict[str, 
     workers = make_workers(setup)
     setup_s = time.perf_counter() - t_begin
     method, steps = cfg.train.method, cfg.train.steps
-    names = list(dict.fromkeys(curve_name(method, k) for k in range(len(workers))))  # one "global" under BP
+    names = curve_names(method, len(workers))
     curves = LossCurves(names=names)
     history: list[dict[str, Any]] = []
 
@@ -85,15 +107,7 @@ def _train(cfg: RunConfig, *, progress: bool, on_step: Callable[[int, dict[str, 
     for step in range(steps):
         if should_stop():
             break
-        per_chunk: dict[str, list[StepLoss]] = {n: [] for n in names}
-        for mb in setup.microbatches(step):
-            if method in LOCAL_METHODS:
-                for name, loss in zip(names, zerolock_microbatch(workers, mb)):
-                    per_chunk[name].append(loss)
-            else:
-                per_chunk[GLOBAL].append(bp_microbatch(workers, mb))
-        for w in workers:
-            w.optimizer_step()
+        per_chunk = train_step(setup, workers, names, step)
         done = step + 1
         curves.add(done, per_chunk)
         last = curves.last(names[-1])

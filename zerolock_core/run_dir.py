@@ -225,8 +225,12 @@ class RunDir:
         from .config_file import write_config_toml
 
         write_json_atomic(self.config_json, cfg.to_dict())
-        write_config_toml(cfg, self.config_toml, comment=f"the config of the run in {self.path}; run it again "
-                                                        f"with `zerolock train --config {self.config_toml} --out DIR`")
+        try:
+            write_config_toml(cfg, self.config_toml, comment=f"the config of the run in {self.path}; run it again "
+                                                            f"with `zerolock train --config {self.config_toml} --out DIR`")
+        except ModuleNotFoundError as err:  # tomli-w missing (a bare GPU machine, no internet): config.json suffices
+            if err.name != "tomli_w":
+                raise
 
     def write_metrics(self, metrics: "Metrics") -> None:
         """The one writer of metrics.json. When the disk is full, the record is written small (state,

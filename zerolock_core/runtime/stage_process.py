@@ -27,6 +27,7 @@ from ..artifacts import save_final_weights
 from ..atomic_files import write_json_atomic
 from ..run_dir import RunDir
 from ..config import LOCAL_METHODS, FailureSpec, RunConfig
+from ..determinism import apply_from_env
 from ..run_fields import schedule_of
 from ..threads import threads_for
 from ..schedule import Action, iter_stage_actions
@@ -167,6 +168,7 @@ class Built:
 def build(cfg: RunConfig, launch: StageLaunch, store: dist.Store) -> Built:
     t = cfg.train
     torch.set_num_threads(stage_threads(cfg))
+    apply_from_env()  # ZEROLOCK_DETERMINISTIC=1: the GPU check's bitwise comparison
     device = stage_device(cfg, launch.stage)
     setup = build_run_setup(cfg, stage=launch.stage)  # reads only this stage's weights
     chunk = setup.chunks[0].to(device)
