@@ -133,7 +133,7 @@ def _check_train(cfg: RunConfig) -> None:
     rule(t.device == "cpu" or t.device.startswith("cuda"), "device",
          lambda w: f"{w.value('device', repr(t.device))} is not 'cpu' or 'cuda[:N]'")
     rule(schedulable(t.method, stages=t.stages, microbatches=t.microbatches), "microbatches",
-         lambda w: microbatches_below_stages(w, batch=t.batch, microbatches=t.microbatches, stages=t.stages))
+         lambda w: microbatches_below_stages(w, method=t.method, batch=t.batch, microbatches=t.microbatches, stages=t.stages))
     rule(t.heartbeat_timeout_s >= MIN_HEARTBEAT_TIMEOUT_S, "heartbeat_timeout_s",
          lambda w: f"{w.name('heartbeat_timeout_s')} must be at least {MIN_HEARTBEAT_TIMEOUT_S:g} s "
                    f"(got {t.heartbeat_timeout_s:g}): stages beat every {HEARTBEAT_INTERVAL_S:g} s, and a shorter "
