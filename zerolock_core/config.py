@@ -29,7 +29,7 @@ HEARTBEAT_INTERVAL_S = 0.2  # how often a stage beats (runtime/heartbeat.py uses
 MIN_HEARTBEAT_TIMEOUT_S = 1.0  # five missed beats
 PIPEDREAM_REFUSAL = ("PipeDream cannot be recovered: its unflushed pipeline keeps several weight versions "
                      "in flight, so no step boundary is a consistent checkpoint of every stage (recovery "
-                     "covers zerolock locally and gpipe / 1f1b by global rollback)")
+                     "covers zerolock locally and gpipe / 1f1b / zb-h1 by global rollback)")
 
 
 @dataclass(kw_only=True, frozen=True)
