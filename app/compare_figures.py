@@ -29,7 +29,7 @@ from .timebase import first_steps_s, time_end, training_origin, to_s
 from .timeline import LANE_HEIGHT_PX, WEBGL_THRESHOLD, add_timeline_traces, style_lanes
 
 COMPARE_X_TITLE = "seconds since the run's first action (start-up before 0)"
-SIMULATED_METHODS = ("zerolock", "gpipe", "1f1b", "pipedream")
+SIMULATED_METHODS = ("zerolock", "gpipe", "1f1b", "pipedream", "zb-h1")
 
 
 @dataclass(kw_only=True)

@@ -13,9 +13,15 @@ from zerolock_core.palette import method_label  # bar colours: palette.KIND_COLO
 from .simulated import events_from_simulation
 
 # Assumed costs: a backward costs about two forwards; ZeroLock's local step (readout + local loss
-# + local backward) about the same as a backward.
-EXPLAIN_COSTS = Costs(forward=0.010, local=0.020, backward=0.020)
-BP_METHODS = ("gpipe", "1f1b")
+# + local backward) about the same as a backward. ZB-H1 splits the backward into B and W, half each:
+# the zero-bubble paper's F = B = W (under LoRA W is the adapters' gradient alone, likely less).
+EXPLAIN_COSTS = Costs(forward=0.010, local=0.020, backward=0.020, weight_grad=0.010)
+BP_METHODS = ("gpipe", "1f1b", "zb-h1")
+# what a stage of each backprop pipeline holds while it waits for a gradient
+HELD = {"gpipe": "every micro-batch it has forwarded",
+        "1f1b": "the micro-batches it forwarded while waiting (K − s on stage s)",
+        "zb-h1": "the micro-batches it forwarded while waiting and those whose W (weight gradient, dark rust) "
+                 "is still to run: K on every stage, 1F1B's peak, its later stages' idle tail filled with W"}
 
 
 @dataclass(kw_only=True)
@@ -50,15 +56,15 @@ def explain(*, stages: int, microbatches: int, bp_method: str = "gpipe") -> Expl
 
 def _text(k: int, m: int, bp: str, peaks: dict, makespan: dict, bubble: dict) -> str:
     name = method_label(bp)
-    held = ("every micro-batch it has forwarded" if bp == "gpipe"
-            else "the micro-batches it forwarded while waiting (K − s on stage s)")
+    split = " (ZB-H1 splits each B into B = 10 ms for the input gradient and W = 10 ms for the weights')" \
+        if bp == "zb-h1" else ""
     return f"""
 **What you see.** Both pipelines train K = {k} stages on m = {m} micro-batches for one optimizer step, with
-assumed costs F = 10 ms, B = L = 20 ms and an ideal link. Nothing is trained: this is the schedule simulator.
+assumed costs F = 10 ms, B = L = 20 ms{split} and an ideal link. Nothing is trained: this is the schedule simulator.
 
 **Backprop ({name}).** A stage can run its backward (B, orange) only when the gradient has come back from the
 stage after it; the pink *RB* bars are stages waiting for it — *update locking*. Until then it must keep the
-activations of {held}: at the peak the stages hold **{_list(peaks[bp])}** micro-batches.
+activations of {HELD[bp]}: at the peak the stages hold **{_list(peaks[bp])}** micro-batches.
 
 **ZeroLock.** Every stage sends its hidden state on first (early forwarding), then reads it out through the
 frozen LM head and trains on its own local loss (L, green). No gradient comes back, so no stage ever waits

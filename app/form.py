@@ -17,8 +17,8 @@ from .data_preview import DATA_KINDS, DataFields
 # (label shown, method); "bp" is the single-process backprop reference trainer
 METHOD_CHOICES: tuple[tuple[str, str], ...] = (
     ("ZeroLock", "zerolock"), ("GPipe", "gpipe"), ("1F1B", "1f1b"), ("PipeDream", "pipedream"),
-    ("BP reference (1 process)", "bp"))
-PIPELINE_METHODS = ("zerolock", "gpipe", "1f1b", "pipedream")
+    ("ZB-H1 (zero bubble)", "zb-h1"), ("BP reference (1 process)", "bp"))
+PIPELINE_METHODS = ("zerolock", "gpipe", "1f1b", "pipedream", "zb-h1")
 # (label shown, --readout); the recommended one for K >= 3 is marked (RECOMMENDED_AT_DEPTH)
 READOUT_CHOICES: tuple[tuple[str, str], ...] = tuple(
     (f"{label}{'  ★ recommended for K ≥ 3' if value == RECOMMENDED_AT_DEPTH else ''}", value) for label, value in (

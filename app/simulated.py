@@ -6,8 +6,7 @@ from typing import Any
 
 from zerolock_core.schedule import Costs, Kind, LinkProfile, Schedule, SimResult, simulate
 
-_HOLD = {Kind.F, Kind.REPLAY}  # the simulator's rule: held from F/REPLAY until B/L
-_RELEASE = {Kind.B, Kind.L}
+_HOLD = {Kind.F, Kind.REPLAY}  # the simulator's rule: held from F/REPLAY until B/L (W: Schedule.release_kinds)
 
 
 def events_from_simulation(result: SimResult, *, bytes_per_microbatch: int = 2**20, hidden_bytes: int = 0,
@@ -18,7 +17,7 @@ def events_from_simulation(result: SimResult, *, bytes_per_microbatch: int = 2**
     counts micro-batches, not bytes); `inflight` is that count."""
     if bytes_per_microbatch < 0:
         raise ValueError(f"bytes_per_microbatch must be >= 0 (got {bytes_per_microbatch})")
-    stages = result.schedule.stages
+    stages, release = result.schedule.stages, result.schedule.release_kinds
     held: list[set[int]] = [set() for _ in range(stages)]
     steps = [0] * stages
     out: list[dict[str, Any]] = []
@@ -28,7 +27,7 @@ def events_from_simulation(result: SimResult, *, bytes_per_microbatch: int = 2**
         a, s = r.action, r.stage
         if a.kind in _HOLD:
             held[s].add(a.microbatch)
-        elif a.kind in _RELEASE:
+        elif a.kind in release:
             held[s].discard(a.microbatch)
         elif a.kind is Kind.STEP:
             steps[s] += 1

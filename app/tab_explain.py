@@ -5,7 +5,9 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from .explain import explain
+from zerolock_core.palette import method_label
+
+from .explain import BP_METHODS, explain
 from .training_figures import placeholder_figure
 
 
@@ -19,7 +21,8 @@ def build_explain_tab() -> ExplainTab:
     with gr.Row():
         k = gr.Slider(2, 8, value=3, step=1, label="stages K", elem_id="explain-k")
         m = gr.Slider(1, 12, value=4, step=1, label="micro-batches m", elem_id="explain-m")
-        bp = gr.Radio([("GPipe", "gpipe"), ("1F1B", "1f1b")], value="gpipe", label="backprop pipeline")
+        bp = gr.Radio([(method_label(m), m) for m in BP_METHODS], value="gpipe", label="backprop pipeline",
+                      elem_id="explain-bp")
     text = gr.Markdown(elem_id="explain-text")
     timeline = gr.Plot(show_label=False, elem_id="explain-timeline")
     memory = gr.Plot(show_label=False, elem_id="explain-memory")

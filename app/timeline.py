@@ -57,7 +57,7 @@ LABEL_MIN_PX = 16  # on those at least this wide at the default width
 STEP_LINES_MAX = 2000  # step boundary lines up to this many STEP actions in view
 STEP_LABELS_MAX = 24  # step numbers over the plot: at most this many (every n-th step past it)
 X_TITLE = "seconds since the run started (start-up included)"
-LABELLED_KINDS = frozenset({Kind.F, Kind.L, Kind.B, Kind.REPLAY})  # kinds whose bars carry "F3"
+LABELLED_KINDS = frozenset({Kind.F, Kind.L, Kind.B, Kind.W, Kind.REPLAY})  # kinds whose bars carry "F3"
 
 
 @dataclass(kw_only=True)

@@ -43,6 +43,7 @@ CI_CASES: list[tuple[str, tuple[str, ...]]] = [
     ("zerolock", ("0@1:kill", "2@5:post-step")),  # at step 1 and at the last step
     ("1f1b", ("1@3:kill",)),
     ("gpipe", ("2@3:post-step", "0@4:kill")),  # a failure after a global rollback fires too
+    ("zb-h1", ("1@3:kill",)),  # global rollback: every W runs before its window's STEP, so a checkpoint is whole
 ]
 
 MATRIX_CASES: list[tuple[str, tuple[str, ...]]] = [

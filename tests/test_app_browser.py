@@ -269,6 +269,20 @@ def test_explain_redraws_for_k_and_m(page, tmp_path):
     shot(page, tmp_path, "browser-4-explain")
 
 
+@pytest.mark.slow
+def test_explain_draws_zb_h1_with_its_weight_gradients_on_every_stage(page, tmp_path):
+    page.set_viewport_size({"width": 1280, "height": 720})
+    page.click("#tab-explain-button")
+    page.wait_for_selector("#explain-text >> text=update locking")
+    page.locator("#explain-bp").get_by_text("ZB-H1").click()
+    page.wait_for_selector("#explain-text >> text=W = 10 ms", timeout=30_000)
+    page.wait_for_function(f"() => Object.keys(({KIND_BARS})(['#explain-timeline', 'W'])).length === 3",
+                           timeout=30_000)
+    # K = 3, m = 4: four W bars on each stage's lane of the ZB-H1 timeline
+    assert set(page.evaluate(KIND_BARS, ["#explain-timeline", "W"]).values()) == {4}
+    shot(page, tmp_path, "browser-4b-explain-zb-h1")
+
+
 # JS: the outlines a lesson draws on the figure inside `sel` (shapes and annotations named lesson-highlight)
 HIGHLIGHTS = """sel => {
   const gd = document.querySelector(sel + ' .js-plotly-plot');

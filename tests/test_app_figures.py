@@ -170,7 +170,7 @@ def test_live_stats_active_fraction_and_throughput():
     assert live_throughput(stats, elapsed_s=0.072, batch=8) == pytest.approx(8 / 0.072)
 
 
-@pytest.mark.parametrize("method", ["zerolock", "gpipe", "1f1b", "pipedream"])
+@pytest.mark.parametrize("method", ["zerolock", "gpipe", "1f1b", "pipedream", "zb-h1"])
 def test_simulated_events_look_like_runtime_events(method):
     sched = build_schedule(method, stages=3, microbatches=4)
     events = simulated_events(sched, Costs(forward=0.01, local=0.02, backward=0.02, hidden_bytes=100),
@@ -201,6 +201,16 @@ def test_fig1_with_1f1b_holds_k_minus_s():
     assert e.peaks["1f1b"] == (4, 3, 2, 1)
     with pytest.raises(ValueError, match="1f1b needs microbatches >= stages"):
         explain(stages=4, microbatches=2, bp_method="1f1b")
+
+
+def test_fig1_with_zb_h1_holds_k_everywhere_and_is_quicker_than_1f1b():
+    zb, one_f = (explain(stages=4, microbatches=8, bp_method=m) for m in ("zb-h1", "1f1b"))
+    assert zb.peaks["zb-h1"] == (4, 4, 4, 4)
+    assert zb.makespan_ms["zb-h1"] < one_f.makespan_ms["1f1b"]
+    assert "W" in {t.legendgroup for t in zb.timeline.data if t.type == "bar"}
+    assert "ZB-H1" in zb.text and "W = 10 ms" in zb.text
+    with pytest.raises(ValueError, match="zb-h1 needs microbatches >= stages"):
+        explain(stages=4, microbatches=2, bp_method="zb-h1")
 
 
 def test_compare_figures_share_axes_and_colour_by_method():

@@ -23,6 +23,7 @@ from zerolock_core.schedule import (
     build_schedule,
     inflight_peak,
     max_stashed_versions,
+    schedulable,
     stale_backwards,
     weight_version_of_backward,
     weight_version_of_forward,
@@ -38,7 +39,7 @@ def _grid(methods=METHODS, ks=range(1, 9), ms=range(1, 17), windows=(1, 2)):
     for method in methods:
         for k in ks:
             for m in ms:
-                if method == "1f1b" and m < k:
+                if not schedulable(method, stages=k, microbatches=m):
                     continue
                 for w in windows:
                     yield method, k, m, w
@@ -138,6 +139,22 @@ EXPECTED = [
         "0F0 0SF0 0F1 0SF1 0RB0 0B0 0F2 0SF2 0RB1 0B1 0STEP 0F3 0SF3 0RB2 0B2 0RB3 0B3 0STEP",
         "1RF0 1F0 1B0 1SB0 1RF1 1F1 1B1 1SB1 1STEP 1RF2 1F2 1B2 1SB2 1RF3 1F3 1B3 1SB3 1STEP",
     ]),
+    # W of micro-batch j - s right after B j on stage s, the last s W's after the window's last B
+    ("zb-h1", 2, 2, 1, 0, [
+        "0F0 0SF0 0F1 0SF1 0RB0 0B0 0W0 0RB1 0B1 0W1 0STEP",
+        "1RF0 1F0 1B0 1SB0 1RF1 1F1 1B1 1SB1 1W0 1W1 1STEP",
+    ]),
+    ("zb-h1", 3, 3, 1, 0, [
+        "0F0 0SF0 0F1 0SF1 0F2 0SF2 0RB0 0B0 0W0 0RB1 0B1 0W1 0RB2 0B2 0W2 0STEP",
+        "1RF0 1F0 1SF0 1RF1 1F1 1SF1 1RB0 1B0 1SB0 1RF2 1F2 1SF2 1RB1 1B1 1SB1 1W0 1RB2 1B2 1SB2 1W1 1W2 1STEP",
+        "2RF0 2F0 2B0 2SB0 2RF1 2F1 2B1 2SB1 2RF2 2F2 2B2 2SB2 2W0 2W1 2W2 2STEP",
+    ]),
+    ("zb-h1", 2, 2, 2, 1, [
+        "0F0 0SF0 0F1 0SF1 0RB0 0B0 0W0 0RB1 0B1 0W1 0STEP 0CKPT "
+        "0F2 0SF2 0F3 0SF3 0RB2 0B2 0W2 0RB3 0B3 0W3 0STEP 0CKPT",
+        "1RF0 1F0 1B0 1SB0 1RF1 1F1 1B1 1SB1 1W0 1W1 1STEP 1CKPT "
+        "1RF2 1F2 1B2 1SB2 1RF3 1F3 1B3 1SB3 1W2 1W3 1STEP 1CKPT",
+    ]),
     ("zerolock", 1, 2, 1, 0, ["0F0 0L0 0F1 0L1 0STEP"]),
     ("gpipe", 1, 1, 1, 0, ["0F0 0B0 0STEP"]),
 ]
@@ -161,6 +178,7 @@ def test_schedule_matches_hand_written_table(method, k, m, w, ckpt, rows):
         (dict(method="zerolock", stages=2, microbatches=2, checkpoint_every=-1), "checkpoint_every must be"),
         (dict(method="zerolock", stages=2.0, microbatches=2), "stages must be an int"),
         (dict(method="1f1b", stages=4, microbatches=3), "1f1b needs microbatches >= stages (got m=3, K=4)"),
+        (dict(method="zb-h1", stages=3, microbatches=2), "zb-h1 needs microbatches >= stages (got m=2, K=3)"),
     ],
 )
 def test_build_schedule_rejects_bad_input(kwargs, message):
@@ -214,6 +232,8 @@ def test_structural_invariants(method):
                     assert seen[(Kind.B, i)] < pos
                 if kind is Kind.RB:
                     assert pos < seen[(Kind.B, i)]
+                if kind is Kind.W:  # the weight gradient of a split backward, after its B
+                    assert seen[(Kind.B, i)] < pos
             if method == "zerolock":
                 assert not kinds[Kind.B] + kinds[Kind.SB] + kinds[Kind.RB]
                 assert {i for kind, i in seen if kind is Kind.L} == ids
@@ -222,10 +242,11 @@ def test_structural_invariants(method):
             else:
                 assert not kinds[Kind.L]
                 assert {i for kind, i in seen if kind is Kind.B} == ids
+                assert {i for kind, i in seen if kind is Kind.W} == (ids if sched.splits_backward else set())
             for step_pos in (p for p, a in enumerate(row) if a.kind is Kind.STEP):
                 window_ids = set(range(m * (sum(1 for a in row[:step_pos] if a.kind is Kind.STEP)),
                                        m * (1 + sum(1 for a in row[:step_pos] if a.kind is Kind.STEP))))
-                done = {a.microbatch for a in row[:step_pos] if a.kind in (Kind.B, Kind.L)}
+                done = {a.microbatch for a in row[:step_pos] if a.kind in sched.release_kinds}
                 assert window_ids <= done  # a window's update follows all its backwards
 
 
@@ -282,7 +303,8 @@ def test_for_stage_rejects_unknown_stage():
 # --- static analysis -----------------------------------------------------------------------
 
 def _expected_peak(method: str, k: int, m: int, w: int, s: int) -> int:
-    return {"gpipe": m, "1f1b": k - s, "zerolock": 1, "pipedream": min(k - s, m * w)}[method]
+    # zb-h1: stage s keeps the graphs of its s micro-batches awaiting W besides 1F1B's K - s
+    return {"gpipe": m, "1f1b": k - s, "zerolock": 1, "pipedream": min(k - s, m * w), "zb-h1": k}[method]
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -293,7 +315,7 @@ def test_inflight_peak(method):
             assert inflight_peak(sched, s) == _expected_peak(method, k, m, w, s), (k, m, w, s)
 
 
-@pytest.mark.parametrize("method", ["zerolock", "gpipe", "1f1b"])
+@pytest.mark.parametrize("method", ["zerolock", "gpipe", "1f1b", "zb-h1"])
 def test_synchronous_methods_need_no_stash(method):
     for _, k, m, w in _grid(methods=[method], ks=range(1, 6), ms=range(1, 9), windows=(1, 3)):
         sched = build_schedule(method, stages=k, microbatches=m, windows=w)
@@ -352,7 +374,7 @@ def test_package_is_pure_python():
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1])
 
 
-@pytest.mark.parametrize("method", ["zerolock", "gpipe", "1f1b", "pipedream"])
+@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("stages,microbatches,windows,every", [(1, 1, 1, 0), (3, 4, 5, 2), (4, 4, 3, 1), (2, 8, 2, 0)])
 def test_a_stage_reads_exactly_the_built_schedule_one_action_at_a_time(method, stages, microbatches, windows, every):
     built = build_schedule(method, stages=stages, microbatches=microbatches, windows=windows, checkpoint_every=every)

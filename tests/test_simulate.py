@@ -15,6 +15,7 @@ from zerolock_core.schedule import (
     Schedule,
     build_schedule,
     inflight_peak,
+    schedulable,
     simulate,
     textbook_bubble,
 )
@@ -26,7 +27,7 @@ SLOW_TO_FAST = ("constrained", "mobile", "wifi", "local", "ideal")
 def _grid(method, ks=range(1, 9), ms=range(1, 17), windows=(1, 2)):
     for k in ks:
         for m in ms:
-            if method == "1f1b" and m < k:
+            if not schedulable(method, stages=k, microbatches=m):
                 continue
             for w in windows:
                 yield k, m, w
@@ -159,7 +160,7 @@ def test_slower_link_hurts_bp_methods_more(k, m):
     costs = Costs(forward=0.05, local=0.05, backward=0.05, hidden_bytes=1_000_000, grad_bytes=1_000_000)
     relative = {}
     for method in METHODS:
-        if method == "1f1b" and m < k:
+        if not schedulable(method, stages=k, microbatches=m):
             continue
         thr = [
             simulate(build_schedule(method, stages=k, microbatches=m, windows=2), costs=costs,

@@ -29,7 +29,7 @@ HEARTBEAT_INTERVAL_S = 0.2  # how often a stage beats (runtime/heartbeat.py uses
 MIN_HEARTBEAT_TIMEOUT_S = 1.0  # five missed beats
 PIPEDREAM_REFUSAL = ("PipeDream cannot be recovered: its unflushed pipeline keeps several weight versions "
                      "in flight, so no step boundary is a consistent checkpoint of every stage (recovery "
-                     "covers zerolock locally and gpipe / 1f1b by global rollback)")
+                     "covers zerolock locally and gpipe / 1f1b / zb-h1 by global rollback)")
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -133,7 +133,7 @@ def _check_train(cfg: RunConfig) -> None:
     rule(t.device == "cpu" or t.device.startswith("cuda"), "device",
          lambda w: f"{w.value('device', repr(t.device))} is not 'cpu' or 'cuda[:N]'")
     rule(schedulable(t.method, stages=t.stages, microbatches=t.microbatches), "microbatches",
-         lambda w: microbatches_below_stages(w, batch=t.batch, microbatches=t.microbatches, stages=t.stages))
+         lambda w: microbatches_below_stages(w, method=t.method, batch=t.batch, microbatches=t.microbatches, stages=t.stages))
     rule(t.heartbeat_timeout_s >= MIN_HEARTBEAT_TIMEOUT_S, "heartbeat_timeout_s",
          lambda w: f"{w.name('heartbeat_timeout_s')} must be at least {MIN_HEARTBEAT_TIMEOUT_S:g} s "
                    f"(got {t.heartbeat_timeout_s:g}): stages beat every {HEARTBEAT_INTERVAL_S:g} s, and a shorter "

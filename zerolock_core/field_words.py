@@ -190,14 +190,14 @@ def not_divisible(w: Words, *, batch: int, microbatches: int) -> str:
             f"try {w.suggest('microbatches', _or(near))}, or {w.suggest('batch', up)}")
 
 
-def microbatches_below_stages(w: Words, *, batch: int, microbatches: int, stages: int) -> str:
-    """1F1B's warm-up forwards K micro-batches before the first backward, so it needs m >= K."""
+def microbatches_below_stages(w: Words, *, method: str, batch: int, microbatches: int, stages: int) -> str:
+    """1F1B's (and ZB-H1's) warm-up forwards K micro-batches before the first backward, so it needs m >= K."""
     fits = [d for d in _divisors(batch) if d >= stages]
     if fits:
         fix = w.suggest("microbatches", fits[0])
     else:  # no m >= K divides b: grow b as well
         fix = f"{w.suggest('microbatches', stages)} with {w.suggest('batch', -(-batch // stages) * stages)}"
-    return (f"{w.value('method', '1f1b')} needs {w.name('microbatches')} >= {w.name('stages')} "
+    return (f"{w.value('method', method)} needs {w.name('microbatches')} >= {w.name('stages')} "
             f"(got m={microbatches}, K={stages}); try {fix}, or {w.suggest('stages', microbatches)}")
 
 

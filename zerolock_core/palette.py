@@ -8,7 +8,7 @@ families (tests/test_palette.py checks both):
 
 * **Action kinds** (`KIND_COLOURS`, plus the failure marks `FAILURE_COLOURS`): bright and
   saturated (saturation >= 0.3, lightness >= 0.38). Compute kinds are full hues (F blue, L green,
-  B orange, STEP gold, CKPT cyan, REPLAY red); recovery is purple (RESTORE, and RELINK a lighter
+  B orange, STEP gold, CKPT cyan, REPLAY red), W (the weight half of a split backward) B's darker rust; recovery is purple (RESTORE, and RELINK a lighter
   orchid of it); sends are light tints of the compute they carry (SF light blue, SB peach); waits
   are soft tints (RF lavender, RB pink, WAIT sand); start-up a pale yellow. Kinds (one colour and
   one label for every `vocabulary.Kind`) fill the timeline's bars and nothing else.
@@ -17,8 +17,8 @@ families (tests/test_palette.py checks both):
   (position only); where a stage needs a colour (memory rows, per-chunk loss, per-chunk accuracy,
   active/idle bars) it is a slate shade, with a dash pattern (`stage_dash`) as a second cue.
 * **Methods** (`METHOD_COLOURS`): dark, saturated earth tones (saturation >= 0.6, lightness
-  <= 0.31): ZeroLock dark teal, GPipe brown, 1F1B wine, PipeDream olive, the BP reference indigo, terminal
-  (only the last chunk trains) dark violet.
+  <= 0.31): ZeroLock dark teal, GPipe brown, 1F1B wine, PipeDream olive, ZB-H1 ocean blue, the BP reference
+  indigo, terminal (only the last chunk trains) dark violet.
   They colour whole runs in Compare (loss curves, accuracy/throughput bars, memory peaks).
 * **Structure** (`NEUTRAL`): pure greys (saturation 0) for everything that carries no data
   meaning: step boundaries, idle time, chance lines, muted text, the whole-model loss line.
@@ -40,6 +40,7 @@ KIND_COLOURS: dict[Kind, str] = {
     Kind.F: "#2F6FDB",  # forward
     Kind.L: "#2CA02C",  # ZeroLock local step: readout + local loss + local backward
     Kind.B: "#E8772E",  # backward (BP methods)
+    Kind.W: "#B5541C",  # weight gradient of a split backward (zb-h1: B's kin, darker rust)
     Kind.SF: "#9CC3F5",  # send hidden state downstream (tint of F)
     Kind.RF: "#B9A6D6",  # receive hidden state (time spent waiting for it)
     Kind.SB: "#F8C08F",  # send gradient upstream (tint of B)
@@ -58,6 +59,7 @@ KIND_LABELS: dict[Kind, str] = {
     Kind.F: "F forward",
     Kind.L: "L local loss + backward",
     Kind.B: "B backward",
+    Kind.W: "W weight gradient",
     Kind.SF: "SF send hidden",
     Kind.RF: "RF wait for hidden",
     Kind.SB: "SB send gradient",
@@ -99,6 +101,7 @@ METHOD_LABELS: dict[str, str] = {
     "gpipe": "GPipe",
     "1f1b": "1F1B",
     "pipedream": "PipeDream",
+    "zb-h1": "ZB-H1",
     "bp": "BP reference",
     "terminal": "terminal (last chunk only)",
 }
@@ -107,6 +110,7 @@ METHOD_COLOURS: dict[str, str] = {
     "gpipe": "#8C510A",  # brown
     "1f1b": "#880E4F",  # wine
     "pipedream": "#827717",  # olive
+    "zb-h1": "#01579B",  # ocean blue: zero-bubble (1F1B with the weight gradient split off)
     "bp": "#1A237E",  # indigo
     "terminal": "#3D0F66",  # dark violet: only the last chunk trains (the control of `bench depth`)
 }

@@ -20,7 +20,7 @@ from .threads import DEFAULT_THREADS
 
 METHODS_BY_RUNTIME = {
     "reference": ("bp", "zerolock", "terminal"),
-    "pipeline": ("zerolock", "terminal", "gpipe", "1f1b", "pipedream"),
+    "pipeline": ("zerolock", "terminal", "gpipe", "1f1b", "pipedream", "zb-h1"),
 }
 # the methods whose chunks train on losses of their own, no gradient crossing a boundary, on ZeroLock's
 # schedule (early forwarding): zerolock; terminal, its control, where only the last chunk trains
@@ -30,6 +30,11 @@ LOCAL_METHODS = ("zerolock", "terminal")
 def schedule_of(method: str) -> str:
     """The pipeline schedule a method runs (schedule/builders.py): the local methods run ZeroLock's."""
     return "zerolock" if method in LOCAL_METHODS else method
+
+
+def splits_backward(method: str) -> bool:
+    """Whether a method's backward is split into B (input gradient) and a later W (weight gradient): zb-h1."""
+    return method == "zb-h1"
 
 
 def chunk_trains(method: str, *, last: bool) -> bool:
@@ -130,8 +135,8 @@ class TrainConfig:
                            help="reference: one process; pipeline: one process per stage over torch.distributed")
     method: str = setting("zerolock", flag="--method", label="method",
                           help="reference: bp | zerolock | terminal; pipeline: zerolock | terminal | gpipe | 1f1b | "
-                               "pipedream (terminal: only the last chunk trains, on the task loss; the others "
-                               "run forward only)")
+                               "pipedream | zb-h1 (terminal: only the last chunk trains, on the task loss; the others "
+                               "run forward only; zb-h1: zero bubble, 1F1B with the weight gradient run later)")
     stages: int = setting(2, flag="--stages", label="stages K", symbol="K", minimum=1,
                           help="K, the number of chunks / pipeline stages")
     batch: int = setting(8, flag="--batch", label="batch b", symbol="b", minimum=1,

@@ -13,6 +13,7 @@ import torch
 from . import boundary
 from .chunks import Chunk
 from .objectives import LocalLoss, local_loss, task_cross_entropy
+from .split_backward import WeightGradient, input_gradient
 
 if TYPE_CHECKING:
     from .config import RunConfig
@@ -102,17 +103,27 @@ class StageWorker:
     def current_alpha(self) -> float:
         return self.alpha if self.alpha_at is None else self.alpha_at(self.steps_done)
 
-    def bp_loss_backward(self, mb: dict[str, torch.Tensor], h_out: torch.Tensor) -> StepLoss:
-        """Last stage of a BP pipeline: the ordinary task loss at the final readout."""
+    def bp_loss(self, mb: dict[str, torch.Tensor], h_out: torch.Tensor) -> tuple[torch.Tensor, StepLoss]:
+        """Last stage of a BP pipeline: what its backward starts from (the ordinary task loss at the final
+        readout, over m) and the loss to report."""
         omega, targets = answer_positions(mb)
         loss = task_cross_entropy(self.chunk.readout(h_out, omega, mb["attention_mask"]), targets)
-        (loss / self.microbatches).backward()
         value = float(loss.detach())
-        return StepLoss(total=value, task=value, consistency=None)
+        return loss / self.microbatches, StepLoss(total=value, task=value, consistency=None)
+
+    def bp_loss_backward(self, mb: dict[str, torch.Tensor], h_out: torch.Tensor) -> StepLoss:
+        root, loss = self.bp_loss(mb, h_out)
+        root.backward()
+        return loss
 
     def bp_backward(self, h_out: torch.Tensor, grad_out: torch.Tensor) -> None:
         """Inner stage of a BP pipeline: backward of the received output gradient."""
         h_out.backward(grad_out)
+
+    def input_backward(self, root: torch.Tensor, grad_out: torch.Tensor | None,
+                       h_in: torch.Tensor | None) -> WeightGradient:
+        """B of a split backward (zb-h1): only `h_in`'s gradient now; returns W, the weights' gradient."""
+        return input_gradient(root, grad_out, h_in, self.params)
 
     def optimizer_step(self) -> None:
         self.optimizer.step()

@@ -14,13 +14,14 @@ from enum import StrEnum
 
 class Kind(StrEnum):
     """What a lane shows. The value is the code in the event files and in action strings ("1F3"); a
-    schedule is made of the first ten (schedule.action.SCHEDULE_KINDS), the rest are recorded only."""
+    schedule is made of the first eleven (schedule.action.SCHEDULE_KINDS), the rest are recorded only."""
 
     F = "F"  # forward of a micro-batch
     SF = "SF"  # send the hidden state downstream
     RF = "RF"  # wait for the hidden state from upstream
     L = "L"  # ZeroLock local step: frozen-head readout + local loss + local backward
-    B = "B"  # backward (BP methods; the last stage's B includes its loss)
+    B = "B"  # backward (BP methods; the last stage's B includes its loss). Where W follows: the input gradient only
+    W = "W"  # weight gradient of a split backward (zb-h1): what no other stage waits for, run later
     SB = "SB"  # send the gradient upstream
     RB = "RB"  # wait for the gradient from downstream
     STEP = "STEP"  # optimizer step
@@ -44,6 +45,7 @@ KIND_CATEGORY: dict[Kind, Category] = {
     Kind.F: Category.COMPUTE,
     Kind.L: Category.COMPUTE,
     Kind.B: Category.COMPUTE,
+    Kind.W: Category.COMPUTE,
     Kind.STEP: Category.COMPUTE,
     Kind.CKPT: Category.COMPUTE,
     Kind.REPLAY: Category.COMPUTE,

@@ -19,7 +19,7 @@ from typing import Callable, Iterable, Iterator
 import torch
 import torch.distributed as dist
 
-from ..run_fields import LOCAL_METHODS
+from ..run_fields import LOCAL_METHODS, splits_backward
 from ..schedule import Action, Kind
 from ..stage_worker import StageWorker, StepLoss
 from ..telemetry import ActivationMeter, Event, EventWriter
@@ -88,6 +88,7 @@ class Executor:
         self.bp = method not in LOCAL_METHODS
         self.meter = ActivationMeter([*worker.chunk.parameters(), *worker.chunk.buffers()])
         self.stash = WeightStash(worker.chunk, meter=self.meter) if method == "pipedream" else None
+        self.split = splits_backward(method)
         self.counters = StageCounters()
         self.ledger = SendLedger()
         self.held: dict[int, tuple[torch.Tensor | None, torch.Tensor]] = {}  # mb -> (h_in, h_out)
@@ -95,6 +96,7 @@ class Executor:
         self.upstream_rows: dict[int, torch.Tensor] = {}  # mb -> the upstream's adapted readout rows
         self.grads_in: dict[int, torch.Tensor] = {}
         self.grads_out: dict[int, torch.Tensor] = {}
+        self.weight_grads: dict[int, Callable[[], None]] = {}  # mb -> its W, holding the graph its B kept
         self.posted: dict[tuple[Kind, int], tuple[object, torch.Tensor]] = {}
         self.sends: list[tuple[object, torch.Tensor]] = []
         self.next_hidden = 0  # the next micro-batch whose hidden state goes downstream
@@ -105,7 +107,7 @@ class Executor:
         self._unreceived: deque[Action] = deque()  # receives taken from the plan, not yet received
         self.handlers: dict[Kind, Callable[[int | None], tuple[int, int]]] = {
             Kind.RF: self._do_RF, Kind.RB: self._do_RB, Kind.F: self._do_F, Kind.L: self._do_L,
-            Kind.B: self._do_B, Kind.STEP: self._do_STEP, Kind.CKPT: self._do_CKPT,
+            Kind.B: self._do_B, Kind.W: self._do_W, Kind.STEP: self._do_STEP, Kind.CKPT: self._do_CKPT,
             Kind.SF: self._do_SF, Kind.SB: self._do_SB,
         }
 
@@ -177,9 +179,10 @@ class Executor:
         c.last_ns = t1
         c.bytes_sent += sent
         c.bytes_received += recv
-        c.peak_inflight = max(c.peak_inflight, len(self.held))
+        inflight = len(self.held) + len(self.weight_grads)  # a micro-batch awaiting W still holds its graph
+        c.peak_inflight = max(c.peak_inflight, inflight)
         self.events.write(Event(stage=self.stage, kind=kind, mb=mb, t0=t0, t1=t1,
-                                act_bytes=self.meter.current_bytes, inflight=len(self.held), sent=sent,
+                                act_bytes=self.meter.current_bytes, inflight=inflight, sent=sent,
                                 recv=recv, step=self.worker.steps_done,
                                 gen=self.ft.generation if self.ft else 0, loss=self.loss_to_report))
         self.loss_to_report = None
@@ -267,7 +270,9 @@ class Executor:
 
     def _do_B(self, mb: int) -> tuple[int, int]:
         h_in, h_out = self.held.pop(mb)
-        if self.stage == self.stages - 1:
+        if self.split:
+            self._split_B(mb, h_in, h_out)
+        elif self.stage == self.stages - 1:
             self._record_loss(mb, self.worker.bp_loss_backward(self.data(mb), h_out))
         else:
             self.worker.bp_backward(h_out, self.grads_in.pop(mb))
@@ -275,6 +280,20 @@ class Executor:
             self.stash.after_backward(mb)
         if h_in is not None:
             self.grads_out[mb] = h_in.grad
+        return 0, 0
+
+    def _split_B(self, mb: int, h_in: torch.Tensor | None, h_out: torch.Tensor) -> None:
+        """B of a split backward: the input gradient only; its W waits in `weight_grads`."""
+        if self.stage == self.stages - 1:
+            root, loss = self.worker.bp_loss(self.data(mb), h_out)
+            self._record_loss(mb, loss)
+            grad = None
+        else:
+            root, grad = h_out, self.grads_in.pop(mb)
+        self.weight_grads[mb] = self.worker.input_backward(root, grad, h_in)
+
+    def _do_W(self, mb: int) -> tuple[int, int]:
+        self.weight_grads.pop(mb)()
         return 0, 0
 
     def _do_STEP(self, mb: None) -> tuple[int, int]:

@@ -1,4 +1,4 @@
-"""Pipeline schedules (zerolock, gpipe, 1f1b, pipedream) and their discrete-event simulation.
+"""Pipeline schedules (zerolock, gpipe, 1f1b, pipedream, zb-h1) and their discrete-event simulation.
 
 Pure Python: no torch import anywhere in this package.
 """

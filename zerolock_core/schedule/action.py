@@ -12,8 +12,8 @@ from ..vocabulary import Category, Kind, category
 
 # what a schedule is made of: the lane kinds a stage is told to do (recovery, waits and start-up are
 # recorded, never scheduled)
-SCHEDULE_KINDS: tuple[Kind, ...] = (Kind.F, Kind.SF, Kind.RF, Kind.L, Kind.B, Kind.SB, Kind.RB, Kind.STEP, Kind.CKPT,
-                                    Kind.REPLAY)
+SCHEDULE_KINDS: tuple[Kind, ...] = (Kind.F, Kind.SF, Kind.RF, Kind.L, Kind.B, Kind.W, Kind.SB, Kind.RB, Kind.STEP,
+                                    Kind.CKPT, Kind.REPLAY)
 # what each kind counts as is defined once, in the telemetry vocabulary
 COMPUTE_KINDS = frozenset(k for k in SCHEDULE_KINDS if category(k) == Category.COMPUTE)
 SEND_KINDS = frozenset(k for k in SCHEDULE_KINDS if category(k) == Category.COMMUNICATION)

@@ -1,7 +1,8 @@
 """Static properties of a schedule read off its action order (no timing).
 
 * activations: a micro-batch's activations are held on a stage from its ``F``
-  (or ``REPLAY``) until its ``B`` (BP methods) or ``L`` (zerolock) on that stage.
+  (or ``REPLAY``) until its ``B`` (BP methods; ``W`` where the backward is split) or ``L`` (zerolock)
+  on that stage (``Schedule.release_kinds``).
 * weight versions: the version a stage uses for an action is the number of
   ``STEP`` actions the stage executed before it. PipeDream-style weight stashing
   keeps, for every micro-batch between its forward and its backward, the version
@@ -14,7 +15,7 @@ from .action import Action, Kind
 from .schedule import Schedule
 
 _HOLD = frozenset({Kind.F, Kind.REPLAY})
-_RELEASE = frozenset({Kind.B, Kind.L})
+_BACKWARDS = frozenset({Kind.B, Kind.W, Kind.L})  # what must see the forward's weight version
 
 
 def inflight_peak(schedule: Schedule, stage: int) -> int:
@@ -25,7 +26,7 @@ def inflight_peak(schedule: Schedule, stage: int) -> int:
         if a.kind in _HOLD:
             held.add(a.microbatch)
             peak = max(peak, len(held))
-        elif a.kind in _RELEASE:
+        elif a.kind in schedule.release_kinds:
             held.discard(a.microbatch)
     return peak
 
@@ -47,7 +48,7 @@ def weight_version_of_forward(schedule: Schedule, stage: int, microbatch: int) -
 
 def weight_version_of_backward(schedule: Schedule, stage: int, microbatch: int) -> int:
     """STEPs that ``stage`` executed before its backward (``B``, or ``L`` for zerolock) of ``microbatch``."""
-    return _version_at(schedule, stage, microbatch, _RELEASE, "backward (B or L)")
+    return _version_at(schedule, stage, microbatch, schedule.release_kinds, "backward (B, W or L)")
 
 
 def max_stashed_versions(schedule: Schedule, stage: int) -> int:
@@ -69,7 +70,7 @@ def max_stashed_versions(schedule: Schedule, stage: int) -> int:
             version += 1
         elif a.kind is Kind.F:
             pending[a.microbatch] = version
-        elif a.kind in _RELEASE:
+        elif a.kind in schedule.release_kinds:
             pending.pop(a.microbatch, None)
         peak = max(peak, len(set(pending.values()) | {version}))
     return peak
@@ -85,6 +86,6 @@ def stale_backwards(schedule: Schedule, stage: int) -> tuple[Action, ...]:
             version += 1
         elif a.kind is Kind.F:
             forward_version[a.microbatch] = version
-        elif a.kind in _RELEASE and forward_version.get(a.microbatch, version) != version:
+        elif a.kind in _BACKWARDS and forward_version.get(a.microbatch, version) != version:
             stale.append(a)
     return tuple(stale)

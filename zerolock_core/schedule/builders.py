@@ -1,4 +1,4 @@
-"""Schedule builders: zerolock, gpipe, 1f1b and pipedream.
+"""Schedule builders: zerolock, gpipe, 1f1b, pipedream and zb-h1.
 
 Conventions (per stage ``s`` of ``K``, ``m`` micro-batches per window):
 
@@ -25,7 +25,9 @@ from collections.abc import Callable, Iterator
 from .action import Action, Kind
 from .schedule import Schedule
 
-METHODS = ("zerolock", "gpipe", "1f1b", "pipedream")
+METHODS = ("zerolock", "gpipe", "1f1b", "pipedream", "zb-h1")
+# the methods whose warm-up forwards K micro-batches before the first backward: they need m >= K
+NEEDS_M_AT_LEAST_K = ("1f1b", "zb-h1")
 
 
 def _forward_unit(s: int, stages: int, i: int) -> Iterator[Action]:
@@ -76,17 +78,20 @@ class _Builder:
                 yield from _backward_unit(s, self.stages, i)
                 yield from self.window_end(s, i)
 
-    def one_f_one_b(self, s: int, ids: range) -> Iterator[Action]:
+    def one_f_one_b(self, s: int, ids: range,
+                    backward: Callable[[int], Iterator[Action]] | None = None) -> Iterator[Action]:
+        """1F1B over `ids`; `backward(j)` yields the backward of ``ids[j]`` (default: the backward unit)."""
+        backward = backward or (lambda j: _backward_unit(s, self.stages, ids[j]))
         warm = min(self.stages - s - 1, len(ids))
         for i in ids[:warm]:
             yield from _forward_unit(s, self.stages, i)
         for j in range(len(ids) - warm):
             yield from _forward_unit(s, self.stages, ids[warm + j])
-            yield from _backward_unit(s, self.stages, ids[j])
+            yield from backward(j)
             yield from self.window_end(s, ids[j])
-        for i in ids[len(ids) - warm :]:
-            yield from _backward_unit(s, self.stages, i)
-            yield from self.window_end(s, i)
+        for j in range(len(ids) - warm, len(ids)):
+            yield from backward(j)
+            yield from self.window_end(s, ids[j])
 
     def flushed_1f1b(self, s: int) -> Iterator[Action]:
         for w in range(self.windows):
@@ -95,14 +100,27 @@ class _Builder:
     def pipedream(self, s: int) -> Iterator[Action]:
         yield from self.one_f_one_b(s, range(self.m * self.windows))
 
+    def zb_h1(self, s: int) -> Iterator[Action]:
+        for w in range(self.windows):
+            ids = self.window(w)
+            yield from self.one_f_one_b(s, ids, backward=lambda j, ids=ids: self.split_backward(s, ids, j))
+
+    def split_backward(self, s: int, ids: range, j: int) -> Iterator[Action]:
+        """B of ``ids[j]``, then the W that lags it by s micro-batches (after the window's last B: every W
+        left, so the window's weight gradients are whole before its STEP)."""
+        yield from _backward_unit(s, self.stages, ids[j])
+        last = j == len(ids) - 1
+        for k in range(max(0, j - s), j + 1 if last else j - s + 1):
+            yield Action(stage=s, kind=Kind.W, microbatch=ids[k])
+
     def for_method(self, method: str) -> Callable[[int], Iterator[Action]]:
         return {"zerolock": self.zerolock, "gpipe": self.gpipe, "1f1b": self.flushed_1f1b,
-                "pipedream": self.pipedream}[method]
+                "pipedream": self.pipedream, "zb-h1": self.zb_h1}[method]
 
 
 def schedulable(method: str, *, stages: int, microbatches: int) -> bool:
-    """Whether `method` has a schedule for K stages and m micro-batches: 1F1B needs m >= K."""
-    return not (method == "1f1b" and microbatches < stages)
+    """Whether `method` has a schedule for K stages and m micro-batches: 1F1B and ZB-H1 need m >= K."""
+    return not (method in NEEDS_M_AT_LEAST_K and microbatches < stages)
 
 
 def _checked(method: str, *, stages: int, microbatches: int, windows: int, checkpoint_every: int) -> str:
@@ -113,7 +131,7 @@ def _checked(method: str, *, stages: int, microbatches: int, windows: int, check
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
             raise ValueError(f"{name} must be an int >= {low} (got {value!r})")
     if not schedulable(method.lower(), stages=stages, microbatches=microbatches):
-        raise ValueError(f"1f1b needs microbatches >= stages (got m={microbatches}, K={stages})")
+        raise ValueError(f"{method.lower()} needs microbatches >= stages (got m={microbatches}, K={stages})")
     return method.lower()
 
 

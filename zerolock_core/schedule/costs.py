@@ -23,11 +23,16 @@ class Costs:
     ``per_stage`` overrides the defaults: either ``{stage: {"F": 2.0, ...}}`` (kind
     codes; missing entries fall back) or a callable ``(stage, kind_code) -> seconds``.
     Sends and receives cost no compute time; transfers are timed by the ``LinkProfile``.
+
+    ``backward`` ("B") is always a whole backward, so one ``Costs`` times 1F1B and ZB-H1 on the same
+    work; ``weight_grad`` ("W") is the part of it a split schedule runs later as W (under LoRA the
+    adapters' gradient only). A split schedule's B costs the rest (``split_backward_s``).
     """
 
     forward: float = 1.0
     local: float = 1.0
     backward: float = 1.0
+    weight_grad: float = 0.0
     step: float = 0.0
     ckpt: float = 0.0
     replay: float = 1.0
@@ -36,8 +41,11 @@ class Costs:
     per_stage: StageCosts | None = None
 
     def __post_init__(self) -> None:
-        for name in ("forward", "local", "backward", "step", "ckpt", "replay"):
+        for name in ("forward", "local", "backward", "weight_grad", "step", "ckpt", "replay"):
             _check_seconds(name, getattr(self, name))
+        if self.weight_grad > self.backward:
+            raise ValueError(f"weight_grad ({self.weight_grad!r} s) is part of a backward: it cannot exceed "
+                             f"backward ({self.backward!r} s)")
         for name in ("hidden_bytes", "grad_bytes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -53,6 +61,7 @@ class Costs:
             Kind.F: self.forward,
             Kind.L: self.local,
             Kind.B: self.backward,
+            Kind.W: self.weight_grad,
             Kind.STEP: self.step,
             Kind.CKPT: self.ckpt,
             Kind.REPLAY: self.replay,
@@ -70,6 +79,13 @@ class Costs:
             seconds = self.per_stage(stage, kind.value)
         _check_seconds(f"cost of {kind} on stage {stage}", seconds)
         return float(seconds)
+
+    def split_backward_s(self, stage: int) -> tuple[float, float]:
+        """(B, W) seconds of a backward split in two on ``stage``: the input gradient and the weight gradient."""
+        whole, weight = self.compute_s(stage, Kind.B), self.compute_s(stage, Kind.W)
+        if weight > whole:
+            raise ValueError(f"stage {stage}: W ({weight:g} s) is part of a backward, it cannot exceed B ({whole:g} s)")
+        return whole - weight, weight
 
 
 @dataclass(kw_only=True, frozen=True)

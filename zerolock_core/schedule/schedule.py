@@ -6,7 +6,7 @@ from collections import defaultdict, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .action import Action, Message
+from .action import Action, Kind, Message
 
 
 class Deadlock(ValueError):
@@ -76,6 +76,17 @@ class Schedule:
             ids = [a.microbatch for row in actions for a in row if a.microbatch is not None]
             microbatches = max(1, -(-(max(ids, default=0) + 1) // windows))
         return cls(method=method, stages=len(actions), microbatches=microbatches, windows=windows, actions=actions)
+
+    @property
+    def splits_backward(self) -> bool:
+        """Whether the backward is split into B (input gradient) and a later W (weight gradient)."""
+        return any(a.kind is Kind.W for row in self.actions for a in row)
+
+    @property
+    def release_kinds(self) -> frozenset[Kind]:
+        """The actions that free a micro-batch's activations on a stage: its backward (B), or L (zerolock);
+        in a split schedule W, which needs the graph that B kept."""
+        return frozenset({Kind.W if self.splits_backward else Kind.B, Kind.L})
 
     @property
     def total_microbatches(self) -> int:

@@ -11,7 +11,8 @@ Semantics:
 * ``inflight_limit=n`` bounds a stage's inbound hidden-state buffer: a stage may not
   start ``SF`` while its receiver holds ``n`` hidden states received or in transit and
   not yet consumed (consumption = start of the receiver's ``F``); it blocks until then;
-* activations are counted from the start of ``F``/``REPLAY`` to the end of ``B``/``L``.
+* activations are counted from the start of ``F``/``REPLAY`` to the end of ``B``/``L`` (of ``W`` where
+  the backward is split: W needs the graph B kept); a split B costs the whole backward less its W.
 
 If no stage can progress before all are done, ``Deadlock`` names each stuck stage.
 """
@@ -26,7 +27,6 @@ from .costs import Costs, LinkProfile
 from .schedule import Deadlock, Schedule
 
 _HOLD = frozenset({Kind.F, Kind.REPLAY})
-_RELEASE = frozenset({Kind.B, Kind.L})
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -91,6 +91,10 @@ class _Sim:
         self.schedule, self.link, self.limit = schedule, link, inflight_limit
         compute = [kind for kind in Kind if kind in COMPUTE_KINDS]  # fixed order: errors are reproducible
         self.cost = [{kind: costs.compute_s(s, kind) for kind in compute} for s in range(k)]
+        if schedule.splits_backward:
+            for s in range(k):
+                self.cost[s][Kind.B], self.cost[s][Kind.W] = costs.split_backward_s(s)
+        self.release = schedule.release_kinds
         self.nbytes = {Kind.SF: costs.hidden_bytes, Kind.SB: costs.grad_bytes}
         self.clock = [0.0] * k
         self.pos = [0] * k
@@ -153,7 +157,7 @@ class _Sim:
         if a.kind in _HOLD and a.microbatch not in held:
             held.add(a.microbatch)
             self.inflight[s].append((start, len(held)))
-        elif a.kind in _RELEASE and a.microbatch in held:
+        elif a.kind in self.release and a.microbatch in held:
             held.discard(a.microbatch)
             self.inflight[s].append((end, len(held)))
 

@@ -103,6 +103,8 @@ def mean_costs(
     for stage in range(stages):
         kinds = d.get(stage, {})
         costs = {k: statistics.fmean(v) for k, v in kinds.items() if k in BUSY_KINDS and v}
+        if Kind.W in costs and Kind.B in costs:  # Costs' B is a whole backward, W the part of it split off
+            costs[Kind.B] += costs[Kind.W]
         if fold_sends:
             for send, compute in ((Kind.SF, Kind.F), (Kind.SB, Kind.B)):
                 if kinds.get(send) and compute in costs:
