@@ -117,8 +117,31 @@ def format_report(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def figures(report: dict[str, Any]):
+    """Per condition, the backward a zero-bubble schedule must still run on the critical path (B) and what it
+    can move into the bubbles (B+W − B), in the kinds' own colours."""
+    from zerolock_core.palette import KIND_COLOURS, KIND_LABELS
+    from zerolock_core.vocabulary import Kind
+    from . import plots
+
+    rows = report["results"]
+    names = [r["condition"] for r in rows]
+    stays = [r["B_s"] * 1e3 for r in rows]
+    moves = [max(0.0, r["BW_s"] - r["B_s"]) * 1e3 for r in rows]
+    fig = plots.figure([
+        plots.bar(f"{KIND_LABELS[Kind.B]} (input gradient): stays on the critical path", names, stays,
+                  marker_color=KIND_COLOURS[Kind.B]),
+        plots.bar(f"{KIND_LABELS[Kind.W]}: what zero-bubble can move into the bubbles", names, moves,
+                  marker_color=KIND_COLOURS[Kind.W], text=[f"{r['deferrable']:.0%}" for r in rows],
+                  textposition="outside")],
+        barmode="stack", title=f"What zero-bubble can defer, {report['settings']['model']}: the middle chunk of "
+                               f"K={report['config']['stages']}", yaxis_title="ms per micro-batch",
+        legend=dict(orientation="h", y=-0.25))
+    return {"wshare": fig}
+
+
 EXPERIMENT = Experiment(
-    name="wshare", run=run_wshare, format_report=format_report, steps=1, runs=False, repeats=False,
+    name="wshare", run=run_wshare, format_report=format_report, figures=figures, steps=1, runs=False, repeats=False,
     shape={"stages": 3, "methods": False},
     arguments=lambda a, out: dict(timings=a.timings))
 

@@ -2,8 +2,7 @@
 their fields mapped to a classification or a prompt -> response task, Ω over exactly the answer's tokens,
 a held-back eval split disjoint from the train rows, and every bad file refused before anything exists."""
 import json
-import subprocess
-import sys
+import re
 from pathlib import Path
 
 import pytest
@@ -162,17 +161,19 @@ BAD_FILES = [
 
 
 @pytest.mark.parametrize("name,content,flags,message", BAD_FILES, ids=[b[0] for b in BAD_FILES])
-def test_a_bad_file_is_refused_in_one_line_before_anything_is_created(tmp_path, name, content, flags, message):
+def test_a_bad_file_is_refused_in_one_line_before_anything_is_created(tmp_path, capsys, name, content, flags, message):
+    from zerolock_core.cli import main
+
     path = tmp_path / name
     path.write_text(content)
     kind = {".jsonl": "jsonl", ".csv": "csv"}[path.suffix]
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "zerolock_core", "train", "--dataset", f"{kind}:{path}", *flags,
-                           "--steps", "1", "--out", str(out)], capture_output=True, text=True, timeout=300)
-    assert proc.returncode != 0
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
-    assert __import__("re").search(message, lines[0]), lines[0]
+    code = main(["train", "--quiet", "--dataset", f"{kind}:{path}", *flags, "--steps", "1", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("zerolock: error: ")
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert re.search(message, lines[0]), lines[0]
     assert not out.exists()
 
 
