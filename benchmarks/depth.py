@@ -253,7 +253,7 @@ def run_depth(settings: BenchSettings, *, out: Path, stages: tuple[int, ...], ar
               top: tuple[int | str, ...],
               seeds: tuple[int, ...], decisive_seeds: tuple[int, ...], batch: int, microbatches: int,
               eval_every: int, eval_size: int, rank: int, jobs: int, needle: bool,
-              merge: tuple[Path, ...] = ()) -> dict[str, Any]:
+              merge: tuple[Path, ...] = (), finished_only: bool = False) -> dict[str, Any]:
     if merge:
         return merge_reports(settings, [read_json(p) for p in merge])
     unknown = [a for a in arms if a not in ARMS]
@@ -274,6 +274,10 @@ def run_depth(settings: BenchSettings, *, out: Path, stages: tuple[int, ...], ar
     configs = {key: run_config(settings, ARMS[key[2]], stages=key[1], top=key[3], seed=key[4], batch=batch,
                                microbatches=microbatches, eval_every=eval_every, eval_size=eval_size, rank=rank,
                                dataset=key[0], out=out / "runs" / _slug(*key)) for key in plan}
+    if finished_only:  # a study cut short reports what it has: each arm with the seeds that finished
+        configs = {key: cfg for key, cfg in configs.items() if _finished_with(cfg)}
+        if not configs:
+            raise ValueError(f"no run of this plan has finished under {out / 'runs'}")
     todo = [cfg for cfg in configs.values() if not _finished_with(cfg)]
     started = time.perf_counter()
     print(f"  {len(configs)} runs, {len(configs) - len(todo)} already finished; {jobs} side by side", flush=True)
@@ -447,7 +451,8 @@ def _arguments(a: argparse.Namespace, out: Path) -> dict[str, Any]:
     return dict(stages=a.stages, arms=arms, top=a.top_layers, seeds=a.seeds, decisive_seeds=a.decisive_seeds,
                 batch=a.batch, microbatches=a.microbatches, eval_every=a.eval_every or max(1, a.steps // 4),
                 eval_size=a.eval_size, rank=a.lora_rank, jobs=a.jobs, needle=a.needle,
-                merge=tuple(Path(p) for p in a.merge.split(",") if p) if a.merge else ())
+                merge=tuple(Path(p) for p in a.merge.split(",") if p) if a.merge else (),
+                finished_only=a.finished_only)
 
 
 EXPERIMENT = Experiment(name="depth", run=run_depth, figures=figures, format_report=format_report,
@@ -472,6 +477,8 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lora-rank", type=int, default=4)
     p.add_argument("--jobs", type=int, default=2, help="runs side by side (one thread each)")
     p.add_argument("--needle", action="store_true", help="add the needle task at K=3: BP, terminal, top:N")
+    p.add_argument("--finished-only", action="store_true",
+                   help="train nothing: report the plan's runs that have finished (a study cut short)")
     p.add_argument("--merge", default="", metavar="JSON,JSON",
                    help="run nothing: merge these studies' depth.json files (same settings, different K) into one "
                         "report with the figures over every K")
