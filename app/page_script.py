@@ -47,6 +47,13 @@ body.{PRESENTER_CLASS} #lesson-step > span, body.{PRESENTER_CLASS} #lesson-step 
 body.{PRESENTER_CLASS} #lesson-step label {{ padding: 2px 8px !important; font-size: 15px; }}
 body.{PRESENTER_CLASS} #lesson-step .wrap {{ gap: 4px !important; }}
 """
+# A narrow screen (1280x720 at 150 % zoom is 853 px wide): a lesson's narration above its figure, which gets the
+# whole width. In the page's <head>, not in PAGE_CSS: Gradio scopes a custom @media rule inside its container,
+# where a body selector never matches.
+NARROW_CSS = f"""<style>
+@media (max-width: 1000px) {{ body.{PRESENTER_CLASS} #lesson-body {{ flex-direction: column !important; }}
+  body.{PRESENTER_CLASS} #lesson-body > div {{ width: 100% !important; }} }}
+</style>"""
 PRESENTER_JS = f"(on) => {{ document.body.classList.toggle('{PRESENTER_CLASS}', !!on); return on; }}"
 PRESENTER_FROM_URL_JS = "() => new URLSearchParams(window.location.search).get('presenter') === '1'"
 _MARKDOWN = MarkdownIt("commonmark", {"html": False})  # raw HTML in a run's error text is escaped
@@ -73,7 +80,7 @@ def page_head(poll_s: float) -> str:
               "__WATCH_TAB_ID__": WATCH_TAB_ID, "__SHOW_WATCH_EVENT__": SHOW_WATCH_EVENT}
     for placeholder, value in values.items():
         script = script.replace(placeholder, value)
-    return f"<script>\n{script}\n</script>"
+    return f"<script>\n{script}\n</script>\n{NARROW_CSS}"
 
 
 def launch_options(poll_s: float) -> dict[str, Any]:

@@ -37,6 +37,9 @@ class LessonsTab:
         return [self.narration, self.figure, self.second, self.live]
 
 
+BODY_ID = "lesson-body"
+
+
 def build_lessons_tab() -> LessonsTab:
     gr.Markdown("Five short steps through the paper's story. Each shows a **recorded example** at once; "
                 "**Run it live** makes the same runs again on this machine and switches to *Watch live*.",
@@ -48,8 +51,9 @@ def build_lessons_tab() -> LessonsTab:
                 previous = gr.Button("◀ previous", size="sm", min_width=90, elem_id="lesson-previous")
                 nxt = gr.Button("next ▶", size="sm", min_width=90, elem_id="lesson-next")
             live = gr.Button("Run it live", variant="primary", size="sm", elem_id=LIVE_ID)
-    # the narration beside the figure: a step fits one 1280x720 screen (presenter view)
-    with gr.Row():
+    # the narration beside the figure: a step fits one 1280x720 screen (presenter view); on a narrower screen
+    # (1280x720 at 150 % zoom is 853 px wide) the narration goes above and the figure gets the whole width
+    with gr.Row(elem_id=BODY_ID):
         with gr.Column(scale=1, min_width=260):
             narration = gr.Markdown(elem_id=NARRATION_ID)
             message = gr.Markdown(elem_id="lesson-message")
