@@ -80,12 +80,12 @@ def page_head(poll_s: float) -> str:
               "__WATCH_TAB_ID__": WATCH_TAB_ID, "__SHOW_WATCH_EVENT__": SHOW_WATCH_EVENT}
     for placeholder, value in values.items():
         script = script.replace(placeholder, value)
-    return f"<script>\n{script}\n</script>\n{NARROW_CSS}"
+    return f"<script>\n{script}\n</script>"
 
 
 def launch_options(poll_s: float) -> dict[str, Any]:
     """What every `demo.launch` of the dashboard passes (a fresh dict: Gradio adds to app_kwargs)."""
-    return {"head": page_head(poll_s), "css": PAGE_CSS,
+    return {"head": page_head(poll_s) + NARROW_CSS, "css": PAGE_CSS,
             "app_kwargs": {"middleware": [early_script_middleware(), plotly_asset_middleware()]}}
 
 
