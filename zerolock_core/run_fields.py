@@ -160,6 +160,11 @@ class TrainConfig:
     inflight_depth: int = setting(
         2, flag="--inflight-depth", minimum=1,
         help="pipeline: hidden states a stage may have sent but its neighbour not yet consumed")
+    # one value or one per stage; () = every stage at full speed (runtime/pace.py stretches the compute)
+    stage_speed: tuple[float, ...] = setting(
+        (), flag="--stage-speed", parse=floats_arg, label="stage speeds", above=0, maximum=1,
+        help="pipeline: each stage computes as if on a device this much slower, e.g. 1,0.4,1 (in (0,1], one value "
+             "or one per stage; default: all 1): every compute action is stretched to its time / speed")
     # > 0: a stage whose measured activations exceed it fails (OOM-like)
     memory_budget_bytes: int = setting(
         0, flag="--memory-budget", label="memory budget", parse=bytes_arg, minimum=0,
@@ -171,7 +176,8 @@ class TrainConfig:
                                     help="checkpoints kept per stage (the newest verified one is restored)")
     failures: tuple[str, ...] = setting(
         (), flag="--fail", label="scheduled failure", repeat=True, metavar="STAGE@STEP[:MODE]", group=FAULT_TOLERANCE,
-        help="inject a failure; MODE: kill (default), stop, post-step, mid-ckpt; repeatable")
+        help="inject a failure; MODE: kill (default), stop, post-step, mid-ckpt, slow[=X] (a straggler: its compute "
+             "X times slower from then on, default 3); repeatable")
     heartbeat_timeout_s: float = setting(3.0, flag="--heartbeat-timeout", label="heartbeat timeout (s)",
                                          group=FAULT_TOLERANCE,
                                          help="seconds of silence after which a stage is declared failed")
@@ -187,6 +193,10 @@ class TrainConfig:
         "auto", flag="--warm-standby", choices=WARM_STANDBY, metavar="|".join(WARM_STANDBY), group=FAULT_TOLERANCE,
         help="a spare process with torch imported takes over a failed stage; auto: when there are more cores "
              "than stages")
+
+    def speed_for(self, stage: int) -> float:
+        """The stage's --stage-speed: 1 (full speed) when none is given."""
+        return 1.0 if not self.stage_speed else self.stage_speed[0 if len(self.stage_speed) == 1 else stage]
 
 
 @dataclass(kw_only=True, frozen=True)

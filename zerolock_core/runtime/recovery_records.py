@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import torch.distributed as dist
 
-from ..config import LOCAL_METHODS, FailureSpec, RunConfig
+from ..config import LOCAL_METHODS, STRAGGLER, FailureSpec, RunConfig
 from ..recovery_phases import INSTANTS, phases_from_instants
 from ..run_dir import RunDir
 from . import protocol
@@ -19,8 +19,8 @@ Getter = Callable[[str, Any, type], Any]
 
 
 def mode_of(label: str) -> str:
-    """"1@3:kill" -> kill; "api:stop:2" -> stop."""
-    return label.split(":")[1] if label.startswith("api:") else label.rpartition(":")[2]
+    """"1@3:kill" -> kill; "api:stop:2" -> stop; "1@20:slow=3" -> slow."""
+    return (label.split(":")[1] if label.startswith("api:") else label.rpartition(":")[2]).partition("=")[0]
 
 
 class RecoveryBook:
@@ -42,7 +42,7 @@ class RecoveryBook:
         """The newest injection that hit `stage` and is not yet attributed to a recovery."""
         best = None
         for label in self._expected.get(stage, []):
-            if label in self._attributed:
+            if label in self._attributed or mode_of(label) == STRAGGLER:  # a straggler fails nothing
                 continue
             t = protocol.get_int(store, protocol.injected(stage, label), -1)
             if t >= 0 and (best is None or t > best[1]):

@@ -1,0 +1,66 @@
+"""Uneven hardware on real processes (runtime/pace.py): a slowed stage's compute is stretched by its
+factor in the recorded events, and nothing it computes changes — the weights equal the even run's bitwise."""
+import pytest
+
+from benchmarks.faults import bitwise_equal, case_config, run_with_deadline
+from zerolock_core.config import replace
+from zerolock_core.run_dir import RunDir
+from zerolock_core.telemetry.events import read_events
+from zerolock_core.vocabulary import is_busy
+
+pytestmark = pytest.mark.slow
+
+STEPS = 4
+
+
+def run(out, **train):
+    cfg = replace(case_config(out, method="zerolock", stages=2, steps=STEPS, ckpt_every=0), train=train)
+    metrics, ended = run_with_deadline(cfg)
+    assert ended and metrics.state == "finished", metrics
+    return metrics
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("uneven")
+    return root, {name: run(root / name, **train) for name, train in (
+        ("even", {}), ("speed", {"stage_speed": (1.0, 0.5)}), ("straggler", {"failures": ("1@2:slow=3",)}))}
+
+
+def stretch(out, stage, *, from_step=0, below_step=STEPS + 1) -> float:
+    """A stage's recorded compute time over its real compute (the recorded time less the wait it added)."""
+    events = [e for e in read_events(RunDir(out).event_files())[0]
+              if e["stage"] == stage and is_busy(e["kind"]) and from_step <= e["step"] < below_step]
+    recorded = sum(e["t1"] - e["t0"] for e in events)
+    return recorded / (recorded - sum(e["paced_ns"] for e in events))
+
+
+@pytest.mark.parametrize("name,stage,steps,factor", [
+    ("even", 1, (0, STEPS + 1), 1.0),
+    ("speed", 0, (0, STEPS + 1), 1.0),
+    ("speed", 1, (0, STEPS + 1), 2.0),  # speed 0.5
+    ("straggler", 1, (0, 2), 1.0),  # before step 2 (an action's step is the steps done when it ended)
+    ("straggler", 1, (3, STEPS + 1), 3.0),
+])
+def test_a_slowed_stage_records_its_compute_stretched_by_its_factor(runs, name, stage, steps, factor):
+    root, _ = runs
+    assert stretch(root / name, stage, from_step=steps[0], below_step=steps[1]) == pytest.approx(factor, rel=0.1)
+
+
+@pytest.mark.parametrize("name", ["speed", "straggler"])
+def test_a_slowed_run_ends_bitwise_equal_to_the_even_run(runs, name):
+    root, _ = runs
+    assert bitwise_equal(root / "even", root / name)
+
+
+def test_a_straggler_is_recorded_as_injected_and_needs_no_recovery(runs):
+    root, metrics = runs
+    m = metrics["straggler"]
+    assert m.failures_not_injected == [] and m.recovery == [] and m.restarts in ([], [0, 0])
+    assert RunDir(root / "straggler").injected_marker(1, "1@2:slow=3").exists()
+
+
+def test_metrics_give_each_stage_its_busy_and_idle_seconds(runs):
+    _, metrics = runs
+    for s in metrics["speed"].per_stage:
+        assert s["busy_s"] > 0 and s["idle_s"] >= 0 and s["span_s"] == pytest.approx(s["busy_s"] + s["idle_s"])
