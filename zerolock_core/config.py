@@ -16,6 +16,7 @@ from .alpha_ramp import AlphaRamp
 from .field_words import (ConfigError, FieldError, check_field, microbatches_below_stages, not_divisible,
                           raise_all, require as rule)
 from .readout_spec import ReadoutSpec
+from .balance import AUTO
 from .vocabulary import STRAGGLER, STRAGGLER_FACTOR
 from .run_fields import (CONSISTENCY_DIRECTIONS, LINK_PROFILE_NAMES, LOCAL_METHODS, METHODS_BY_RUNTIME, RUN_FIELDS,
                          SECTIONS, WARM_STANDBY, DataConfig, LinkConfig, ModelConfig, ObjectiveConfig, TrainConfig)
@@ -192,7 +193,7 @@ def _check_model(cfg: RunConfig) -> None:
     _check_readout(m.readout, t.method)
     if m.boundaries is not None:
         b = m.boundaries
-        rule(len(b) == t.stages - 1, "boundaries",
+        rule(len(b) == t.stages - 1 or b == AUTO, "boundaries",
              lambda w: f"{w.name('boundaries')} has {len(b)} values; "
                        f"{w.value('stages', t.stages)} needs {t.stages - 1}")
         rule(all(x > 0 for x in b) and list(b) == sorted(set(b)), "boundaries",

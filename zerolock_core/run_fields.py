@@ -13,7 +13,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
-from .arg_types import bytes_arg, floats_arg, ints_arg, names_arg
+from .arg_types import boundaries_arg, bytes_arg, floats_arg, names_arg
 from .readout_spec import READOUT_CHOICES
 from .setting import Setting, setting, setting_of
 from .threads import DEFAULT_THREADS
@@ -73,10 +73,11 @@ class ModelConfig:
              "chunk's layers (recommended for K >= 3, see the README's depth study)")
     readout_adapter_hidden: int = setting(64, flag="--readout-adapter-hidden", minimum=1,
                                           help="inner width of the mlp readout")
-    # first layer of chunks 2..K; None = an even split
+    # first layer of chunks 2..K; None = an even split; () = auto (balance.AUTO)
     boundaries: tuple[int, ...] | None = setting(
-        None, flag="--boundaries", parse=ints_arg, label="chunk boundaries",
-        help="first layer of chunks 2..K, e.g. 3,6 (default: an even split, extra layers first)")
+        None, flag="--boundaries", parse=boundaries_arg, label="chunk boundaries",
+        help="first layer of chunks 2..K, e.g. 3,6, or auto: chunks that take the same time on stages of "
+             "--stage-speed, every decoder layer costing the same (default: an even split, extra layers first)")
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -195,8 +196,16 @@ class TrainConfig:
              "than stages")
 
     def speed_for(self, stage: int) -> float:
-        """The stage's --stage-speed: 1 (full speed) when none is given."""
-        return 1.0 if not self.stage_speed else self.stage_speed[0 if len(self.stage_speed) == 1 else stage]
+        return self.speeds[stage]
+
+    @property
+    def speeds(self) -> tuple[float, ...]:
+        return stage_speeds(self.stage_speed, self.stages)
+
+
+def stage_speeds(stage_speed: tuple[float, ...] | list[float], stages: int) -> tuple[float, ...]:
+    """Each stage's speed from --stage-speed (none: all 1; one value: every stage's)."""
+    return tuple(stage_speed) if len(stage_speed) > 1 else (stage_speed[0] if stage_speed else 1.0,) * stages
 
 
 @dataclass(kw_only=True, frozen=True)
