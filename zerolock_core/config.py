@@ -123,7 +123,8 @@ def validate(cfg: RunConfig) -> None:
     raise_all([err for key, f in RUN_FIELDS.items()
                if (err := _refusal(check_field, key, getattr(getattr(cfg, f.section), key)))])
     # the rules assume every field is right by itself; the groups are independent of each other
-    raise_all([err for check in (_check_train, _check_speed, _check_failures, _check_link, _check_objective, _check_model,
+    raise_all([err for check in (_check_train, _check_speed, _check_failures, _check_link, _check_objective,
+                                 _check_model,
                                  _check_data) if (err := _refusal(check, cfg))])
 
 
