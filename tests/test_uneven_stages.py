@@ -3,6 +3,7 @@ factor in the recorded events, and nothing it computes changes — the weights e
 import pytest
 
 from benchmarks.faults import bitwise_equal, case_config, run_with_deadline
+from zerolock_core.cli import summary
 from zerolock_core.config import replace
 from zerolock_core.run_dir import RunDir
 from zerolock_core.telemetry.events import read_events
@@ -58,6 +59,8 @@ def test_a_straggler_is_recorded_as_injected_and_needs_no_recovery(runs):
     m = metrics["straggler"]
     assert m.failures_not_injected == [] and m.recovery == [] and m.restarts in ([], [0, 0])
     assert RunDir(root / "straggler").injected_marker(1, "1@2:slow=3").exists()
+    assert [(s["stage"], s["failure"], s["mode"], s["factor"]) for s in m.stragglers] == [(1, "1@2:slow=3", "slow", 3.0)]
+    assert "straggler 1@2:slow=3: stage 1 computed 3x slower" in summary(m, str(root / "straggler"))
 
 
 def test_metrics_give_each_stage_its_busy_and_idle_seconds(runs):

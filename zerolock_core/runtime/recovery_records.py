@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import torch.distributed as dist
 
-from ..config import LOCAL_METHODS, STRAGGLER, FailureSpec, RunConfig
+from ..config import LOCAL_METHODS, STRAGGLER, STRAGGLER_FACTOR, FailureSpec, RunConfig
 from ..recovery_phases import INSTANTS, phases_from_instants
 from ..run_dir import RunDir
 from . import protocol
@@ -174,6 +174,18 @@ class RecoveryBook:
                     rec[key] = r[key]
             self.closed.append(rec)
             del self._open[s]
+
+    def stragglers(self, get: Getter) -> list[dict[str, Any]]:
+        """Every straggler that fired (metrics.json's `stragglers`): it fails nothing, so no recovery
+        records it; `t_fail` is when its stage turned slow (monotonic ns, the events' clock)."""
+        out = []
+        for stage, labels in sorted(self._expected.items()):
+            for label in labels:
+                t = get(protocol.injected(stage, label), None, int)
+                if mode_of(label) == STRAGGLER and t is not None:
+                    factor = STRAGGLER_FACTOR if label.startswith("api:") else FailureSpec.parse(label).factor
+                    out.append({"stage": stage, "failure": label, "mode": STRAGGLER, "factor": factor, "t_fail": t})
+        return out
 
     def not_injected(self, get: Getter, state: str) -> list[dict[str, str]]:
         """Every --fail spec that never fired, and why (none, in a run that reached its end)."""

@@ -396,6 +396,7 @@ class Run(JobBase):
             if state != "finished" else list(self.recoveries),
             restarts=list(self._sup.restarts) if self._sup else [0] * self.K,
             failures_not_injected=self._book.not_injected(self._get, state),
+            stragglers=self._book.stragglers(self._get),
             resumed_from_step=self._resume_step))
 
     def _training_complete(self) -> bool:
