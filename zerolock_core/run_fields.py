@@ -195,11 +195,9 @@ class TrainConfig:
         help="a spare process with torch imported takes over a failed stage; auto: when there are more cores "
              "than stages")
 
-    def speed_for(self, stage: int) -> float:
-        return self.speeds[stage]
-
     @property
     def speeds(self) -> tuple[float, ...]:
+        """Each stage's speed (--stage-speed, spelled out)."""
         return stage_speeds(self.stage_speed, self.stages)
 
 
