@@ -1,5 +1,7 @@
 """Uneven hardware on real processes (runtime/pace.py): a slowed stage's compute is stretched by its
 factor in the recorded events, and nothing it computes changes — the weights equal the even run's bitwise."""
+import time
+
 import pytest
 
 from benchmarks.faults import bitwise_equal, case_config, run_with_deadline
@@ -68,3 +70,21 @@ def test_metrics_give_each_stage_its_busy_and_idle_seconds(runs):
     _, metrics = runs
     for s in metrics["speed"].per_stage:
         assert s["busy_s"] > 0 and s["idle_s"] >= 0 and s["span_s"] == pytest.approx(s["busy_s"] + s["idle_s"])
+
+
+def test_a_straggler_from_the_dashboard_slows_its_stage_from_its_next_step(tmp_path):
+    from benchmarks.faults import DEADLINE_S
+    from zerolock_core.runtime.run import Run
+
+    run = Run(case_config(tmp_path, method="zerolock", stages=2, steps=12, ckpt_every=0)).start()
+    while run.status()["steps_done"] < 1:
+        assert not run.done
+        time.sleep(0.05)
+    run.inject_failure(1, "slow")
+    metrics = run.wait(timeout=DEADLINE_S)
+    assert metrics.state == "finished" and metrics.recovery == []
+    [fired] = metrics.stragglers
+    assert (fired["stage"], fired["failure"], fired["factor"]) == (1, "api:slow:1", 3.0)
+    after = [e for e in read_events(RunDir(tmp_path).event_files())[0]
+             if e["stage"] == 1 and is_busy(e["kind"]) and e["t0"] > fired["t_fail"]]
+    assert after and all(e["paced_ns"] > 0 for e in after)
