@@ -12,7 +12,7 @@ import gradio as gr
 
 from zerolock_core.config import FAILURE_MODES
 from zerolock_core.runtime.run import Run
-from zerolock_core.vocabulary import failure_choice
+from zerolock_core.vocabulary import STRAGGLER, failure_choice
 
 from .controller import EngineController
 from .page_script import INJECT_ID, RECOVERY_ID, line_box
@@ -47,8 +47,9 @@ def _attempt(run: Run | None, stage: float | None, mode: str) -> Injection:
         run.inject_failure(int(stage), mode)
     except ValueError as err:
         return Injection(text=f"Cannot inject: {err}", done=False)
-    return Injection(text=f"Injected into stage {int(stage)}: {failure_choice(mode)}. Watch its lane: the gap, "
-                          "RESTORE, REPLAY.", done=True)
+    watch = "its bars grow longer, nothing to recover" if mode == STRAGGLER else "the gap, RESTORE, REPLAY"
+    return Injection(text=f"Injected into stage {int(stage)}: {failure_choice(mode)}. Watch its lane: {watch}.",
+                     done=True)
 
 
 def inject(controller: EngineController, stage: float | None, mode: str) -> Injection:

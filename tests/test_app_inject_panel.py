@@ -99,3 +99,17 @@ def test_a_run_that_cannot_recover_says_why_in_words_not_config_keys(tmp_path, m
     t = Tracked(name="r", rd=RunDir(tmp_path / "r"), cfg=run.cfg.to_dict(), method=method, batch="", engine=run)
     text = inject(Watching(t), 1, "kill").text
     assert text.startswith(f"Cannot inject: {said}") and "ckpt_every" not in text
+
+
+class _Accepting:
+    """A watched run that takes any injection (what the panel says after one)."""
+    cfg = RunConfig(train=TrainConfig(runtime="pipeline", stages=2))
+
+    def inject_failure(self, stage: int, mode: str) -> None:
+        pass
+
+
+@pytest.mark.parametrize("mode,watch", [("slow", "its bars grow longer, nothing to recover"),
+                                        ("kill", "the gap, RESTORE, REPLAY")])
+def test_an_injection_says_what_its_lane_will_show(mode, watch):
+    assert failure_panel._attempt(_Accepting(), 1, mode).text.endswith(f"Watch its lane: {watch}.")

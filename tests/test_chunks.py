@@ -22,6 +22,17 @@ def test_chunk_bounds(layers, stages, boundaries, expected):
     assert chunk_bounds(layers, stages, boundaries) == expected
 
 
+@pytest.mark.parametrize("layers,speeds,expected", [
+    (8, (), [(0, 3), (3, 6), (6, 8)]),  # auto with even stages: the even split
+    (8, (1.0, 0.4, 1.0), [(0, 4), (4, 5), (5, 8)]),  # a 2.5x slower middle stage holds one layer
+    (8, (0.5, 1.0, 1.0), [(0, 1), (1, 5), (5, 8)]),  # times 2, 4, 3: the slowest at 4 as with 2, 3, 3
+])
+def test_boundaries_auto_balances_the_stages_speeds(layers, speeds, expected):
+    from zerolock_core.balance import AUTO
+
+    assert chunk_bounds(layers, 3, AUTO, speeds) == expected
+
+
 @pytest.mark.parametrize("layers,stages,boundaries,message", [
     (8, 0, None, "between 1 and"),
     (8, 9, None, "between 1 and"),

@@ -80,6 +80,14 @@ def efficiency_and_bubbles_are_fractions(r: dict) -> None:
         assert row["samples_per_s"] <= row["bound_samples_per_s"] * 1.001, method
 
 
+def balanced_boundaries_give_the_slow_stage_fewer_layers_and_more_throughput(r: dict) -> None:
+    slow = r["config"]["speeds"].index(min(r["config"]["speeds"]))
+    for row in r["rows"]:
+        first, end = row["layers"][slow]
+        assert (end - first == 1) == (row["split"] == "balanced")
+    assert all(g > 1 for key in ("balanced_over_even", "balanced_over_even_simulated") for g in r[key].values())
+
+
 def measured_rows_are_finite_with_one_zerolock_microbatch_per_stage(r: dict) -> None:
     groups = r["results"].values()
     for group in groups:
@@ -125,6 +133,7 @@ CASES: list[tuple[str, Callable[[dict], None]]] = [
     ("efficiency", efficiency_and_bubbles_are_fractions),
     ("throughput", measured_rows_are_finite_with_one_zerolock_microbatch_per_stage),
     ("links", measured_rows_are_finite_with_one_zerolock_microbatch_per_stage),
+    ("hetero", balanced_boundaries_give_the_slow_stage_fewer_layers_and_more_throughput),
 ]
 
 

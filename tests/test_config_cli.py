@@ -1,4 +1,5 @@
 """Every bad flag is rejected before any work starts, with one clear line naming it."""
+import dataclasses
 import json
 
 import pytest
@@ -34,6 +35,10 @@ BAD_FLAGS = [
     (["--runtime", "pipeline", "--method", "1f1b", "--stages", "4", "--microbatches", "2", "--batch", "4"],
      "1f1b needs --microbatches >= --stages"),
     (["--warm-standby", "sometimes"], "--warm-standby"),
+    (["--stage-speed", "0.5"], "--stage-speed slows the stages of --runtime pipeline"),
+    (["--runtime", "pipeline", "--stages", "3", "--stage-speed", "1,0.5"], "--stage-speed has 2 values"),
+    (["--runtime", "pipeline", "--stage-speed", "1,1.5"], r"--stage-speed .*outside \(0, 1\]"),
+    (["--runtime", "pipeline", "--fail", "1@2:slow=0.5"], "a straggler's factor must be a finite number > 1"),
 ]
 
 
@@ -53,6 +58,14 @@ def test_config_round_trips_through_json():
     cfg = RunConfig(train=TrainConfig(stages=2, method="bp", batch=4, microbatches=2))
     again = RunConfig.from_dict(json.loads(json.dumps(cfg.to_dict())))
     assert again == cfg
+
+
+def test_boundaries_auto_round_trips_through_json():
+    from zerolock_core.arg_types import boundaries_arg
+
+    cfg = RunConfig(train=TrainConfig(runtime="pipeline", stages=3, stage_speed=(1.0, 0.4, 1.0)),
+                    model=dataclasses.replace(RunConfig().model, boundaries=boundaries_arg("auto")))
+    assert RunConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
 
 
 def test_replace_validates():

@@ -30,6 +30,8 @@ CONFIGS = [
                                 memory_budget_bytes=64 * 2**20, warm_standby="on", heartbeat_timeout_s=2.5),
               link=LinkConfig(profile="custom", bandwidth_mbps=50.0, latency_ms=30.0)),
     RunConfig(train=TrainConfig(**PIPE), link=LinkConfig(profile="wifi", latency_ms=0.0)),  # one None left
+    RunConfig(model=ModelConfig(boundaries=()),  # --boundaries auto: written "auto"
+              train=TrainConfig(runtime="pipeline", stages=3, stage_speed=(1.0, 0.4, 1.0), failures=("1@2:slow=3",))),
 ]
 
 
@@ -59,6 +61,7 @@ BAD_FILES = [
     ("[objective]\nalpha = 0.5\n", r"objective.alpha must be an array of numbers \(got 0.5\)"),
     ("[model]\nlora_targets = [\"q_proj\", 3]\n", r"model.lora_targets must be an array of strings"),
     ("[model]\nboundaries = [2.5]\n", r"model.boundaries must be an array of integers \(got \[2.5\]\)"),
+    ("[model]\nboundaries = \"even\"\n", r"model.boundaries must be an array of integers or \"auto\" \(got 'even'\)"),
     ("out = \"runs/x\"\n", r"out names the run directory and is not part of a config file: give --out"),
     ("[train\n", r"not valid TOML"),
     # the config's own rules, in the file's words

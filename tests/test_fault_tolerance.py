@@ -215,6 +215,11 @@ def test_fail_flag_validation():
     ({"failures": ("1@5:mid-ckpt",), "steps": 6, "ckpt_every": 4}, "no checkpoint is written at or after step 5"),
     ({"failures": ("1@2", "1@3", "1@4"), "max_restarts": 2}, "3 failures into stage 1 but --max-restarts is 2"),
     ({"failures": ("1@2", "1@2:kill")}, "the same failure is given twice"),
+    ({"failures": ("1@2:slow=1",)}, "a straggler's factor must be a finite number > 1"),
+    ({"failures": ("1@2:kill=3",)}, "only slow takes =X"),
+    ({"failures": ("1@2:slow", "1@2:slow=3")}, "the same failure is given twice"),
+    ({"stage_speed": (1.0, 0.5)}, "--stage-speed has 2 values; give one, or one per stage"),
+    ({"stage_speed": (0.0,)}, "--stage-speed"),
     ({"stall_timeout_s": 1.0}, "--stall-timeout"),
     ({"steps": 10**9}, "--steps 1000000000 is more than the engine runs, 1,000,000"),
 ])
@@ -230,3 +235,8 @@ def test_pipedream_failures_are_refused_through_the_api_too(tmp_path):
                                       steps=2, ckpt_every=1), out=str(tmp_path))
     with pytest.raises(ValueError, match="PipeDream cannot be recovered"):
         Run(cfg).inject_failure(1, "kill")
+
+
+def test_a_straggler_needs_no_checkpoints_and_counts_no_restart():
+    RunConfig(train=TrainConfig(runtime="pipeline", stages=3, steps=6, ckpt_every=0, max_restarts=0,
+                                method="pipedream", failures=("1@2:slow=3", "1@3:slow=2")))

@@ -294,3 +294,27 @@ def test_simulation_is_deterministic():
     assert simulate(sched, costs=costs, link=link, inflight_limit=2) == simulate(
         sched, costs=costs, link=link, inflight_limit=2
     )
+
+
+# --- uneven stages -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("method", ["zerolock", "1f1b", "gpipe", "zb-h1"])
+def test_a_half_speed_middle_stage_doubles_its_busy_time_and_bounds_the_step(method):
+    sched = build_schedule(method, stages=3, microbatches=6)
+    costs = dict(forward=1.0, local=1.0, backward=2.0, weight_grad=0.5 if method == "zb-h1" else 0.0, step=0.25)
+    even = simulate(sched, costs=Costs(**costs), link=IDEAL)
+    slow = simulate(sched, costs=Costs(**costs, speeds=(1.0, 0.5, 1.0)), link=IDEAL)
+    assert slow.busy_s == (even.busy_s[0], 2 * even.busy_s[1], even.busy_s[2])
+    assert slow.makespan_s >= slow.busy_s[1] and slow.makespan_s > even.makespan_s
+    assert max(slow.busy_s) == slow.busy_s[1]  # the slow stage is the bottleneck
+
+
+@pytest.mark.parametrize("speeds", [(1.0, 0.0), (1.0, 1.5), (True,)])
+def test_a_speed_outside_zero_one_is_refused(speeds):
+    with pytest.raises(ValueError, match="must be in \\(0, 1\\]"):
+        Costs(speeds=speeds)
+
+
+def test_a_stage_without_a_speed_is_refused():
+    with pytest.raises(ValueError, match="stage 2 has no speed"):
+        simulate(build_schedule("gpipe", stages=3, microbatches=3), costs=Costs(speeds=(1.0, 0.5)), link=IDEAL)

@@ -26,6 +26,18 @@ def ints_arg(text: str) -> tuple[int, ...]:
     return values
 
 
+def boundaries_arg(text: str) -> tuple[int, ...]:
+    """"3,6" -> (3, 6); "auto" -> AUTO (balance.py chooses them from the stages' speeds)."""
+    from .balance import AUTO
+
+    if text.strip() == "auto":
+        return AUTO
+    try:
+        return ints_arg(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated layer indices or auto, got {text!r}") from None
+
+
 def names_arg(text: str) -> tuple[str, ...]:
     """"q_proj,v_proj" -> ("q_proj", "v_proj"); empty items are dropped (the config refuses no name at all)."""
     return tuple(name.strip() for name in text.split(",") if name.strip())

@@ -16,16 +16,21 @@ from typing import Iterator
 import torch
 from torch import nn
 
+from .balance import AUTO, balanced_boundaries, llama_layer_costs
 from .config import ConfigError, ModelConfig
 from .field_words import FieldError
 from .readout_spec import ADAPTER_KINDS, ReadoutSpec
 from .run_fields import every_chunk_trains as every_chunk_trains_with
 
 
-def chunk_bounds(num_layers: int, stages: int, boundaries: tuple[int, ...] | None = None) -> list[tuple[int, int]]:
-    """[(first, end)) layer ranges of the K chunks; even split puts the extra layers first."""
+def chunk_bounds(num_layers: int, stages: int, boundaries: tuple[int, ...] | None = None,
+                 speeds: tuple[float, ...] = ()) -> list[tuple[int, int]]:
+    """[(first, end)) layer ranges of the K chunks; even split puts the extra layers first; AUTO
+    (`--boundaries auto`): balanced for stages of `speeds` (default: all 1), balance.py."""
     if not 1 <= stages <= num_layers:
         raise ConfigError(f"--stages {stages} must be between 1 and the model's {num_layers} layers")
+    if boundaries is not None and tuple(boundaries) == AUTO:
+        boundaries = balanced_boundaries(llama_layer_costs(num_layers), speeds or (1.0,) * stages)
     if boundaries is None:
         base, extra = divmod(num_layers, stages)
         sizes = [base + (1 if k < extra else 0) for k in range(stages)]
@@ -209,7 +214,7 @@ def check_readout_fits(readout: str, bounds: list[tuple[int, int]]) -> None:
 
 
 def build_chunks(model, cfg: ModelConfig, *, stages: int, seed: int, only: int | None = None,
-                 method: str = "zerolock") -> list[Chunk]:
+                 method: str = "zerolock", speeds: tuple[float, ...] = ()) -> list[Chunk]:
     """Put LoRA on the chunks' layers and split `model` into them (only chunk `only`, if given:
     a stage process whose model holds only that chunk's layers, the others on meta). `method` decides
     which chunks get the `--readout` (readout_spec.ReadoutSpec.of_chunk): every chunk for zerolock.
@@ -226,7 +231,7 @@ def build_chunks(model, cfg: ModelConfig, *, stages: int, seed: int, only: int |
         raise ConfigError(f"model type {type(model).__name__} is not supported: ZeroLock needs a "
                           "Llama-style decoder (model.layers, embed_tokens, norm, rotary_emb, lm_head)")
     num_layers = len(base.layers)
-    bounds = chunk_bounds(num_layers, stages, cfg.boundaries)
+    bounds = chunk_bounds(num_layers, stages, cfg.boundaries, speeds)
     lora = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=0.0,
                       target_modules=list(cfg.lora_targets), bias="none")
     check_readout_fits(cfg.readout, bounds)

@@ -206,6 +206,8 @@ def summary(metrics: "Metrics", out: str) -> str:
     e = metrics.eval
     notes = [f"checkpoint skipped: stage {r['stage']}: {r['message']}" for r in metrics.checkpoint_rejections]
     notes += [f"failure not injected: {f['failure']}: {f['reason']}" for f in metrics.failures_not_injected]
+    notes += [f"straggler {f['failure']}: stage {f['stage']} computed {f['factor']:g}x slower from then on"
+              for f in metrics.stragglers]
     if metrics.telemetry_note:
         notes.append(f"note: {metrics.telemetry_note}")
     if metrics.state == "stopped":

@@ -16,15 +16,18 @@ from .alpha_ramp import AlphaRamp
 from .field_words import (ConfigError, FieldError, check_field, microbatches_below_stages, not_divisible,
                           raise_all, require as rule)
 from .readout_spec import ReadoutSpec
+from .balance import AUTO
+from .vocabulary import STRAGGLER, STRAGGLER_FACTOR
 from .run_fields import (CONSISTENCY_DIRECTIONS, LINK_PROFILE_NAMES, LOCAL_METHODS, METHODS_BY_RUNTIME, RUN_FIELDS,
                          SECTIONS, WARM_STANDBY, DataConfig, LinkConfig, ModelConfig, ObjectiveConfig, TrainConfig)
 
 __all__ = ["CONSISTENCY_DIRECTIONS", "FAILURE_MODES", "HEARTBEAT_INTERVAL_S", "LINK_PROFILE_NAMES", "LOCAL_METHODS",
-           "METHODS_BY_RUNTIME", "MIN_HEARTBEAT_TIMEOUT_S", "PIPEDREAM_REFUSAL", "WARM_STANDBY",
+           "METHODS_BY_RUNTIME", "MIN_HEARTBEAT_TIMEOUT_S", "PIPEDREAM_REFUSAL", "STRAGGLER", "STRAGGLER_FACTOR",
+           "WARM_STANDBY",
            "ConfigError", "DataConfig", "FailureSpec", "LinkConfig", "ModelConfig", "ObjectiveConfig", "RunConfig",
            "TrainConfig", "replace", "upgrade_sections", "validate"]
 
-FAILURE_MODES = ("kill", "stop", "post-step", "mid-ckpt")
+FAILURE_MODES = ("kill", "stop", "post-step", "mid-ckpt", STRAGGLER)
 HEARTBEAT_INTERVAL_S = 0.2  # how often a stage beats (runtime/heartbeat.py uses this)
 MIN_HEARTBEAT_TIMEOUT_S = 1.0  # five missed beats
 PIPEDREAM_REFUSAL = ("PipeDream cannot be recovered: its unflushed pipeline keeps several weight versions "
@@ -37,25 +40,36 @@ class FailureSpec:
     stage: int
     step: int  # injected once the stage has completed this many optimizer steps
     mode: str = "kill"
+    factor: float = 1.0  # a straggler's: its compute takes this many times longer from `step` on
 
     @staticmethod
     def parse(text: str) -> "FailureSpec":
-        head, _, mode = text.partition(":")
+        head, _, mode_text = text.partition(":")
         stage, at, step = head.partition("@")
+        mode, eq, factor = (mode_text or "kill").partition("=")
         try:
-            spec = FailureSpec(stage=int(stage), step=int(step), mode=mode or "kill")
+            spec = FailureSpec(stage=int(stage), step=int(step), mode=mode,
+                               factor=float(factor) if eq else STRAGGLER_FACTOR if mode == STRAGGLER else 1.0)
         except ValueError:
             raise FieldError("failures", lambda w: f"{w.value('failures', repr(text))} is not STAGE@STEP[:MODE] "
-                                                   f"(e.g. 1@3:kill)") from None
-        if not at or spec.mode not in FAILURE_MODES:
+                                                   f"(e.g. 1@3:kill, 1@3:slow=3)") from None
+        if not at or spec.mode not in FAILURE_MODES or (eq and mode != STRAGGLER):
             raise FieldError("failures", lambda w: f"{w.value('failures', repr(text))}: mode must be one of "
-                                                   f"{', '.join(FAILURE_MODES)}")
+                                                   f"{', '.join(FAILURE_MODES)} (only slow takes =X)")
+        if mode == STRAGGLER and not 1 < spec.factor < float("inf"):
+            raise FieldError("failures", lambda w: f"{w.value('failures', repr(text))}: a straggler's factor must "
+                                                   f"be a finite number > 1 (e.g. slow=3: three times slower)")
         return spec
 
     @property
+    def recovers(self) -> bool:
+        """Whether the stage fails and is replaced (every mode but the straggler's)."""
+        return self.mode != STRAGGLER
+
+    @property
     def label(self) -> str:
-        """The canonical text of the spec ("1@3:kill"): its name in the store and in metrics.json."""
-        return f"{self.stage}@{self.step}:{self.mode}"
+        """The canonical text of the spec ("1@3:kill", "1@3:slow=3"): its name in the store and in metrics.json."""
+        return f"{self.stage}@{self.step}:{self.mode}" + (f"={self.factor:g}" if self.mode == STRAGGLER else "")
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -109,7 +123,8 @@ def validate(cfg: RunConfig) -> None:
     raise_all([err for key, f in RUN_FIELDS.items()
                if (err := _refusal(check_field, key, getattr(getattr(cfg, f.section), key)))])
     # the rules assume every field is right by itself; the groups are independent of each other
-    raise_all([err for check in (_check_train, _check_failures, _check_link, _check_objective, _check_model,
+    raise_all([err for check in (_check_train, _check_speed, _check_failures, _check_link, _check_objective,
+                                 _check_model,
                                  _check_data) if (err := _refusal(check, cfg))])
 
 
@@ -142,6 +157,16 @@ def _check_train(cfg: RunConfig) -> None:
          lambda w: f"{w.name('stall_timeout_s')} must be 0 (auto) or at least 5 s (got {t.stall_timeout_s:g})")
 
 
+def _check_speed(cfg: RunConfig) -> None:
+    t = cfg.train
+    n = len(t.stage_speed)
+    rule(n in (0, 1, t.stages), "stage_speed",
+         lambda w: f"{w.name('stage_speed')} has {n} values; give one, or one per stage ({t.stages})")
+    rule(n == 0 or t.runtime == "pipeline", "stage_speed",
+         lambda w: f"{w.name('stage_speed')} slows the stages of {w.value('runtime', 'pipeline')}; "
+                   f"{w.value('runtime', t.runtime)} has none")
+
+
 def _check_link(cfg: RunConfig) -> None:
     t, lk = cfg.train, cfg.link
     rule(lk.profile != "custom" or (lk.bandwidth_mbps is not None and lk.latency_ms is not None), "profile",
@@ -169,7 +194,7 @@ def _check_model(cfg: RunConfig) -> None:
     _check_readout(m.readout, t.method)
     if m.boundaries is not None:
         b = m.boundaries
-        rule(len(b) == t.stages - 1, "boundaries",
+        rule(len(b) == t.stages - 1 or b == AUTO, "boundaries",
              lambda w: f"{w.name('boundaries')} has {len(b)} values; "
                        f"{w.value('stages', t.stages)} needs {t.stages - 1}")
         rule(all(x > 0 for x in b) and list(b) == sorted(set(b)), "boundaries",
@@ -220,6 +245,8 @@ def _check_failures(cfg: RunConfig) -> None:
              f"{w.failure_part(text, 'fail_stage', f.stage)} is not in 0..{t.stages - 1}")
         rule(1 <= f.step < t.steps, "fail_step", lambda w, f=f, text=text:
              f"{w.failure_part(text, 'fail_step', f.step)} must be in 1..{t.steps - 1}")
+        if not f.recovers:
+            continue  # a straggler needs no checkpoint and no replacement
         _require(t.method != "pipedream", PIPEDREAM_REFUSAL)  # before --ckpt-every: no checkpoint helps it
         rule(t.ckpt_every > 0, "ckpt_every", lambda w, text=text:
              f"{w.failure(text)} needs checkpoints to recover from: set {w.name('ckpt_every')}")
@@ -230,6 +257,8 @@ def _check_failures(cfg: RunConfig) -> None:
                  f"({w.value('ckpt_every', t.ckpt_every)}, {w.value('steps', t.steps)}), so it could never fire")
     per_stage: dict[int, int] = {}
     for _, f in specs:
+        if not f.recovers:
+            continue
         per_stage[f.stage] = per_stage.get(f.stage, 0) + 1
     for stage, n in sorted(per_stage.items()):
         rule(n <= t.max_restarts, "max_restarts",

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .atomic_files import write_text_atomic
+from .balance import AUTO
 from .config import ConfigError, RunConfig, upgrade_sections
 from .field_words import FILE, render
 from .run_fields import RUN_FIELDS, SECTIONS
@@ -45,6 +46,8 @@ def dumps(cfg: RunConfig, *, comment: str = "") -> str:
             if value is None:  # TOML has no null: left out, it reads back as its default (None)
                 continue
             text = f"[{', '.join(_literal(v) for v in value)}]" if isinstance(value, tuple) else _literal(value)
+            if key == "boundaries" and value == AUTO:
+                text = '"auto"'
             lines.append(f"{key} = {text}")
     return "\n".join(lines) + "\n"
 
@@ -97,7 +100,17 @@ def _section(source: str, name: str, table: dict[str, Any]) -> Any:
     unknown = [key for key in table if key not in kinds]
     if unknown:
         raise ConfigError(f"{source}: [{name}] has no key {unknown[0]!r}; its keys are {', '.join(kinds)}")
-    return SECTIONS[name](**{key: _typed(source, f"{name}.{key}", kinds[key], value) for key, value in table.items()})
+    return SECTIONS[name](**{key: _typed(source, f"{name}.{key}", kinds[key], _auto(source, key, value))
+                             for key, value in table.items()})
+
+
+def _auto(source: str, key: str, value: Any) -> Any:
+    """`boundaries = "auto"` (--boundaries auto) as the array the field reads; any other value as it is."""
+    if key != "boundaries" or not isinstance(value, str):
+        return value
+    if value != "auto":
+        raise ConfigError(f"{source}: model.boundaries must be an array of integers or \"auto\" (got {value!r})")
+    return list(AUTO)
 
 
 def _typed(source: str, where: str, kind: Any, value: Any) -> Any:

@@ -44,6 +44,7 @@ class Metrics:
     recovery: list[dict[str, Any]] = field(default_factory=list)  # one record per recovered failure
     restarts: list[int] = field(default_factory=list)  # replacements per stage
     failures_not_injected: list[dict[str, Any]] = field(default_factory=list)
+    stragglers: list[dict[str, Any]] = field(default_factory=list)  # `--fail S@N:slow=X` that fired (no recovery)
     checkpoint_rejections: list[dict[str, Any]] = field(default_factory=list)
     resumed_from_step: int | None = None  # where this session of the run began
     resumable_from_step: int | None = None  # where `--resume` would continue (the newest common checkpoint)

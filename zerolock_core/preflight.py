@@ -32,7 +32,7 @@ def preflight(cfg: RunConfig) -> None:
         from .chunks import check_readout_fits, chunk_bounds
 
         # their rules and their messages (they name --boundaries, --readout)
-        check_readout_fits(cfg.model.readout, chunk_bounds(layers, k, cfg.model.boundaries))
+        check_readout_fits(cfg.model.readout, chunk_bounds(layers, k, cfg.model.boundaries, cfg.train.speeds))
     check_dataset(cfg)
 
 

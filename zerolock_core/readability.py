@@ -243,7 +243,7 @@ def measure_condition(cfg: RunConfig, *, run_dir: Path | None, fit: TranslatorFi
                                       translators=translators)
         result["answer_vocab"] = int(answers.numel())
     layers = num_layers(setup.chunks)
-    first, end = chunk_bounds(layers, cfg.train.stages, cfg.model.boundaries)[-1]
+    first, end = chunk_bounds(layers, cfg.train.stages, cfg.model.boundaries, cfg.train.speeds)[-1]
     if top and end - first < layers:  # K = 1: no chunk before the last reads through a top
         readout = pretrained_top(cfg.model.model, layers=layers, top=end - first)
         result["top"] = top_lens_scores(setup.chunks, setup.eval, setup.label_first_tokens, readout, limit=eval_size,

@@ -13,7 +13,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
-from .arg_types import bytes_arg, floats_arg, ints_arg, names_arg
+from .arg_types import boundaries_arg, bytes_arg, floats_arg, names_arg
 from .readout_spec import READOUT_CHOICES
 from .setting import Setting, setting, setting_of
 from .threads import DEFAULT_THREADS
@@ -73,10 +73,11 @@ class ModelConfig:
              "chunk's layers (recommended for K >= 3, see the README's depth study)")
     readout_adapter_hidden: int = setting(64, flag="--readout-adapter-hidden", minimum=1,
                                           help="inner width of the mlp readout")
-    # first layer of chunks 2..K; None = an even split
+    # first layer of chunks 2..K; None = an even split; () = auto (balance.AUTO)
     boundaries: tuple[int, ...] | None = setting(
-        None, flag="--boundaries", parse=ints_arg, label="chunk boundaries",
-        help="first layer of chunks 2..K, e.g. 3,6 (default: an even split, extra layers first)")
+        None, flag="--boundaries", parse=boundaries_arg, label="chunk boundaries",
+        help="first layer of chunks 2..K, e.g. 3,6, or auto: chunks that take the same time on stages of "
+             "--stage-speed, every decoder layer costing the same (default: an even split, extra layers first)")
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -160,6 +161,11 @@ class TrainConfig:
     inflight_depth: int = setting(
         2, flag="--inflight-depth", minimum=1,
         help="pipeline: hidden states a stage may have sent but its neighbour not yet consumed")
+    # one value or one per stage; () = every stage at full speed (runtime/pace.py stretches the compute)
+    stage_speed: tuple[float, ...] = setting(
+        (), flag="--stage-speed", parse=floats_arg, label="stage speeds", above=0, maximum=1,
+        help="pipeline: each stage computes as if on a device this much slower, e.g. 1,0.4,1 (in (0,1], one value "
+             "or one per stage; default: all 1): every compute action is stretched to its time / speed")
     # > 0: a stage whose measured activations exceed it fails (OOM-like)
     memory_budget_bytes: int = setting(
         0, flag="--memory-budget", label="memory budget", parse=bytes_arg, minimum=0,
@@ -171,7 +177,8 @@ class TrainConfig:
                                     help="checkpoints kept per stage (the newest verified one is restored)")
     failures: tuple[str, ...] = setting(
         (), flag="--fail", label="scheduled failure", repeat=True, metavar="STAGE@STEP[:MODE]", group=FAULT_TOLERANCE,
-        help="inject a failure; MODE: kill (default), stop, post-step, mid-ckpt; repeatable")
+        help="inject a failure; MODE: kill (default), stop, post-step, mid-ckpt, slow[=X] (a straggler: its compute "
+             "X times slower from then on, default 3); repeatable")
     heartbeat_timeout_s: float = setting(3.0, flag="--heartbeat-timeout", label="heartbeat timeout (s)",
                                          group=FAULT_TOLERANCE,
                                          help="seconds of silence after which a stage is declared failed")
@@ -187,6 +194,16 @@ class TrainConfig:
         "auto", flag="--warm-standby", choices=WARM_STANDBY, metavar="|".join(WARM_STANDBY), group=FAULT_TOLERANCE,
         help="a spare process with torch imported takes over a failed stage; auto: when there are more cores "
              "than stages")
+
+    @property
+    def speeds(self) -> tuple[float, ...]:
+        """Each stage's speed (--stage-speed, spelled out)."""
+        return stage_speeds(self.stage_speed, self.stages)
+
+
+def stage_speeds(stage_speed: tuple[float, ...] | list[float], stages: int) -> tuple[float, ...]:
+    """Each stage's speed from --stage-speed (none: all 1; one value: every stage's)."""
+    return tuple(stage_speed) if len(stage_speed) > 1 else (stage_speed[0] if stage_speed else 1.0,) * stages
 
 
 @dataclass(kw_only=True, frozen=True)

@@ -55,14 +55,14 @@ def build_run_setup(cfg: RunConfig, *, stage: int | None = None) -> RunSetup:
         from .loading import resolve_model
 
         layers = AutoConfig.from_pretrained(resolve_model(cfg.model.model)).num_hidden_layers
-        bounds = chunk_bounds(layers, cfg.train.stages, cfg.model.boundaries)
+        bounds = chunk_bounds(layers, cfg.train.stages, cfg.model.boundaries, cfg.train.speeds)
         first, end = bounds[stage]
         readout = ReadoutSpec.of_model(cfg.model.readout, bounds).of_chunk(
             stage, cfg.train.stages, every_chunk_trains=every_chunk_trains(cfg.train.method))
         keep = Keep(first=first, end=end, embedding=stage == 0, also=tuple(top_layer_indices(layers, readout)))
     model = load_causal_lm(cfg.model.model, keep=keep)
     chunks = build_chunks(model, cfg.model, stages=cfg.train.stages, seed=cfg.train.seed, only=stage,
-                          method=cfg.train.method)
+                          method=cfg.train.method, speeds=cfg.train.speeds)
     encoded = prepared[1] if prepared else encoded_data(cfg, tokenizer)
     if encoded.train.input_ids.shape[0] < cfg.train.batch:
         raise ConfigError(f"--batch {cfg.train.batch} is larger than the training set "

@@ -69,7 +69,7 @@ def load_trained_model(run: str | Path) -> TrainedModel:
     rd, cfg = check_trained_run(run)
     m = cfg.model
     chunks = build_chunks(load_causal_lm(m.model), m, stages=cfg.train.stages, seed=cfg.train.seed,
-                          method=cfg.train.method)
+                          method=cfg.train.method, speeds=cfg.train.speeds)
     load_trained_weights(chunks, rd.path)
     trained = {f"{LORA_PREFIX}{name}": p.detach() for c in chunks for name, p in c.layers.named_parameters()
                if "lora_" in name}

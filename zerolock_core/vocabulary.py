@@ -77,13 +77,17 @@ def is_busy(kind: str) -> bool:
 
 
 # ---- failure modes: one word each, in every view ----------------------------------------------------
+STRAGGLER = "slow"  # the one mode that fails nothing: the stage's compute turns slower (runtime/pace.py)
+STRAGGLER_FACTOR = 3.0  # how much slower, where no factor is given (`slow`, not `slow=X`)
 # The keys are the modes of the recovery records (config.FAILURE_MODES, the codes `--fail 1@500:stop`
 # takes, plus "crash": a failure nobody injected); the values are what every view calls them.
 FAILURE_WORDS: dict[str, str] = {"kill": "kill", "stop": "hang", "post-step": "kill after step",
-                                 "mid-ckpt": "kill in checkpoint", "crash": "crash"}
+                                 "mid-ckpt": "kill in checkpoint", "slow": "straggler", "crash": "crash"}
 # How an injected mode fails the stage, said beside its word where a failure is chosen.
 FAILURE_HOW: dict[str, str] = {"kill": "SIGKILL", "stop": "SIGSTOP", "post-step": "right after its optimizer step",
-                               "mid-ckpt": "while writing its checkpoint"}
+                               "mid-ckpt": "while writing its checkpoint",
+                               STRAGGLER: f"its compute {STRAGGLER_FACTOR:g}x slower from its next step on, "
+                                          f"nothing fails"}
 
 
 def failure_word(mode: str | None) -> str:

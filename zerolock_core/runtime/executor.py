@@ -23,6 +23,7 @@ from ..run_fields import LOCAL_METHODS, splits_backward
 from ..schedule import Action, Kind
 from ..stage_worker import StageWorker, StepLoss
 from ..telemetry import ActivationMeter, Event, EventWriter
+from ..vocabulary import is_busy
 from .. import boundary
 from . import protocol
 from .checkpoint import CheckpointStore, capture
@@ -30,6 +31,7 @@ from .errors import BufferExhausted, LinkBroken, LinkRebuilt, MemoryBudgetExceed
 from .fault_injection import FaultInjection
 from .links import GRAD, HIDDEN, FlowControl, Link
 from .loss_log import LossLog
+from .pace import Pace
 from .replay_buffer import ReplayBuffer
 from .send_ledger import SendLedger
 from .weight_stash import WeightStash
@@ -79,12 +81,13 @@ class Executor:
                  wiring: Wiring, events: EventWriter, poll: Callable[[], None],
                  on_step: Callable[[int], None], device: torch.device, depth: int = 2,
                  memory_budget_bytes: int = 0, durability: Durability | None = None,
-                 loss_log: LossLog | None = None) -> None:
+                 loss_log: LossLog | None = None, pace: Pace | None = None) -> None:
         self.stage, self.stages, self.method = stage, stages, method
         self.worker, self.data, self.hidden_shape = worker, microbatch_data, hidden_shape
         self.wiring, self.events, self.poll, self.on_step = wiring, events, poll, on_step
         self.device, self.depth, self.memory_budget_bytes = device, depth, memory_budget_bytes
         self.ft = durability
+        self.pace = pace or Pace()
         self.bp = method not in LOCAL_METHODS
         self.meter = ActivationMeter([*worker.chunk.parameters(), *worker.chunk.buffers()])
         self.stash = WeightStash(worker.chunk, meter=self.meter) if method == "pipedream" else None
@@ -128,6 +131,7 @@ class Executor:
         self._unreceived.clear()
         self.next_hidden = first_mb
         self._guarded(self._prepost)
+        self.pace.at_step(self.worker.steps_done)
         for action in actions:
             self._guarded(self.poll)
             t0 = time.monotonic_ns()
@@ -135,7 +139,9 @@ class Executor:
             sent, recv = self._guarded(lambda: handler(action.microbatch))
             t1 = time.monotonic_ns()
             kind = Kind.REPLAY.value if self._is_replay(action) else action.kind.value
-            self._record(kind, action.microbatch, t0, t1, sent, recv)
+            # a slowed stage (--stage-speed, a straggler): the one place its compute is stretched
+            t1, paced = self.pace.stretch(t0, t1) if is_busy(kind) else (t1, 0)
+            self._record(kind, action.microbatch, t0, t1, sent, recv, paced_ns=paced)
             if action.kind == Kind.STEP:
                 self._after_step()
             elif action.kind == Kind.F and self.ft is not None:
@@ -171,7 +177,7 @@ class Executor:
                 # a relink that failed waits for a generation after the one it tried
                 relink = self._wait_for_rebuild(tried=relink)
 
-    def _record(self, kind: str, mb: int | None, t0: int, t1: int, sent: int, recv: int) -> None:
+    def _record(self, kind: str, mb: int | None, t0: int, t1: int, sent: int, recv: int, *, paced_ns: int = 0) -> None:
         """One action done: its event (busy / idle are computed from the events, telemetry/activity.py)."""
         c = self.counters
         c.actions += 1
@@ -184,7 +190,8 @@ class Executor:
         self.events.write(Event(stage=self.stage, kind=kind, mb=mb, t0=t0, t1=t1,
                                 act_bytes=self.meter.current_bytes, inflight=inflight, sent=sent,
                                 recv=recv, step=self.worker.steps_done,
-                                gen=self.ft.generation if self.ft else 0, loss=self.loss_to_report))
+                                gen=self.ft.generation if self.ft else 0, loss=self.loss_to_report,
+                                paced_ns=paced_ns))
         self.loss_to_report = None
         if self.memory_budget_bytes and self.meter.peak_bytes > self.memory_budget_bytes:
             raise MemoryBudgetExceeded(
@@ -309,6 +316,7 @@ class Executor:
             if self.loss_log is not None:
                 self.loss_log.append(step, losses)
         self.on_step(steps)
+        self.pace.at_step(steps)
         ft = self.ft
         if ft is None:
             return

@@ -40,6 +40,7 @@ class Ending:
     recovery: list[dict[str, Any]] = field(default_factory=list)
     restarts: list[int] = field(default_factory=list)
     failures_not_injected: list[dict[str, Any]] = field(default_factory=list)
+    stragglers: list[dict[str, Any]] = field(default_factory=list)
     resumed_from_step: int | None = None
 
 
@@ -87,6 +88,7 @@ def record(cfg: RunConfig, rd: RunDir, end: Ending) -> Metrics:
         total_s=end.total_s, downtime_s=end.downtime_s, per_stage=per_stage, curves=summary, curves_note=note,
         layers=[reports[s]["layers"] for s in sorted(reports)], errors={str(k): v for k, v in end.errors.items()},
         recovery=end.recovery, restarts=end.restarts, failures_not_injected=end.failures_not_injected,
+        stragglers=end.stragglers,
         checkpoint_rejections=checkpoint_rejections(rd), resumed_from_step=end.resumed_from_step,
         resumable_from_step=resumable_step(cfg, rd) if end.state != "finished" and cfg.train.ckpt_every > 0
         else None)

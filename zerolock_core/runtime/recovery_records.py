@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import torch.distributed as dist
 
-from ..config import LOCAL_METHODS, FailureSpec, RunConfig
+from ..config import LOCAL_METHODS, STRAGGLER, STRAGGLER_FACTOR, FailureSpec, RunConfig
 from ..recovery_phases import INSTANTS, phases_from_instants
 from ..run_dir import RunDir
 from . import protocol
@@ -19,8 +19,8 @@ Getter = Callable[[str, Any, type], Any]
 
 
 def mode_of(label: str) -> str:
-    """"1@3:kill" -> kill; "api:stop:2" -> stop."""
-    return label.split(":")[1] if label.startswith("api:") else label.rpartition(":")[2]
+    """"1@3:kill" -> kill; "api:stop:2" -> stop; "1@20:slow=3" -> slow."""
+    return (label.split(":")[1] if label.startswith("api:") else label.rpartition(":")[2]).partition("=")[0]
 
 
 class RecoveryBook:
@@ -42,7 +42,7 @@ class RecoveryBook:
         """The newest injection that hit `stage` and is not yet attributed to a recovery."""
         best = None
         for label in self._expected.get(stage, []):
-            if label in self._attributed:
+            if label in self._attributed or mode_of(label) == STRAGGLER:  # a straggler fails nothing
                 continue
             t = protocol.get_int(store, protocol.injected(stage, label), -1)
             if t >= 0 and (best is None or t > best[1]):
@@ -174,6 +174,18 @@ class RecoveryBook:
                     rec[key] = r[key]
             self.closed.append(rec)
             del self._open[s]
+
+    def stragglers(self, get: Getter) -> list[dict[str, Any]]:
+        """Every straggler that fired (metrics.json's `stragglers`): it fails nothing, so no recovery
+        records it; `t_fail` is when its stage turned slow (monotonic ns, the events' clock)."""
+        out = []
+        for stage, labels in sorted(self._expected.items()):
+            for label in labels:
+                t = get(protocol.injected(stage, label), None, int)
+                if mode_of(label) == STRAGGLER and t is not None:
+                    factor = STRAGGLER_FACTOR if label.startswith("api:") else FailureSpec.parse(label).factor
+                    out.append({"stage": stage, "failure": label, "mode": STRAGGLER, "factor": factor, "t_fail": t})
+        return out
 
     def not_injected(self, get: Getter, state: str) -> list[dict[str, str]]:
         """Every --fail spec that never fired, and why (none, in a run that reached its end)."""

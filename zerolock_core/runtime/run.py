@@ -24,7 +24,7 @@ from typing import Any
 
 import torch.distributed as dist
 
-from ..config import FAILURE_MODES, PIPEDREAM_REFUSAL, RunConfig
+from ..config import FAILURE_MODES, PIPEDREAM_REFUSAL, STRAGGLER, RunConfig
 from ..job import JobBase
 from ..metrics import STATES, Metrics
 from ..run_dir import RunDir, RunLock
@@ -126,7 +126,8 @@ class Run(JobBase):
 
     def inject_failure(self, stage: int, mode: str = "kill") -> None:
         """Fail a stage now: kill (SIGKILL), stop (SIGSTOP), post-step (die right after its next
-        optimizer step) or mid-ckpt (die while writing its next checkpoint)."""
+        optimizer step) or mid-ckpt (die while writing its next checkpoint); or slow it down from its
+        next step on (a straggler, STRAGGLER_FACTOR times slower: nothing to recover)."""
         import os
         import signal
 
@@ -134,15 +135,16 @@ class Run(JobBase):
             raise ValueError(f"failure mode {mode!r} is not one of {', '.join(FAILURE_MODES)}")
         if not 0 <= stage < self.K:
             raise ValueError(f"stage {stage} is not in 0..{self.K - 1}")
-        if self.cfg.train.method == "pipedream":  # first: a checkpoint would not help it
+        recovers = mode != STRAGGLER
+        if recovers and self.cfg.train.method == "pipedream":  # first: a checkpoint would not help it
             raise ValueError(PIPEDREAM_REFUSAL)
-        if self.cfg.train.ckpt_every <= 0:
+        if recovers and self.cfg.train.ckpt_every <= 0:
             raise ValueError("this run writes no checkpoints to recover from")
         with self._lock:
             if self.state not in ("starting", "running", "recovering") or self._stop_requested_at is not None \
                     or self._sup is None:
                 raise ValueError(f"the run is {'stopping' if self._stop_requested_at else self.state}")
-            if self._sup.restarts[stage] >= self.cfg.train.max_restarts:
+            if recovers and self._sup.restarts[stage] >= self.cfg.train.max_restarts:
                 raise ValueError(f"stage {stage} has been restarted {self._sup.restarts[stage]} times already "
                                  f"(the most a stage is restarted); another failure would end the run")
             self._api_injections += 1
@@ -394,6 +396,7 @@ class Run(JobBase):
             if state != "finished" else list(self.recoveries),
             restarts=list(self._sup.restarts) if self._sup else [0] * self.K,
             failures_not_injected=self._book.not_injected(self._get, state),
+            stragglers=self._book.stragglers(self._get),
             resumed_from_step=self._resume_step))
 
     def _training_complete(self) -> bool:

@@ -42,6 +42,7 @@ from .checkpoint import CheckpointStore, restore
 from .errors import LinkBroken, LinkRebuilt, StopRequested
 from .executor import Durability, Executor, Wiring
 from .fault_injection import FaultInjection
+from .pace import Pace
 from .heartbeat import Heartbeat
 from .link_emulation import link_model
 from .links import FlowControl, Link
@@ -302,12 +303,14 @@ def _run_stage(cfg: RunConfig, launch: StageLaunch, store: dist.Store, heartbeat
     _enter(store, clock, "linking")
     linked = link_phase(b, launch, store, first_mb)
     durability = None
+    # the stage's --fail specs: what kills it (with checkpoints, below) and a straggler (without any too)
+    injection = FaultInjection(store=store, stage=stage, run_dir=RunDir(launch.run_dir),
+                               failures=tuple(map(FailureSpec.parse, t.failures)))
     if r.checkpoints is not None:
         capacity = t.replay_buffer or (t.ckpt_every + 1) * t.microbatches + t.inflight_depth + 1
         replay = ReplayBuffer(capacity=capacity, floor=r.replay_floor) if stage < K - 1 else None
         durability = Durability(store=store, generation=launch.generation, checkpoints=r.checkpoints,
-                                injection=FaultInjection(store=store, stage=stage, run_dir=RunDir(launch.run_dir),
-                                                         failures=tuple(map(FailureSpec.parse, t.failures))),
+                                injection=injection,
                                 local_recovery=launch.coordinated and t.method in LOCAL_METHODS, replay=replay,
                                 replay_until=linked.replay_until, skip_sends_below=linked.skip_sends_below)
         if replay is not None:
@@ -342,7 +345,8 @@ def _run_stage(cfg: RunConfig, launch: StageLaunch, store: dist.Store, heartbeat
                         microbatch_data=_microbatch_source(b), hidden_shape=b.hidden_shape, wiring=linked.wiring,
                         events=b.events, poll=poll, on_step=on_step, device=b.device, depth=t.inflight_depth,
                         memory_budget_bytes=t.memory_budget_bytes, durability=durability,
-                        loss_log=LossLog(RunDir(launch.run_dir).stage_losses(stage), keep_below=r.start_step))
+                        loss_log=LossLog(RunDir(launch.run_dir).stage_losses(stage), keep_below=r.start_step),
+                        pace=Pace(speed=t.speeds[stage], straggler=injection.straggle))
     heartbeat.progress = lambda: executor.counters.actions
     actions = stage_actions(cfg, stage, r.start_step)
     write_lifecycle(RunDir(launch.run_dir).lifecycle, clock.record())

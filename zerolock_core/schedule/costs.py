@@ -27,6 +27,9 @@ class Costs:
     ``backward`` ("B") is always a whole backward, so one ``Costs`` times 1F1B and ZB-H1 on the same
     work; ``weight_grad`` ("W") is the part of it a split schedule runs later as W (under LoRA the
     adapters' gradient only). A split schedule's B costs the rest (``split_backward_s``).
+
+    ``speeds`` (one per stage, in (0, 1]; empty = all 1) is uneven hardware, the simulator's
+    ``--stage-speed``: every compute cost of a stage is divided by its speed (runtime/pace.py).
     """
 
     forward: float = 1.0
@@ -39,6 +42,7 @@ class Costs:
     hidden_bytes: int = 0
     grad_bytes: int = 0
     per_stage: StageCosts | None = None
+    speeds: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("forward", "local", "backward", "weight_grad", "step", "ckpt", "replay"):
@@ -50,6 +54,9 @@ class Costs:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be an int >= 0 (got {value!r})")
+        for stage, speed in enumerate(self.speeds):
+            if isinstance(speed, bool) or not isinstance(speed, (int, float)) or not 0 < speed <= 1:
+                raise ValueError(f"the speed of stage {stage} must be in (0, 1] (got {speed!r})")
         if self.per_stage is not None and not (callable(self.per_stage) or isinstance(self.per_stage, Mapping)):
             raise ValueError(f"per_stage must be a mapping or a callable (got {type(self.per_stage).__name__})")
 
@@ -68,17 +75,24 @@ class Costs:
         }[kind]
 
     def compute_s(self, stage: int, kind: Kind | str) -> float:
-        """Seconds ``stage`` spends on one action of compute ``kind``."""
+        """Seconds ``stage`` spends on one action of compute ``kind`` (at its speed)."""
         kind = Kind(kind)
         default = self.default_s(kind)
         if self.per_stage is None:
-            return default
-        if isinstance(self.per_stage, Mapping):
+            seconds = default
+        elif isinstance(self.per_stage, Mapping):
             seconds = self.per_stage.get(stage, {}).get(kind.value, default)
         else:
             seconds = self.per_stage(stage, kind.value)
         _check_seconds(f"cost of {kind} on stage {stage}", seconds)
-        return float(seconds)
+        return float(seconds) / self.speed_of(stage)
+
+    def speed_of(self, stage: int) -> float:
+        if not self.speeds:
+            return 1.0
+        if not 0 <= stage < len(self.speeds):
+            raise ValueError(f"stage {stage} has no speed: {len(self.speeds)} speeds were given, one per stage")
+        return float(self.speeds[stage])
 
     def split_backward_s(self, stage: int) -> tuple[float, float]:
         """(B, W) seconds of a backward split in two on ``stage``: the input gradient and the weight gradient."""

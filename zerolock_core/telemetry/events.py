@@ -32,6 +32,7 @@ class Event:
     step: int = 0  # optimizer steps done on this stage when the action ended
     gen: int = 0  # process generation (recovery)
     loss: float | None = None  # L (ZeroLock) / the last stage's B (backprop): the micro-batch's training loss
+    paced_ns: int = 0  # of t1 - t0, the wait a slowed stage added after the real compute (runtime/pace.py)
 
 
 class EventWriter:
