@@ -67,11 +67,19 @@ def assert_bitwise_equal(a_dir, b_dir):
 def check_recovered(tmp_path, baselines, method, failures, metrics):
     assert metrics.state == "finished", metrics.reason
     assert metrics.steps_done == STEPS and metrics.failures_not_injected == []
-    kind = "local" if method == "zerolock" else "global"
+    # ZeroLock falls back to a global rollback when a second failure takes what a local recovery under way
+    # needed (whether it does depends on how far that recovery got when the second one fired: timing); the
+    # local recovery it cut short is recorded as interrupted, and the run must still end bitwise equal
+    fell_back = method == "zerolock" and any(r["kind"] == "global" and r.get("fallback") for r in metrics.recovery)
+    kind = "local" if method == "zerolock" and not fell_back else "global"
     assert len(metrics.recovery) == len(failures)
     assert sorted(r["failure"] for r in metrics.recovery) == sorted(failures)
     for rec in metrics.recovery:
-        assert rec["kind"] == kind and rec["mode"] == rec["failure"].split(":")[1]
+        if fell_back and rec.get("interrupted"):
+            assert rec["kind"] == "local" and "interrupted by another failure" in rec["reason"], rec
+            continue
+        assert (rec["kind"] == kind or (fell_back and rec["kind"] == "local")), rec
+        assert rec["mode"] == rec["failure"].split(":")[1]
         for key in (*(field(p) for p in PHASES), "total_s", "replayed_microbatches", "bytes_transferred"):
             assert rec[key] >= 0, (key, rec)
         # the instants a timeline draws, in order and agreeing with the durations
@@ -85,7 +93,8 @@ def check_recovered(tmp_path, baselines, method, failures, metrics):
     events, _ = read_events(RunDir(tmp_path).event_files())
     assert any(e["kind"] == "RESTORE" for e in events)
     starts = read_lifecycle(RunDir(tmp_path).lifecycle)
-    assert_one_truth(metrics.recovery, [*starts, *events], stages=metrics.config["train"]["stages"])
+    assert_one_truth([r for r in metrics.recovery if not r.get("interrupted")], [*starts, *events],
+                     stages=metrics.config["train"]["stages"])
     # metrics.json's activity is the dashboard's live computation over the same events (the outage
     # included: every generation of a stage counts, the gap is idle)
     stages = metrics.config["train"]["stages"]
