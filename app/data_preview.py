@@ -1,12 +1,16 @@
 """The Run form's preview of a dataset: its first rows as the model will see them, token by token, the
 answer's tokens (Ω: what the loss and the eval score) outlined. Read with the same code a run uses
-(data.load_task, data.encode_split), so what it shows is what trains."""
+(data.load_data, data.encode_split), so what it shows is what trains."""
 from __future__ import annotations
 
 import html
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from zerolock_core.palette import HIGHLIGHT_COLOUR, NEUTRAL
+
+if TYPE_CHECKING:
+    from zerolock_core.config import DataConfig
 
 PREVIEW_ROWS = 3
 CLASSIFICATION_KIND = "classification"
@@ -33,20 +37,28 @@ class DataFields:
         return dict(text_fields=names_arg(self.text_fields), label_field=self.label_field.strip(),
                     label_words=names_arg(self.label_words))
 
+    def data_config(self, dataset: str, *, seq_len: int, eval_size: int) -> "DataConfig":
+        """The run's data section for `dataset` (a built-in task's name, or a file's `kind:path` spec, which
+        alone reads these fields): what the run trains on and what the preview shows are one config."""
+        from zerolock_core.config import DataConfig
 
-def preview_html(spec: str, fields: DataFields, *, model: str, seq_len: int, chat_template: bool = True,
-                 rows: int = PREVIEW_ROWS) -> str:
-    """The first `rows` train rows of `spec` read with `fields`, tokenised; a ValueError says what is wrong."""
-    from zerolock_core.data import encode_split, load_task
+        return DataConfig(dataset=dataset, seq_len=seq_len, eval_size=eval_size,
+                          **(self.config_fields() if ":" in dataset else {}))
+
+
+def preview_html(data: "DataConfig", *, model: str, rows: int = PREVIEW_ROWS) -> str:
+    """The first `rows` train rows of a run's data section as its run reads and tokenises them (its eval
+    split held back as the run holds it); a ValueError says what is wrong."""
+    from zerolock_core.data import encode_split, load_data
     from zerolock_core.data.encoding import IGNORE_INDEX
-    from zerolock_core.data.user_task import FieldMap
     from zerolock_core.loading import load_tokenizer
+    from zerolock_core.run_setup import DATA_SEED
 
-    mapped = fields.config_fields() if ":" in spec else {}
-    task = load_task(spec, fields=FieldMap(**mapped))
+    task = load_data(data, seed=DATA_SEED)
     tokenizer = load_tokenizer(model)
+    seq_len = data.seq_len
     enc = encode_split(task.train[:rows], tokenizer=tokenizer, cue=task.cue, label_words=task.label_words,
-                       seq_len=seq_len, chat_template=chat_template)
+                       seq_len=seq_len, chat_template=data.chat_template)
     what = (f"{len(task.label_words)} classes: {', '.join(task.label_words)}" if task.label_words else
             "prompt → response")
     parts = [f"<p><b>{html.escape(task.name)}</b> — {html.escape(what)}; {len(task.train)} train / "

@@ -157,8 +157,7 @@ def config_for(form: RunForm, method: str, *, out: str) -> RunConfig:
     reference = method in REFERENCE_METHODS
     return RunConfig(
         model=ModelConfig(model=form.model, readout=readout_of(form, method)),
-        data=DataConfig(dataset=form.dataset, seq_len=form.seq_len, eval_size=form.eval_size,
-                        **(form.data.config_fields() if ":" in form.dataset else {})),
+        data=form.data.data_config(form.dataset, seq_len=form.seq_len, eval_size=form.eval_size),
         objective=ObjectiveConfig(alpha=parse_alpha(form.alpha), consistency=form.consistency),
         train=TrainConfig(runtime="reference" if reference else "pipeline", method=method, stages=form.stages,
                           batch=form.batch, microbatches=form.microbatches, steps=form.steps, lr=form.lr,

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from zerolock_core.atomic_files import write_json_atomic
-from zerolock_core.machine import machine_line
+from zerolock_core.machine import load_average, machine_line
 from zerolock_core.run_dir import RunDir
 from zerolock_core.runtime.run import Run
 
@@ -78,20 +78,28 @@ def record(out: Path) -> list[str]:
     return lines
 
 
+def _loads(loads: list[float]) -> str:
+    return " / ".join(f"{x:g}" for x in loads)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m app.record_lessons", description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=RECORDINGS)
     a = p.parse_args(argv)
+    load_before = load_average()
     rows = record(a.out)
+    load_after = load_average()
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     (a.out / "README.md").write_text(
         "# The lessons' recorded example runs\n\n"
         "Made by `python -m app.record_lessons` from the lessons' own form values (`app/lessons.py`), "
-        f"on {machine_line()}, {when}, Python {sys.version.split()[0]}. "
+        f"on {machine_line()}, {when}, Python {sys.version.split()[0]}; load average (1/5/15 min) "
+        f"{_loads(load_before)} before and {_loads(load_after)} after: a load well above the core count means "
+        "other work shared the cores, and the timelines' seconds are slower than a quiet machine's. "
         "Config, record, events, start-ups and loss curves only (no weights, no checkpoints): the Lessons tab "
         "draws them at once, offline; every lesson's *Run it live* makes the same run again.\n\n"
         "| run | steps | size |\n|---|---|---|\n" + "\n".join(rows) + "\n")
-    write_json_atomic(a.out / "index.json", {"made": when, "runs": [r.split("`")[1] for r in rows]})
+    write_json_atomic(a.out / "index.json", {"made": when, "load_average": [load_before, load_after], "runs": [r.split("`")[1] for r in rows]})
     return 0
 
 

@@ -150,7 +150,9 @@ def preview_data(controller: EngineController, choice: str, kind: str, text_fiel
                         response_field=response_field or "")
     try:
         length = int(seq_len) if isinstance(seq_len, (int, float)) and seq_len == int(seq_len) else RunForm.seq_len
-        return preview_html(dataset_spec(controller.runs_root, choice), fields, model=RunForm.model, seq_len=length)
+        data = fields.data_config(dataset_spec(controller.runs_root, choice), seq_len=length,
+                                  eval_size=RunForm.eval_size)
+        return preview_html(data, model=RunForm.model)
     except ValueError as err:
         return f"<p>⚠️ {html_text(err)}</p>"
 

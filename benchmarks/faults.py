@@ -22,6 +22,7 @@ from zerolock_core.artifacts import load_final_weights, write_json_atomic
 from zerolock_core.config import ConfigError, DataConfig, RunConfig, TrainConfig
 from zerolock_core.recovery_phases import PHASES, field, phase_columns
 from zerolock_core.run_dir import RunDir
+from .machine import load_average
 from .settings import machine_line, results_dir
 
 if TYPE_CHECKING:
@@ -164,7 +165,7 @@ def run_faults(*, out: Path, cases: list[tuple[str, tuple[str, ...]]], repeat: i
             rows.append(row)
     report = {"bench": "faults", "command": shlex.join(["zerolock", *sys.argv[1:]]),
               "created": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "machine": machine_line(),
-              "load_average": [round(x, 2) for x in os.getloadavg()],
+              "load_average": load_average(),
               "config": {"stages": 3, "batch": 4, "microbatches": 4, "steps": STEPS, "seq_len": 32,
                          "ckpt_every": 2, "repeat": repeat}, "cases": rows}
     if with_resume:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-from zerolock_core.machine import machine_line  # noqa: F401  (benchmarks name the machine of every result)
+from zerolock_core.machine import load_average, machine_line  # noqa: F401  (benchmarks name the machine of every result)
 from zerolock_core.threads import available_cores
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import sys
 import time
@@ -14,7 +13,7 @@ from typing import Any, Callable
 from zerolock_core.threads import DEFAULT_THREADS
 from zerolock_core.config import DataConfig, LinkConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig
 
-from .machine import machine_line
+from .machine import load_average, machine_line
 from .presets import resolve_bench_model
 
 METHODS = ("gpipe", "1f1b", "pipedream", "zerolock")
@@ -155,7 +154,7 @@ def report_header(name: str, settings: BenchSettings | None, **extra: Any) -> di
         "created": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         # 1/5/15-minute load averages as the report is written (this benchmark's own runs included):
         # a load well above the core count means other work shared the cores and timings are noisy
-        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "load_average": load_average(),
         "settings": asdict(settings) if settings else None,
         **extra,
     }

@@ -75,3 +75,19 @@ def test_a_fresh_run_in_the_same_directory_deletes_the_earlier_encoding(tmp_path
     lock = RunDir(cfg.out).prepare_fresh(cfg, overwrite=True)
     lock.release()
     assert not RunDir(cfg.out).encoded_data.exists()
+
+
+@pytest.mark.parametrize("state, evaluated, kept", [
+    ("finished", True, False),   # done and evaluated: nothing reads it again
+    ("finished", False, True),   # stopped during the final eval: `--resume` evaluates it
+    ("stopped", False, True),    # `--resume` trains on
+    ("failed", False, True),
+])
+def test_the_encoding_is_dropped_only_when_the_run_is_finished_and_evaluated(tmp_path, state, evaluated, kept):
+    from zerolock_core.metrics import Metrics
+
+    cfg = cfg_in(tmp_path / "run")
+    encoded_data(cfg, load_tokenizer("tiny"))
+    RunDir(cfg.out).write_metrics(Metrics(config=cfg.to_dict(), state=state,
+                                          eval={"accuracy": 1.0} if evaluated else None))
+    assert RunDir(cfg.out).encoded_data.exists() == kept

@@ -47,6 +47,7 @@ class Answer:
 
 def generate_answers(run: str | Path, request: GenerateRequest) -> list[Answer]:
     from .data import Example, encode_split, load_data
+    from .data.encoding import prompt_ids
     from .loading import load_causal_lm
     from .run_setup import DATA_SEED
     from .trained_model import load_trained_model
@@ -65,21 +66,12 @@ def generate_answers(run: str | Path, request: GenerateRequest) -> list[Answer]:
     base, tuned = load_causal_lm(cfg.model.model), trained.peft_model.merge_and_unload()
     answers = []
     for i, ex in enumerate(examples):
-        ids = _prompt_ids(enc.input_ids[i], enc.labels[i])
+        ids = prompt_ids(enc.input_ids[i], enc.labels[i])
         answers.append(Answer(prompt=ex.text, base=_greedy(base, tokenizer, ids, request.max_new_tokens),
                               tuned=_greedy(tuned, tokenizer, ids, request.max_new_tokens),
                               expected=None if i < len(asked) else
                               ex.response if ex.response is not None else task.label_words[ex.label]))
     return answers
-
-
-def _prompt_ids(input_ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """An encoded row's prompt: up to the first answer position (labels are shifted: the logits at P-1
-    predict the answer's first token, so the prompt is positions 0..P-1)."""
-    from .data.encoding import IGNORE_INDEX
-
-    first = int((labels != IGNORE_INDEX).nonzero()[0])
-    return input_ids[: first + 1]
 
 
 def _greedy(model, tokenizer, ids: torch.Tensor, max_new_tokens: int) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 
 from .chunks import Chunk
+from .data.encoding import answer_positions, prompt_ids
 
 GENERATION_SAMPLE = 16  # eval rows generated at the final eval (each one a forward per answer token)
 
@@ -15,7 +16,9 @@ GENERATION_SAMPLE = 16  # eval rows generated at the final eval (each one a forw
 def greedy_answer(chunks: list[Chunk], prompt: torch.Tensor, *, max_new_tokens: int,
                   eos_token_id: int | None) -> list[int]:
     """Greedy continuation of `prompt` ([P] token ids) through all chunks, at most `max_new_tokens` long,
-    stopping after EOS. No KV cache: a chunk's forward runs on the whole prefix each time."""
+    stopping after EOS. No KV cache: a chunk's forward runs on the whole prefix each time. (`zerolock
+    generate` answers with `transformers`' own generate on the merged model instead; this one reads the
+    run's chunk stack as it stands at the final eval, where no merged model exists.)"""
     ids = prompt.reshape(1, -1)
     out: list[int] = []
     for _ in range(max_new_tokens):
@@ -40,10 +43,8 @@ def generation_exact_match(chunks: list[Chunk], split, *, eos_token_id: int | No
     n = min(sample, split.input_ids.shape[0])
     right = 0
     for i in range(n):
-        answer_at = (split.labels[i] != -100).nonzero()[:, 0]
-        prompt_len = int(answer_at[0]) + 1
-        expected = split.labels[i, answer_at].tolist()
-        got = greedy_answer(chunks, split.input_ids[i, :prompt_len], max_new_tokens=len(expected),
+        expected = split.labels[i, answer_positions(split.labels[i])].tolist()
+        got = greedy_answer(chunks, prompt_ids(split.input_ids[i], split.labels[i]), max_new_tokens=len(expected),
                             eos_token_id=eos_token_id)
         right += int(got == expected)
     return {"exact_match": right / max(1, n), "exact_match_examples": n}

@@ -1,6 +1,8 @@
-"""The line that names the machine a result was measured on (benchmarks, the lessons' recordings)."""
+"""The line that names the machine a result was measured on (benchmarks, the lessons' recordings), and
+how busy it was."""
 from __future__ import annotations
 
+import os
 import platform
 
 from .threads import available_cores
@@ -23,3 +25,9 @@ def machine_line(device: str = "cpu") -> str:
         else:
             line += "; GPU requested but none visible"
     return line
+
+
+def load_average() -> list[float]:
+    """The 1/5/15-minute load averages now: a load well above the core count means other work shared the
+    cores, and timings measured then are slower and noisier than a quiet machine's."""
+    return [round(x, 2) for x in os.getloadavg()]

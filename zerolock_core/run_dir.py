@@ -245,6 +245,10 @@ class RunDir:
             small = metrics.small(f"the disk is full: metrics.json was written without its telemetry ({err})")
             write_json_atomic(self.metrics, small.to_json())
         self.release_reserve()
+        if metrics.state == "finished" and metrics.eval is not None:
+            # nothing of this run reads its encoded data again (a later `generate` or resume encodes anew
+            # in seconds): megabytes per run that a runs folder would otherwise keep for ever
+            self.encoded_data.unlink(missing_ok=True)
 
     def keep_reserve(self) -> None:
         """Set aside a little disk space for the run's final record (see `write_metrics`)."""

@@ -198,6 +198,18 @@ def encode_split(
     return EncodedSplit(input_ids=input_ids, attention_mask=attention_mask, labels=labels, label_index=label_index)
 
 
+def answer_positions(labels: torch.Tensor) -> torch.Tensor:
+    """The positions of one encoded row (`labels` [T]) whose next token is the answer's (Ω: labels are
+    shifted, so position P-1 predicts the answer's first token)."""
+    return (labels != IGNORE_INDEX).nonzero()[:, 0]
+
+
+def prompt_ids(input_ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """An encoded row's prompt: everything up to and including the position that predicts the answer's
+    first token — what a model is given to write the answer itself."""
+    return input_ids[: int(answer_positions(labels)[0]) + 1]
+
+
 def steps_per_epoch(n_examples: int, batch: int) -> int:
     """Full batches per epoch; the last ``n_examples % batch`` of each permutation are skipped."""
     return n_examples // batch
