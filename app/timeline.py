@@ -15,6 +15,8 @@ start-ups are recorded). What the figure draws besides the actions:
   lane, labelled "global rollback", when every stage rolls back — and the RESTORE / REPLAY bars
   widened to at least `MIN_RECOVERY_PX` pixels at the default width (their tooltip keeps the true
   duration) and labelled with the same record's restore and replay phases (`recovery_phases`);
+* a straggler (`--fail S@N:slow=X`): its lane shaded, edged dashed, from the instant it turned slow,
+  labelled with its factor;
 * optimizer step boundaries (a thin dotted line where each STEP ends, per lane) and, over the plot,
   the step numbers;
 * micro-batch numbers on the bars ("F3", "L3", "B3") when at most `LABEL_MAX_BARS` bars are drawn,
@@ -398,6 +400,29 @@ def failure_marks(recoveries: Sequence[dict[str, Any]], *, stages: int, origin_n
     return traces, shapes, notes
 
 
+def straggler_marks(stragglers: Sequence[dict[str, Any]], *, stages: int, origin_ns: int, lo_s: float,
+                    hi_s: float) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(shapes, annotations) of the stragglers (metrics.json `stragglers`, `--fail S@N:slow=X`) inside
+    [lo_s, hi_s]: the slowed lane shaded from the instant it turned slow to the figure's end, labelled with
+    its factor. Nothing failed: no ✕, no recovery (its bars are simply longer from there)."""
+    shapes, notes = [], []
+    for r in stragglers:
+        if r.get("t_fail") is None or not 0 <= r.get("stage", -1) < stages:
+            continue
+        t0 = to_s(r["t_fail"], origin_ns)
+        if t0 > hi_s:
+            continue
+        x0, lane = round(max(t0, lo_s), 6), r["stage"]
+        shapes.append(dict(type="rect", xref="x", yref="y", x0=x0, x1=round(hi_s, 6), y0=lane - 0.5, y1=lane + 0.5,
+                           layer="below", fillcolor=FAILURE_COLOURS["slow_band"],
+                           line=dict(color=FAILURE_COLOURS["band_edge"], width=1, dash="dash"), name="straggler-band"))
+        notes.append(dict(text=f"straggler: {r.get('factor', 0):g}× slower from here", x=x0, y=lane + 0.5, xref="x",
+                          yref="y", xanchor="left", yanchor="bottom", showarrow=False, xshift=4, yshift=1,
+                          bgcolor="rgba(255,255,255,0.8)", font=dict(size=10, color=FAILURE_COLOURS["kill"]),
+                          name="straggler-label"))
+    return shapes, notes
+
+
 def failure_window(events: Events, recoveries: Sequence[dict[str, Any]], *, before_s: float = 5.0,
                    after_s: float = 5.0, origin_ns: int | None = None) -> tuple[float, float] | None:
     """The x range (seconds on `timeline_figure`'s axis, same `origin_ns` default) around the most
@@ -455,6 +480,7 @@ def timeline_figure(events: list[dict[str, Any]], *, stages: int, title: str = "
                     window_s: float | None = None, origin_ns: int | None = None,
                     webgl_threshold: int = WEBGL_THRESHOLD, uirevision: str = "timeline",
                     recoveries: Sequence[dict[str, Any]] = (), startups: Sequence[dict[str, Any]] = (),
+                    stragglers: Sequence[dict[str, Any]] = (),
                     x_range: tuple[float, float] | None = None, now_ns: int | None = None,
                     width: int | None = None, rangeslider: bool | None = None, step_lines: bool = True,
                     label_max_bars: int = LABEL_MAX_BARS) -> go.Figure:
@@ -469,6 +495,8 @@ def timeline_figure(events: list[dict[str, Any]], *, stages: int, title: str = "
       marker, the "detect + restart" / "global rollback" band and labelled RESTORE / REPLAY bars.
     startups: STARTUP spans kept outside `events` (lifecycle.jsonl); merged in, those already in
       `events` (same stage and generation) win.
+    stragglers: straggler records (metrics.json "stragglers" or the live status): the slowed lane shaded
+      from where it turned slow.
     x_range: (x0, x1) in seconds to show (e.g. `failure_window(...)`); default: autorange. It also
       sets the span that the minimum RESTORE / REPLAY width and the legend's visibility test use.
     now_ns: where an open failure band ends (default: the latest event's end).
@@ -510,6 +538,12 @@ def timeline_figure(events: list[dict[str, Any]], *, stages: int, title: str = "
                                              hi_s=view_hi, end_ns=open_end)
         traces += marks
         annotations += notes
+    if stragglers and shown:
+        view_lo, view_hi = (x_range[0], x_range[1]) if x_range is not None else (lo, hi)
+        slow_shapes, slow_notes = straggler_marks(stragglers, stages=stages, origin_ns=origin, lo_s=view_lo,
+                                                  hi_s=view_hi)
+        shapes += slow_shapes
+        annotations += slow_notes
     slider = (not webgl) if rangeslider is None else rangeslider
     xaxis: dict[str, Any] = dict(title=dict(text=X_TITLE), zeroline=False, ticksuffix=" s")
     if x_range is not None:

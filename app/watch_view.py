@@ -254,7 +254,7 @@ def _lanes(t: Tracked, st: dict[str, Any], *, window_s: float | None, focus_fail
         # slider (a second copy of every bar) and no bar labels except around a failure
         live = not t.engine_done
         lanes = timeline_figure(timeline_events, stages=stages, origin_ns=origin, recoveries=failures,
-                                x_range=x_range, uirevision=revision, title=f"Timeline per stage{shown}",
+                                stragglers=st.get("stragglers", []), x_range=x_range, uirevision=revision, title=f"Timeline per stage{shown}",
                                 rangeslider=not live, label_max_bars=LABEL_MAX_BARS if (x_range or not live) else 0)
     held = None
     if memory:

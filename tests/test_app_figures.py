@@ -401,6 +401,31 @@ def test_an_open_failure_band_runs_to_the_figure_end():
     assert next(sh for sh in now.layout.shapes if sh.name == "failure-band").x1 == secs(6000)
 
 
+@pytest.mark.parametrize("slow_from_ms, x_range, shaded", [
+    (T_FAIL, None, (secs(T_FAIL), None)),  # from where it turned slow to the figure's end
+    (T_FAIL, (0.0, secs(T_FAIL) + 0.5), (secs(T_FAIL), secs(T_FAIL) + 0.5)),  # cut at the view's right edge
+    (ORIGIN_MS - 500, None, (None, None)),  # slow before the first event: shaded from the view's left edge
+    (1e9, None, ()),  # after everything drawn: nothing
+])
+def test_a_straggler_shades_its_lane_from_where_it_turned_slow_and_names_its_factor(slow_from_ms, x_range, shaded):
+    straggler = {"stage": 1, "failure": "1@3:slow=3", "mode": "slow", "factor": 3.0, "t_fail": int(slow_from_ms * MS)}
+    fig = timeline_figure(FAILURE_RUN, stages=2, stragglers=[straggler], x_range=x_range)
+    go.Figure(fig.to_dict())
+    bands = [sh for sh in fig.layout.shapes if sh.name == "straggler-band"]
+    notes = [a for a in fig.layout.annotations if a.name == "straggler-label"]
+    if not shaded:
+        assert bands == [] and notes == []
+        return
+    (band,), (note,) = bands, notes
+    last_end = secs(max(e["t1"] for e in FAILURE_RUN) / MS)
+    first = secs(min(e["t0"] for e in FAILURE_RUN) / MS)
+    assert (band.y0, band.y1) == (0.5, 1.5) and band.line.dash == "dash"
+    assert band.x0 == (shaded[0] if shaded[0] is not None else first)
+    assert band.x1 == (shaded[1] if shaded[1] is not None else last_end)
+    assert note.text == "straggler: 3× slower from here" and note.x == band.x0
+    assert not any(t.name == "failure" for t in fig.data)  # nothing failed
+
+
 @pytest.mark.parametrize("x_range", [None, (1.5, 4.5), (0.0, 60.0)])
 @pytest.mark.parametrize("kind, true_ms", [("RESTORE", 3.4), ("REPLAY", 11.2)])
 def test_restore_and_replay_bars_are_visible_and_labelled(x_range, kind, true_ms):

@@ -83,6 +83,8 @@ FAILURE_COLOURS: dict[str, str] = {
     "kill": "#B71C1C",  # the ✕ at the instant a stage failed
     "band": "rgba(183,28,28,0.13)",  # detection + restart (every lane for a global rollback)
     "band_edge": "rgba(183,28,28,0.45)",
+    # a straggler fails nothing: its lane is shaded fainter, edged dashed, from where it turned slow on
+    "slow_band": "rgba(183,28,28,0.06)",
 }
 
 # What a lesson points at on a figure (the Lessons tab): a bright outline no kind, stage or method uses.

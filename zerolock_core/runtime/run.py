@@ -183,6 +183,7 @@ class Run(JobBase):
                 "startup_s": (self._t_running - self._t_start) if self._t_running is not None else None,
                 "downtime_s": downtime, "dir": str(self.dir), "recoveries": list(self.recoveries),
                 "recovering": self._book.open_stages(), "open_recoveries": self._book.open_records(),
+                "stragglers": self._book.stragglers(self._get),
                 "eval_progress": self._eval_progress(), "reason": self.reason,
                 "stopping": self._stop_requested_at is not None and self.state not in TERMINAL}
 
