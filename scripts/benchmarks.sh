@@ -8,15 +8,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p results/logs
 
+# the paper's four methods: the committed results of these benchmarks hold them; zero-bubble (zb-h1) is
+# compared by `bench schedulers`, which the script runs too
+PAPER_METHODS="--methods gpipe,1f1b,pipedream,zerolock"
 declare -A COMMANDS=(
-  [memory]="zerolock bench memory --out results/memory"
-  [efficiency]="zerolock bench efficiency --out results/efficiency --repeats 2"
-  [simulator]="zerolock bench simulator --out results/simulator"
-  [throughput]="zerolock bench throughput --out results/throughput --repeats 2"
-  [links]="zerolock bench links --out results/links"
-  [geometry]="zerolock bench geometry --out results/geometry"
-  [geometry-fixed-m]="zerolock bench geometry --microbatches 4 --out results/geometry-fixed-m"
-  [envelope]="zerolock bench envelope --out results/envelope"
+  [memory]="zerolock bench memory $PAPER_METHODS --out results/memory"
+  [efficiency]="zerolock bench efficiency $PAPER_METHODS --out results/efficiency --repeats 2"
+  [simulator]="zerolock bench simulator $PAPER_METHODS --out results/simulator"
+  [throughput]="zerolock bench throughput $PAPER_METHODS --out results/throughput --repeats 2"
+  [links]="zerolock bench links $PAPER_METHODS --out results/links"
+  [geometry]="zerolock bench geometry $PAPER_METHODS --out results/geometry"
+  [geometry-fixed-m]="zerolock bench geometry $PAPER_METHODS --microbatches 4 --out results/geometry-fixed-m"
+  [envelope]="zerolock bench envelope $PAPER_METHODS --out results/envelope"
+  [schedulers]="zerolock bench schedulers --repeats 3 --out results/schedulers"
   [quality]="zerolock bench quality --out results/quality"
   [readout]="zerolock bench readout --out results/readout"
   [crosscheck]="zerolock bench crosscheck --out results/crosscheck --repeats 2"
@@ -41,7 +45,7 @@ declare -A COMMANDS=(
 )
 # the default set (the tiny model; about 40 min on 2 cores). The fault matrix (36 min), the long tiny
 # runs and the real-model ones are named only: bash scripts/benchmarks.sh quality-smollm2 ...
-ORDER=(memory efficiency simulator throughput links geometry geometry-fixed-m envelope quality readout
+ORDER=(memory efficiency simulator throughput links geometry geometry-fixed-m envelope schedulers quality readout
        crosscheck recovery dashboard readability-tiny quality-tiny-adapters)
 
 names=("$@")
