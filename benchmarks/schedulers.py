@@ -117,7 +117,26 @@ def format_report(report: dict[str, Any]) -> str:
     lines.append("W share of ZB-H1's split backward per stage, probed (stage 0 has no input gradient to send: "
                  "all of it is W): " + "; ".join(f"K={p['stages']}: {joined(p['w_share'], '.0%')}"
                                                   for p in sim["probes"]))
+    lines.append("ZB-H1's split backward (B_input + W) against one whole backward, per stage, probed: " + "; ".join(
+        f"K={p['stages']}: " + joined([c["B_input"] / c["B"] + c["W"] / c["B"] for c in p["per_stage"].values()])
+        for p in sim["probes"]))
     return "\n".join(lines)
+
+
+def format_verdict(reports: list[dict[str, Any]]) -> str:
+    """The README's table: per model and method, the measured ratio to 1F1B and the simulated ones over K,
+    the simulated bubble and the most micro-batches a stage holds."""
+    ks = " / ".join(str(k) for k in dict.fromkeys(x["stages"] for x in reports[0]["simulated"]["rows"]))
+    rows = []
+    for r in reports:
+        for m, res in r["measured"]["results"].items():
+            sim = [x for x in r["simulated"]["rows"] if x["method"] == m]
+            rows.append([r["model"], m, pct(res["vs_1f1b"]), " / ".join(pct(x["vs_1f1b"]) for x in sim),
+                         " / ".join(f"{x['bubble_fraction']:.0%}" for x in sim),
+                         " / ".join(str(max(x["peak_inflight"])) for x in sim)])
+    k = reports[0]["measured"]["stages"]
+    return markdown_table(["model", "method", f"measured at K={k}: vs 1F1B (median of rounds)",
+                           f"simulated vs 1F1B, K = {ks}", "simulated bubble", "micro-batches a stage holds"], rows)
 
 
 def figures(report: dict[str, Any]):

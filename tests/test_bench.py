@@ -546,8 +546,9 @@ def test_the_results_blocks_of_every_page_are_what_the_committed_result_files_gi
     from benchmarks.readme import PAGES, README, RESULTS_PAGE, blocks, regenerate
 
     assert set(PAGES) == {README, RESULTS_PAGE}
-    assert blocks(README.read_text()) == ["headline", "depth-verdict"], \
-        "the README keeps two small generated tables: the headline and the depth study's verdict"
+    assert blocks(README.read_text()) == ["headline", "depth-verdict", "schedulers-verdict"], \
+        "the README keeps three small generated tables: the headline and the verdicts of the depth study and " \
+        "of the schedulers"
     assert len(blocks(RESULTS_PAGE.read_text())) >= 10
     for page in PAGES:
         text = page.read_text()
