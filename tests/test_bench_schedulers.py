@@ -92,7 +92,7 @@ def test_measured_ratios_are_against_the_1f1b_run_of_each_round(report, method, 
 
 
 def test_the_report_names_its_model_and_simulates_every_method_at_every_k(report):
-    from benchmarks.schedulers import SCHEDULERS, figures, format_report
+    from benchmarks.schedulers import SCHEDULERS, figures, format_report, format_verdict
 
     assert report["bench"] == "schedulers" and report["model"] == "tiny"
     assert report["measured"]["stages"] == 2 and list(report["measured"]["results"]) == list(SCHEDULERS)
@@ -107,6 +107,8 @@ def test_the_report_names_its_model_and_simulates_every_method_at_every_k(report
     text = format_report(report)
     assert "vs 1F1B (median of rounds)" in text and "SIMULATED" in text
     assert set(figures(report)) == {"schedulers"}
+    verdict = format_verdict([report]).splitlines()
+    assert len(verdict) == 2 + len(SCHEDULERS) and "K = 2 / 3" in verdict[0]
 
 
 @pytest.mark.parametrize("keywords, message", [
