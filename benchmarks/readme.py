@@ -61,7 +61,7 @@ SUMMARIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
                                   ("quality-tiny-1000-k3", "quality-tiny-1000-k2")),
     "headline": ("readme", "format_headline", HEADLINE_FILES),
     "depth-verdict": ("depth", "format_verdict", ("depth-study",)),
-    "schedulers-verdict": ("schedulers", "format_verdict", ("schedulers",)),
+    "schedulers-verdict": ("schedulers", "format_verdict", ("schedulers", "schedulers-smollm2")),
 }
 
 # where the headline table's rows point: sections of docs/results.md, relative to README.md (the page

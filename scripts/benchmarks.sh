@@ -41,6 +41,7 @@ declare -A COMMANDS=(
   [quality-smollm2-seed1]="zerolock bench quality --model smollm2-135m --stages 3 --steps 30 --eval-every 10 --seeds 1 --eval-size 128 --lr 5e-4 --reference-threads 1 --arms 'bp,zerolock a=1,zerolock a=1 affine adapter' --out results/quality-smollm2-seed1"
   [quality-smollm2-late]="zerolock bench quality --model smollm2-135m --stages 3 --boundaries 20,25 --steps 30 --eval-every 10 --seeds 0 --eval-size 128 --lr 5e-4 --reference-threads 1 --arms 'zerolock a=1' --out results/quality-smollm2-late"
   [quality-smollm2-qkvo]="zerolock bench quality --model smollm2-135m --stages 3 --lora-targets q_proj,k_proj,v_proj,o_proj --steps 30 --eval-every 10 --seeds 0 --eval-size 128 --lr 5e-4 --reference-threads 1 --arms 'bp,zerolock a=1' --out results/quality-smollm2-qkvo"
+  [schedulers-smollm2]="zerolock bench schedulers --model smollm2-135m --steps 6 --repeats 2 --out results/schedulers-smollm2"
   [quality-smollm2-1f1b]="zerolock bench quality --model smollm2-135m --stages 3 --steps 30 --seeds 0 --eval-size 128 --lr 5e-4 --threads 1 --arms 1f1b --out results/quality-smollm2-1f1b"
 )
 # the default set (the tiny model; about 40 min on 2 cores). The fault matrix (36 min), the long tiny
