@@ -346,7 +346,7 @@ def test_throughput_and_geometry_benches(runs):
     for r in rows:
         assert len(r["measured"]["active_fraction"]) == K and r["predicted"]["samples_per_s"] > 0
         assert r["oversubscribed"] is (K > __import__("benchmarks.machine", fromlist=["cores"]).cores())
-    assert set(t["results"][str(K)]["zerolock_vs"]) == {"gpipe", "1f1b", "pipedream"}
+    assert set(t["results"][str(K)]["zerolock_vs"]) == set(METHODS) - {"zerolock"}  # every other method run
     assert "K" in throughput_text(t)
     g = run_geometry(SETTINGS, runs=runs, stages=K, batches=(B,), sizes=(B // M,), methods=METHODS)
     assert [(r["batch"], r["microbatches"], r["method"]) for r in g["results"]] == [(B, M, m) for m in METHODS]
