@@ -28,6 +28,7 @@ BENCHMARKS = {
     "simulator": ("benchmarks.simulator", "simulator predictions vs measured runs, then extrapolations"),
     "dashboard": ("benchmarks.dashboard", "the dashboard: first bars after Run, and what watching costs the training"),
     "wshare": ("benchmarks.wshare", "zero-bubble's W (weight gradient) share of a stage's backward, LoRA vs full"),
+    "schedulers": ("benchmarks.schedulers", "ZeroLock vs ZB-H1 vs 1F1B vs GPipe: measured at K=2, simulated deeper"),
     "hetero": ("benchmarks.hetero", "uneven stages (one 2.5x slower): even vs balanced boundaries, ZeroLock and 1F1B"),
     "threads": ("benchmarks.threads", "the reference trainer's samples/s per thread count, alone and beside a run"),
     "gpu": ("benchmarks.gpu_check", "the GPU check: GPU tests, E1, envelope, E2 on one CUDA machine, a JSON per section"),

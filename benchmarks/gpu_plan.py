@@ -5,19 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from zerolock_core.run_fields import METHODS_BY_RUNTIME
 from . import paper
 from .recovery import VARIANTS
 from .settings import METHODS
 
 SECTIONS = ("tests", "e1", "envelope", "e2")
-OPTIONAL_METHODS = ("zb-h1",)  # in E1 and the envelope where the engine has them
-
-
-def pipeline_methods() -> tuple[str, ...]:
-    """The four paper methods, and any optional one the pipeline runtime knows."""
-    return METHODS + tuple(m for m in OPTIONAL_METHODS if m in METHODS_BY_RUNTIME["pipeline"])
-
 
 @dataclass(kw_only=True, frozen=True)
 class GpuPlan:
@@ -52,9 +44,9 @@ def full_plan() -> GpuPlan:
     """The paper's E1 / envelope / E2 at TinyLlama shape, K=3 stage processes on one GPU."""
     return GpuPlan(
         model="tinyllama-shape", seq_len=128, stages=3,
-        e1_batch=8, e1_microbatches=4, e1_steps=20, e1_methods=pipeline_methods(),
+        e1_batch=8, e1_microbatches=4, e1_steps=20, e1_methods=METHODS,
         # b up to 32: past the paper's largest (ZeroLock, 28)
-        envelope_methods=pipeline_methods(), envelope_microbatches=4, envelope_max_batch=32, envelope_steps=1,
+        envelope_methods=METHODS, envelope_microbatches=4, envelope_max_batch=32, envelope_steps=1,
         envelope_fallback_budget=2 * 2**30,
         # b=8, m=8: b=1 per micro-batch, as the paper; 12 steps leave the warm standby time to be ready at step 5
         e2_batch=8, e2_microbatches=8, e2_steps=12, e2_fail_step=5, e2_ckpt_every=2, e2_variants=VARIANTS,

@@ -45,6 +45,7 @@ FORMATTERS: dict[str, tuple[str, str, bool]] = {
     "depth": ("depth", "format_report", False),
     "wshare": ("wshare", "format_report", False),
     "hetero": ("hetero", "format_report", False),
+    "schedulers": ("schedulers", "format_report", False),
 }
 
 # the result files of the README's headline table, in the order `format_headline` takes them
@@ -60,6 +61,7 @@ SUMMARIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
                                   ("quality-tiny-1000-k3", "quality-tiny-1000-k2")),
     "headline": ("readme", "format_headline", HEADLINE_FILES),
     "depth-verdict": ("depth", "format_verdict", ("depth-study",)),
+    "schedulers-verdict": ("schedulers", "format_verdict", ("schedulers", "schedulers-smollm2")),
 }
 
 # where the headline table's rows point: sections of docs/results.md, relative to README.md (the page

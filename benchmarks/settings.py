@@ -16,7 +16,8 @@ from zerolock_core.config import DataConfig, LinkConfig, ModelConfig, ObjectiveC
 from .machine import load_average, machine_line
 from .presets import resolve_bench_model
 
-METHODS = ("gpipe", "1f1b", "pipedream", "zerolock")
+# the pipeline methods the benchmarks compare (the paper's four, then zero-bubble): every `--methods` default
+METHODS = ("gpipe", "1f1b", "pipedream", "zerolock", "zb-h1")
 
 
 @dataclass(kw_only=True, frozen=True)

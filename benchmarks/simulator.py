@@ -38,7 +38,7 @@ from .comparison import BASELINES
 from .machine import oversubscribed
 from .measure import depth_cases, skip_windows
 from .prediction import predict
-from .probe import probe_costs
+from .probe import probe_costs, probed_stage_costs
 from .experiment import Experiment
 from .pipeline_runs import PipelineRuns
 from .settings import METHODS, BenchSettings, report_header
@@ -88,15 +88,10 @@ def validate_one(settings: BenchSettings, runs: PipelineRuns, *, method: str, st
     row["inflight_exact"] = row["measured_inflight"] == row["predicted_inflight"]
     row["within_tolerance"] = row["error"] is not None and abs(row["error"]) <= TOLERANCE
     if probe is not None:
-        pp = forecast(costs=stage_costs(method, hidden, _probe_costs_for(method, probe)))
+        pp = forecast(costs=stage_costs(method, hidden, probed_stage_costs(method, probe)))
         row["probe_predicted_samples_per_s"] = pp.samples_per_s
         row["probe_error"] = pp.samples_per_s / measured - 1.0 if measured else None
     return row, mean_costs(spans, stages=stages, skip_before=start), hidden
-
-
-def _probe_costs_for(method: str, probe: dict[int, dict[str, float]]) -> dict[int, dict[str, float]]:
-    forward = "F_local" if method == "zerolock" else "F"
-    return {s: {Kind.F: c[forward], Kind.L: c["L"], Kind.B: c["B"], Kind.STEP: c["STEP"]} for s, c in probe.items()}
 
 
 def extrapolate(base: dict[str, dict[int, dict[str, float]]], *, hidden_bytes: int, microbatch_size: int,
@@ -137,7 +132,7 @@ def run_simulator(settings: BenchSettings, *, runs: PipelineRuns, stages: tuple[
             row, costs, hidden_k = validate_one(settings, runs, method=m, stages=k, **geometry, probe=probe)
             rows.append(row)
             if k == min(stages):  # the base of the extrapolation: probed costs if any (see module docstring)
-                base[m] = costs if probe is None else _probe_costs_for(m, probe)
+                base[m] = costs if probe is None else probed_stage_costs(m, probe)
                 hidden = hidden_k
     extra = extrapolate(base, hidden_bytes=hidden, microbatch_size=batch // microbatches, stages=extrapolate_to,
                         windows=settings.steps, inflight_limit=settings.inflight_depth) if extrapolate_to else []

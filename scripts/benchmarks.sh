@@ -8,15 +8,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p results/logs
 
+# the paper's four methods: the committed results of these benchmarks hold them; zero-bubble (zb-h1) is
+# compared by `bench schedulers`, which the script runs too
+PAPER_METHODS="--methods gpipe,1f1b,pipedream,zerolock"
 declare -A COMMANDS=(
-  [memory]="zerolock bench memory --out results/memory"
-  [efficiency]="zerolock bench efficiency --out results/efficiency --repeats 2"
-  [simulator]="zerolock bench simulator --out results/simulator"
-  [throughput]="zerolock bench throughput --out results/throughput --repeats 2"
-  [links]="zerolock bench links --out results/links"
-  [geometry]="zerolock bench geometry --out results/geometry"
-  [geometry-fixed-m]="zerolock bench geometry --microbatches 4 --out results/geometry-fixed-m"
-  [envelope]="zerolock bench envelope --out results/envelope"
+  [memory]="zerolock bench memory $PAPER_METHODS --out results/memory"
+  [efficiency]="zerolock bench efficiency $PAPER_METHODS --out results/efficiency --repeats 2"
+  [simulator]="zerolock bench simulator $PAPER_METHODS --out results/simulator"
+  [throughput]="zerolock bench throughput $PAPER_METHODS --out results/throughput --repeats 2"
+  [links]="zerolock bench links $PAPER_METHODS --out results/links"
+  [geometry]="zerolock bench geometry $PAPER_METHODS --out results/geometry"
+  [geometry-fixed-m]="zerolock bench geometry $PAPER_METHODS --microbatches 4 --out results/geometry-fixed-m"
+  [envelope]="zerolock bench envelope $PAPER_METHODS --out results/envelope"
+  [schedulers]="zerolock bench schedulers --repeats 4 --out results/schedulers"
   [quality]="zerolock bench quality --out results/quality"
   [readout]="zerolock bench readout --out results/readout"
   [crosscheck]="zerolock bench crosscheck --out results/crosscheck --repeats 2"
@@ -37,11 +41,12 @@ declare -A COMMANDS=(
   [quality-smollm2-seed1]="zerolock bench quality --model smollm2-135m --stages 3 --steps 30 --eval-every 10 --seeds 1 --eval-size 128 --lr 5e-4 --reference-threads 1 --arms 'bp,zerolock a=1,zerolock a=1 affine adapter' --out results/quality-smollm2-seed1"
   [quality-smollm2-late]="zerolock bench quality --model smollm2-135m --stages 3 --boundaries 20,25 --steps 30 --eval-every 10 --seeds 0 --eval-size 128 --lr 5e-4 --reference-threads 1 --arms 'zerolock a=1' --out results/quality-smollm2-late"
   [quality-smollm2-qkvo]="zerolock bench quality --model smollm2-135m --stages 3 --lora-targets q_proj,k_proj,v_proj,o_proj --steps 30 --eval-every 10 --seeds 0 --eval-size 128 --lr 5e-4 --reference-threads 1 --arms 'bp,zerolock a=1' --out results/quality-smollm2-qkvo"
+  [schedulers-smollm2]="zerolock bench schedulers --model smollm2-135m --steps 6 --repeats 2 --out results/schedulers-smollm2"
   [quality-smollm2-1f1b]="zerolock bench quality --model smollm2-135m --stages 3 --steps 30 --seeds 0 --eval-size 128 --lr 5e-4 --threads 1 --arms 1f1b --out results/quality-smollm2-1f1b"
 )
 # the default set (the tiny model; about 40 min on 2 cores). The fault matrix (36 min), the long tiny
 # runs and the real-model ones are named only: bash scripts/benchmarks.sh quality-smollm2 ...
-ORDER=(memory efficiency simulator throughput links geometry geometry-fixed-m envelope quality readout
+ORDER=(memory efficiency simulator throughput links geometry geometry-fixed-m envelope schedulers quality readout
        crosscheck recovery dashboard readability-tiny quality-tiny-adapters)
 
 names=("$@")

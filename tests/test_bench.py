@@ -124,9 +124,9 @@ def test_simulated_timeline_round_trips_through_the_measurement_code():
     from benchmarks.prediction import predict
     from zerolock_core.schedule.spans import costs_from_spans, spans_from_sim, throughput, window_start
 
-    per_stage = {
-        0: {"F": 0.01, "B": 0.02, "L": 0.015, "STEP": 0.001},
-        1: {"F": 0.012, "B": 0.025, "L": 0.02, "STEP": 0.001},
+    per_stage = {  # W: the part of B a split backward (zb-h1) runs apart; the other methods never read it
+        0: {"F": 0.01, "B": 0.02, "W": 0.005, "L": 0.015, "STEP": 0.001},
+        1: {"F": 0.012, "B": 0.025, "W": 0.004, "L": 0.02, "STEP": 0.001},
     }
     for method in METHODS:
         costs = Costs(
@@ -323,7 +323,11 @@ def test_simulator_bench(runs):
     )
     for r in report["validation"]:
         assert r["inflight_exact"], r  # the schedule fixes the in-flight counts exactly
-        assert r["measured_held_activation_bytes"] == r["predicted_held_activation_bytes"], r
+        held = zip(r["measured_held_activation_bytes"], r["predicted_held_activation_bytes"])
+        if r["method"] == "zb-h1":  # a micro-batch awaiting its W keeps only W's part of its graph: the
+            assert all(m <= p for m, p in held), r  # simulator's whole micro-batch is an upper bound
+        else:
+            assert all(m == p for m, p in held), r
         assert r["predicted_samples_per_s"] > 0 and math.isfinite(r["error"])
     assert {p["link"] for p in report["predictions"]} >= {"local", "constrained"}
     assert all(p["stages"] == 4 and p["microbatches"] == 8 for p in report["predictions"])
@@ -342,7 +346,7 @@ def test_throughput_and_geometry_benches(runs):
     for r in rows:
         assert len(r["measured"]["active_fraction"]) == K and r["predicted"]["samples_per_s"] > 0
         assert r["oversubscribed"] is (K > __import__("benchmarks.machine", fromlist=["cores"]).cores())
-    assert set(t["results"][str(K)]["zerolock_vs"]) == {"gpipe", "1f1b", "pipedream"}
+    assert set(t["results"][str(K)]["zerolock_vs"]) == set(METHODS) - {"zerolock"}  # every other method run
     assert "K" in throughput_text(t)
     g = run_geometry(SETTINGS, runs=runs, stages=K, batches=(B,), sizes=(B // M,), methods=METHODS)
     assert [(r["batch"], r["microbatches"], r["method"]) for r in g["results"]] == [(B, M, m) for m in METHODS]
@@ -546,8 +550,9 @@ def test_the_results_blocks_of_every_page_are_what_the_committed_result_files_gi
     from benchmarks.readme import PAGES, README, RESULTS_PAGE, blocks, regenerate
 
     assert set(PAGES) == {README, RESULTS_PAGE}
-    assert blocks(README.read_text()) == ["headline", "depth-verdict"], \
-        "the README keeps two small generated tables: the headline and the depth study's verdict"
+    assert blocks(README.read_text()) == ["headline", "depth-verdict", "schedulers-verdict"], \
+        "the README keeps three small generated tables: the headline and the verdicts of the depth study and " \
+        "of the schedulers"
     assert len(blocks(RESULTS_PAGE.read_text())) >= 10
     for page in PAGES:
         text = page.read_text()
