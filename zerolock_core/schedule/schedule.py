@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from .action import Action, Kind, Message
 
@@ -77,12 +78,14 @@ class Schedule:
             microbatches = max(1, -(-(max(ids, default=0) + 1) // windows))
         return cls(method=method, stages=len(actions), microbatches=microbatches, windows=windows, actions=actions)
 
-    @property
+    # cached (the actions never change): the analyses ask for every action, and a scan each time made
+    # them quadratic in the schedule's length
+    @cached_property
     def splits_backward(self) -> bool:
         """Whether the backward is split into B (input gradient) and a later W (weight gradient)."""
         return any(a.kind is Kind.W for row in self.actions for a in row)
 
-    @property
+    @cached_property
     def release_kinds(self) -> frozenset[Kind]:
         """The actions that free a micro-batch's activations on a stage: its backward (B), or L (zerolock);
         in a split schedule W, which needs the graph that B kept."""
