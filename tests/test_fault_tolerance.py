@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from app.recovery_text import recovery_text
+from app.timebase import time_origin, to_s
 from app.timeline import timeline_figure
 from zerolock_core.artifacts import load_final_weights
 from zerolock_core.cli import recovery_lines
@@ -132,7 +133,13 @@ def assert_one_truth(recoveries: list[dict], events: list[dict], *, stages: int)
         labels = [a.text for a in fig.layout.annotations if a.name in ("RESTORE-label", "REPLAY-label")
                   and int(a.y) == rec["stage"]]
         assert f"RESTORE · {seconds_text(rec['restore_s'])}" in labels, labels
-        replay = [t for t in labels if t.startswith("REPLAY")]
+        # this record's REPLAY bars only: a second failure of the same stage replays in another process
+        # (another generation) whose bars carry that record's numbers, not this one's
+        origin = time_origin(events)
+        starts_s = [to_s(e["t0"], origin) for e in events if e["kind"] == "REPLAY" and e["stage"] == rec["stage"]
+                    and e["gen"] == rec["gen"]]  # a label sits at its run's first bar (rounded to the µs)
+        replay = [a.text for a in fig.layout.annotations if a.name == "REPLAY-label" and int(a.y) == rec["stage"]
+                  and any(abs(a.x - t) < 2e-6 for t in starts_s)]
         assert all(t.endswith(words["replay"]) for t in replay), (replay, words)
 
 
