@@ -1,5 +1,5 @@
-"""`zerolock bench crosscheck`: our GPipe / 1F1B against torch.distributed.pipelining's own
-ScheduleGPipe / Schedule1F1B on the same model split, micro-batches and initial weights
+"""`zerolock bench crosscheck`: our GPipe / 1F1B / ZB-H1 against torch.distributed.pipelining's own
+ScheduleGPipe / Schedule1F1B / ScheduleInterleavedZeroBubble (one stage per rank) on the same model split, micro-batches and initial weights
 (gloo, CPU, 2 stages, one spawned process per stage). Losses must agree; throughput side by side.
 """
 
@@ -29,7 +29,7 @@ LOSS_RTOL = 1e-4
 
 def run_torch_pipelining(settings: BenchSettings, *, batch: int, microbatches: int, out: Path,
                          timeout_s: float = 600.0) -> dict[str, Any]:
-    """Both torch schedules in one pair of spawned ranks; per schedule: losses, step end times."""
+    """Every torch schedule in one pair of spawned ranks; per schedule: losses, step end times."""
     cfg = settings.pipeline(method="gpipe", stages=2, batch=batch, microbatches=microbatches, out=out)
     out.mkdir(parents=True, exist_ok=True)
     ctx, port = mp.get_context("spawn"), free_port()

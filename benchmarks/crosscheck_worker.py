@@ -4,7 +4,8 @@ The stage modules are our own `Chunk`s; only the schedule and the transport are 
 rank builds the same run setup as our stage processes do, so it holds the whole dataset:
 
 * the attention mask is *closed over*: each stage reads the mask of micro-batch i from its own
-  copy of the data when its i-th forward of the step runs (both ScheduleGPipe and Schedule1F1B run
+  copy of the data when its i-th forward of the step runs (ScheduleGPipe, Schedule1F1B and, with one stage
+  per rank, ScheduleInterleavedZeroBubble run
   a stage's forwards in micro-batch order; stage 0 checks that its input is micro-batch i's ids).
   Our engine does the same (every stage rebuilds masks from its own data); nothing but the hidden
   state travels, in both implementations, so the bytes on the wire are the same;
@@ -29,7 +30,7 @@ from zerolock_core.objectives import task_cross_entropy
 from zerolock_core.stage_worker import StageWorker, answer_positions
 from zerolock_core.run_setup import build_run_setup
 
-SCHEDULES = ("gpipe", "1f1b")
+SCHEDULES = ("gpipe", "1f1b", "zb-h1")  # zb-h1: torch's ScheduleInterleavedZeroBubble, one stage per rank
 
 
 class MaskedStage(nn.Module):
@@ -53,8 +54,10 @@ class MaskedStage(nn.Module):
 
 
 def _schedule(name: str, stage, microbatches: int, loss_fn):
-    from torch.distributed.pipelining import Schedule1F1B, ScheduleGPipe
+    from torch.distributed.pipelining import Schedule1F1B, ScheduleGPipe, ScheduleInterleavedZeroBubble
 
+    if name == "zb-h1":  # a multi-stage schedule: a list of this rank's stages (one here)
+        return ScheduleInterleavedZeroBubble([stage], microbatches, loss_fn=loss_fn, scale_grads=True)
     cls = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}[name]
     return cls(stage, microbatches, loss_fn=loss_fn, scale_grads=True)
 

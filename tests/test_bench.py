@@ -429,6 +429,7 @@ def test_crosscheck_agrees_with_torch_pipelining_on_loss(runs):
     from benchmarks.crosscheck import format_report, run_crosscheck
 
     report = run_crosscheck(SETTINGS, out=runs.root / "crosscheck", runs=runs, batch=B, microbatches=M)
+    assert list(report["results"]) == ["gpipe", "1f1b", "zb-h1"]  # zb-h1: torch's ScheduleInterleavedZeroBubble
     for name, r in report["results"].items():
         assert r["losses_agree"], (name, r["ours_losses"], r["torch_losses"])
         assert len(r["torch_losses"]) == STEPS
