@@ -70,8 +70,8 @@ def on_inject(controller: EngineController, stage: float | None, mode: str) -> s
 
 
 def stage_control(controller: EngineController) -> gr.Number:
-    """The stage field's hint: the watched run's K (redrawn when the panel opens or the field is focused:
-    the watched run may have changed since). No bounds on the field: Gradio would refuse a value out of
+    """The stage field's hint: the watched run's K (redrawn when the panel opens: the watched run may have
+    changed since). No bounds on the field: Gradio would refuse a value out of
     them with a toast of its own words and length; inject() refuses it in the panel's."""
     run = _watched_run(controller)
     if run is None:
@@ -93,7 +93,8 @@ def build_failure_panel(controller: EngineController) -> gr.HTML:
         result = gr.HTML(line_box(), elem_id=INJECT_ID)
         button.click(lambda s, m: on_inject(controller, s, m), inputs=[stage, mode], outputs=[result],
                      api_name="inject_failure")
-        for event in (panel.expand, stage.focus):
-            event(lambda: stage_control(controller), None, stage, show_progress="hidden", queue=False)
+        # the hint is redrawn when the panel opens, not while the field is being typed in: an update that
+        # lands after a keystroke re-renders the field (a CI run saw a typed 0 injected as the initial 1)
+        panel.expand(lambda: stage_control(controller), None, stage, show_progress="hidden", queue=False)
     # outside the (collapsed) panel: a scheduled failure's story shows without opening it
     return gr.HTML(line_box(), elem_id=RECOVERY_ID)

@@ -223,8 +223,11 @@ def test_a_scheduled_failure_is_pinned_in_view_then_an_injected_one_too(page, tm
     shot(page, tmp_path, "browser-6-scheduled-failure-pinned")
     # a second failure, from the Inject panel: the view follows it
     page.locator("#failure-panel").get_by_text("Inject failure").first.click()
+    # the panel's opening redraws the stage field's hint: type once that has landed
+    page.wait_for_selector("#failure-stage >> text=the watched run has K = 3", timeout=60_000)
     page.locator("#failure-stage input").fill("0")
     page.get_by_label("kill (SIGKILL)").check()
+    assert page.locator("#failure-stage input").input_value() == "0"  # nothing redrew the field since
     page.click("#inject-failure")
     page.wait_for_selector("#failure-result >> text=Injected", timeout=30_000)
     page.wait_for_function(f"() => {{ const v = ({FAILURE_VIEW})('#timeline'); "
