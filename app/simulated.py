@@ -14,28 +14,35 @@ def events_from_simulation(result: SimResult, *, bytes_per_microbatch: int = 2**
     """One event dict per simulated action, shaped like the lines of the runtime's event files.
 
     `act_bytes` is the number of micro-batches held times `bytes_per_microbatch` (the simulator
-    counts micro-batches, not bytes); `inflight` is that count."""
+    counts micro-batches, not bytes); `inflight` is that count. Where the schedule places several chunks
+    on one device (DualPipe-V), a lane is a device, each event names its `chunk`, and a micro-batch held by
+    one chunk counts as its share of a stage (devices / chunks), so the figures compare like with like."""
     if bytes_per_microbatch < 0:
         raise ValueError(f"bytes_per_microbatch must be >= 0 (got {bytes_per_microbatch})")
-    stages, release = result.schedule.stages, result.schedule.release_kinds
-    held: list[set[int]] = [set() for _ in range(stages)]
-    steps = [0] * stages
+    schedule, release = result.schedule, result.schedule.release_kinds
+    placed, share = bool(schedule.placement), schedule.devices / schedule.stages
+    held: list[set[tuple[int, int]]] = [set() for _ in range(schedule.devices)]
+    steps = [0] * schedule.devices
     out: list[dict[str, Any]] = []
     # records are sorted by (start, stage) with a stable sort, so within a stage they stay in
     # execution order even when zero-length sends share a start time with the next action
     for r in result.records:
         a, s = r.action, r.stage
         if a.kind in _HOLD:
-            held[s].add(a.microbatch)
+            held[s].add((a.stage, a.microbatch))
         elif a.kind in release:
-            held[s].discard(a.microbatch)
+            held[s].discard((a.stage, a.microbatch))
         elif a.kind is Kind.STEP:
             steps[s] += 1
-        out.append({"stage": s, "kind": a.kind.value, "mb": a.microbatch,
-                    "t0": round(r.start_s * 1e9), "t1": round(r.end_s * 1e9),
-                    "act_bytes": len(held[s]) * bytes_per_microbatch, "inflight": len(held[s]),
-                    "sent": {Kind.SF: hidden_bytes, Kind.SB: grad_bytes}.get(a.kind, 0),
-                    "recv": {Kind.RF: hidden_bytes, Kind.RB: grad_bytes}.get(a.kind, 0), "step": steps[s], "gen": 0})
+        stages_held = len(held[s]) * share if placed else len(held[s])
+        event = {"stage": s, "kind": a.kind.value, "mb": a.microbatch,
+                 "t0": round(r.start_s * 1e9), "t1": round(r.end_s * 1e9),
+                 "act_bytes": round(stages_held * bytes_per_microbatch), "inflight": stages_held,
+                 "sent": {Kind.SF: hidden_bytes, Kind.SB: grad_bytes}.get(a.kind, 0),
+                 "recv": {Kind.RF: hidden_bytes, Kind.RB: grad_bytes}.get(a.kind, 0), "step": steps[s], "gen": 0}
+        if placed and a.kind is not Kind.STEP:
+            event["chunk"] = a.stage
+        out.append(event)
     return out
 
 

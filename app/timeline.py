@@ -73,6 +73,8 @@ class KindLane:
     nbytes: list[int] = field(default_factory=list)  # bytes sent + received by the action
     gen: list[int] = field(default_factory=list)  # process generation
     phases: list[dict[str, Any] | None] = field(default_factory=list)  # STARTUP only: {phase: [t0, t1]}
+    # the model chunk of a bar where a lane (a device) runs several (DualPipe-V, simulated); else None
+    chunk: list[int | None] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.stage)
@@ -93,6 +95,7 @@ def lane_bars(events: Events, *, stages: int, origin_ns: int) -> list[KindLane]:
         lane.nbytes.append((e.get("sent") or 0) + (e.get("recv") or 0))
         lane.gen.append(e.get("gen") or 0)
         lane.phases.append(e.get("phases"))
+        lane.chunk.append(e.get("chunk"))
     return [lanes[k] for k in sorted(lanes, key=kind_sort_key)]
 
 
@@ -141,11 +144,14 @@ def _bar_trace(lane: KindLane, *, showlegend: bool, outline: bool, min_w_s: floa
         hover = "%{customdata[0]}<br>start %{base:.3f} s · duration %{customdata[1]}"
         if any(lane.phases):
             hover += "<br>%{customdata[2]}"
-    else:  # numbers only (sent as one typed array): stage, micro-batch, true duration (ms), bytes
-        custom = np.column_stack([lane.stage, [-1 if mb is None else mb for mb in lane.mb],
-                                  np.round(np.asarray(lane.dur_ms), 3), lane.nbytes]).astype(np.float32)
+    else:  # numbers only (one typed array): stage, micro-batch, true duration (ms), bytes[, chunk where placed]
+        chunked = any(c is not None for c in lane.chunk)
+        columns = [lane.stage, [-1 if mb is None else mb for mb in lane.mb], np.round(np.asarray(lane.dur_ms), 3),
+                   lane.nbytes] + ([[-1 if c is None else c for c in lane.chunk]] if chunked else [])
+        custom = np.column_stack(columns).astype(np.float32)
         what = f"{lane.kind}%{{customdata[1]}}" if any(mb is not None for mb in lane.mb) else lane.kind
-        hover = (f"stage %{{customdata[0]}} · {what}<br>"
+        where = "device %{customdata[0]} · chunk %{customdata[4]}" if chunked else "stage %{customdata[0]}"
+        hover = (f"{where} · {what}<br>"
                  "start %{base:.3f} s · duration %{customdata[2]:,.2f} ms")
         if any(lane.nbytes):
             way = "sent" if lane.kind.startswith("S") else "received" if lane.kind.startswith("R") else "moved"
@@ -163,8 +169,9 @@ def _bar_trace(lane: KindLane, *, showlegend: bool, outline: bool, min_w_s: floa
     if labels and lane.kind in LABELLED_KINDS and any(mb is not None for mb in lane.mb):
         # only on bars wide enough to read it at the default width (plotly would shrink it to a smudge)
         code = "R" if lane.kind == Kind.REPLAY else lane.kind
-        trace.update(text=[f"{code}{mb}" if mb is not None and w >= label_min_s else ""
-                           for mb, w in zip(lane.mb, drawn)],
+        # a device's two chunks: the action's own string, "3F0" (chunk 3's forward of micro-batch 0)
+        trace.update(text=[f"{'' if c is None else c}{code}{mb}" if mb is not None and w >= label_min_s else ""
+                           for mb, w, c in zip(lane.mb, drawn, lane.chunk)],
                      textposition="inside", insidetextanchor="middle", textangle=0,
                      textfont=dict(size=10, color="white"))
     return trace

@@ -24,17 +24,23 @@ from zerolock_core.split_backward import WeightGradient
 from zerolock_core.stage_worker import StageWorker
 from zerolock_core.run_setup import build_run_setup
 from .settings import BenchSettings
+from zerolock_core.schedule.dualpipe_v import DUALPIPE_V
 
 
 def probed_stage_costs(method: str, per_stage: dict[int, dict[str, float]]) -> dict[int, dict[str, float]]:
     """The simulator's per-stage costs of `method` from probed seconds: ZeroLock's forward is the one without
     an input gradient (F_local); zb-h1's backward is the split one as the runtime runs it (B_input, then W;
-    the simulator's B is a whole backward, of which W is the part run later)."""
+    the simulator's B is a whole backward, of which W is the part run later). DualPipe-V (simulated only)
+    runs most of its backwards whole (torch's FULL_BACKWARD: B then W at once, one backward's cost) and
+    splits a few to fill its tail: whole B and the probed W, so a split one costs no more than a whole one
+    (optimistic for those few, exact for the rest)."""
     def one(c: dict[str, float]) -> dict[str, float]:
         out = {Kind.F: c["F_local"] if method in LOCAL_METHODS else c["F"], Kind.L: c["L"], Kind.B: c["B"],
                Kind.STEP: c["STEP"]}
         if splits_backward(method):
             out[Kind.B], out[Kind.W] = c["B_input"] + c["W"], c["W"]
+        elif method == DUALPIPE_V:
+            out[Kind.W] = min(c["W"], c["B"])
         return out
 
     return {s: one(c) for s, c in per_stage.items()}

@@ -12,6 +12,11 @@ Simulated: at K in `--simulate`, m = 2K micro-batches of the measured size, the 
 seconds probed in this process on that very K-way split (probe.py: F, B, ZB-H1's split B_input + W,
 ZeroLock's own forward and L, STEP; an ideal link): throughput relative to 1F1B, bubble fraction and the
 most micro-batches a stage holds (activation memory in micro-batches).
+
+DualPipe-V (simulated only: it puts two chunks on a device, the runtime one stage per process) runs on the
+same K devices the model cut 2K ways, costed with seconds probed on the 2K-way split; its micro-batches held
+are counted in stages' worth (a chunk's micro-batch is half a stage's), and where the model has fewer than
+2K layers its row says so instead.
 """
 from __future__ import annotations
 
@@ -29,8 +34,10 @@ from .pipeline_runs import PipelineRuns
 from .prediction import predict
 from .settings import BenchSettings, report_header
 from .table import joined, markdown_table, mib, pct, preamble
+from zerolock_core.schedule.dualpipe_v import DUALPIPE_V
 
 SCHEDULERS = ("zerolock", "zb-h1", "1f1b", "gpipe")
+SIMULATED_ONLY = (DUALPIPE_V,)  # two chunks per device: schedule data and the simulator, not the runtime
 BASELINE = "1f1b"  # every ratio is against it: the schedule ZB-H1 improves on, at the same peak memory
 MICROBATCHES_PER_STAGE = 2  # the simulated m = 2K (as `bench simulator`'s extrapolation)
 SIMULATE_AT = (2, 3, 4, 8)
@@ -58,7 +65,7 @@ def measure_side_by_side(settings: BenchSettings, *, runs: PipelineRuns, stages:
 
 
 def simulate_depths(settings: BenchSettings, *, depths: tuple[int, ...], microbatch_size: int,
-                    methods: tuple[str, ...]) -> dict[str, Any]:
+                    methods: tuple[str, ...], simulated_only: tuple[str, ...] = SIMULATED_ONLY) -> dict[str, Any]:
     probes, rows, probed = Probes(settings=settings), [], []
     for k in dict.fromkeys(depths):
         m = MICROBATCHES_PER_STAGE * k
@@ -75,7 +82,32 @@ def simulate_depths(settings: BenchSettings, *, depths: tuple[int, ...], microba
                          "vs_1f1b": ratio(pred.samples_per_s, block[BASELINE].samples_per_s),
                          "bubble_fraction": pred.bubble_fraction, "active_fraction": list(pred.active_fraction),
                          "peak_inflight": list(pred.inflight_peak)})
+        rows += [dualpipe_v_row(settings, probes, devices=k, microbatch_size=microbatch_size,
+                                baseline=block[BASELINE].samples_per_s) for _ in simulated_only]
     return {"microbatches_per_stage": MICROBATCHES_PER_STAGE, "link": "ideal", "rows": rows, "probes": probed}
+
+
+def dualpipe_v_row(settings: BenchSettings, probes: Probes, *, devices: int, microbatch_size: int,
+                   baseline: float) -> dict[str, Any]:
+    """DualPipe-V on `devices` devices, the model cut into 2 x `devices` chunks probed on that split; its
+    held micro-batches per device in stages' worth (half a count per chunk micro-batch)."""
+    m = MICROBATCHES_PER_STAGE * devices
+    row: dict[str, Any] = {"stages": devices, "chunks": 2 * devices, "microbatches": m, "method": DUALPIPE_V}
+    try:
+        p = probes.get(stages=2 * devices, batch=m * microbatch_size, microbatches=m)
+    except ValueError as err:  # fewer layers than chunks
+        return {**row, "skipped": f"{2 * devices} chunks: {err}"}
+    pred = predict(method=DUALPIPE_V, stages=devices, batch=m * microbatch_size, microbatches=m,
+                   windows=settings.steps, costs=p.costs(DUALPIPE_V), link=link_for(LinkConfig()),
+                   inflight_limit=settings.inflight_depth, skip_windows=skip_windows(settings.steps))
+    return {**row, "samples_per_s": pred.samples_per_s, "vs_1f1b": ratio(pred.samples_per_s, baseline),
+            "bubble_fraction": pred.bubble_fraction, "active_fraction": list(pred.active_fraction),
+            "peak_inflight": [n / 2 for n in pred.inflight_peak], "layers": p.layers}
+
+
+def simulated_rows(report: dict[str, Any], method: str) -> list[dict[str, Any]]:
+    """The simulated rows of `method` that ran (a DualPipe-V row is skipped where the model is too short)."""
+    return [r for r in report["simulated"]["rows"] if r["method"] == method and "skipped" not in r]
 
 
 def run_schedulers(settings: BenchSettings, *, runs: PipelineRuns, stages: int, batch: int, microbatches: int,
@@ -110,10 +142,17 @@ def format_report(report: dict[str, Any]) -> str:
                  f"split, {sim['link']} link; throughput vs 1F1B / bubble / most micro-batches a stage holds")
     methods = list(dict.fromkeys(r["method"] for r in sim["rows"]))
     cell = {(r["stages"], r["method"]): r for r in sim["rows"]}
-    rows = [[k, *[f"{pct(cell[k, m]['vs_1f1b'])} / {cell[k, m]['bubble_fraction']:.0%} / "
-                  f"{max(cell[k, m]['peak_inflight'])}" for m in methods]]
-            for k in dict.fromkeys(r["stages"] for r in sim["rows"])]
+
+    def text(r: dict[str, Any] | None) -> str:
+        if r is None or "skipped" in r:
+            return "n/a" if r is None else f"n/a ({r['chunks']} chunks > layers)"
+        return f"{pct(r['vs_1f1b'])} / {r['bubble_fraction']:.0%} / {max(r['peak_inflight']):g}"
+
+    rows = [[k, *[text(cell.get((k, m))) for m in methods]] for k in dict.fromkeys(r["stages"] for r in sim["rows"])]
     lines.append(markdown_table(["K", *methods], rows))
+    if any(r["method"] == DUALPIPE_V for r in sim["rows"]):
+        lines.append("DualPipe-V: on K devices, the model cut into 2K chunks (two per device, in a V), probed on "
+                     "that split; its micro-batches held counted in stages' worth (a chunk's is half a stage's)")
     lines.append("W share of ZB-H1's split backward per stage, probed (stage 0 has no input gradient to send: "
                  "all of it is W): " + "; ".join(f"K={p['stages']}: {joined(p['w_share'], '.0%')}"
                                                   for p in sim["probes"]))
@@ -129,11 +168,18 @@ def format_verdict(reports: list[dict[str, Any]]) -> str:
     ks = " / ".join(str(k) for k in dict.fromkeys(x["stages"] for x in reports[0]["simulated"]["rows"]))
     rows = []
     for r in reports:
-        for m, res in r["measured"]["results"].items():
-            sim = [x for x in r["simulated"]["rows"] if x["method"] == m]
-            rows.append([r["model"], m, pct(res["vs_1f1b"]), " / ".join(pct(x["vs_1f1b"]) for x in sim),
-                         " / ".join(f"{x['bubble_fraction']:.0%}" for x in sim),
-                         " / ".join(str(max(x["peak_inflight"])) for x in sim)])
+        methods = dict.fromkeys([*r["measured"]["results"], *(x["method"] for x in r["simulated"]["rows"])])
+        for m in methods:
+            res = r["measured"]["results"].get(m)
+            cells = {x["stages"]: x for x in r["simulated"]["rows"] if x["method"] == m}
+            sim = [cells.get(k) for k in dict.fromkeys(x["stages"] for x in r["simulated"]["rows"])]
+
+            def each(fmt) -> str:
+                return " / ".join("–" if x is None or "skipped" in x else fmt(x) for x in sim)
+
+            rows.append([r["model"], m, pct(res["vs_1f1b"]) if res else "not run (simulated only)",
+                         each(lambda x: pct(x["vs_1f1b"])), each(lambda x: f"{x['bubble_fraction']:.0%}"),
+                         each(lambda x: f"{max(x['peak_inflight']):g}")])
     k = reports[0]["measured"]["stages"]
     return markdown_table(["model", "method", f"measured at K={k}: vs 1F1B (median of rounds)",
                            f"simulated vs 1F1B, K = {ks}", "simulated bubble", "micro-batches a stage holds"], rows)

@@ -10,11 +10,12 @@ from typing import Any
 
 from zerolock_core.palette import method_colour
 from . import plots
+from .schedulers import simulated_rows
 
 PANELS = (
     ("throughput vs 1F1B", lambda r: r["vs_1f1b"], ".0%"),
     ("bubble fraction", lambda r: r["bubble_fraction"], ".0%"),
-    ("micro-batches a stage holds (most)", lambda r: max(r["peak_inflight"]), "d"),
+    ("micro-batches a stage holds (most)", lambda r: max(r["peak_inflight"]), "g"),
 )
 
 
@@ -26,7 +27,7 @@ def schedulers_figure(report: dict[str, Any]):
     methods = list(dict.fromkeys(r["method"] for r in sim))
     for col, (title, value, tick) in enumerate(PANELS, start=1):
         for m in methods:
-            rows = [r for r in sim if r["method"] == m]
+            rows = simulated_rows(report, m)
             fig.add_trace(plots.curve(f"{m} simulated", [r["stages"] for r in rows], [value(r) for r in rows],
                                       color=method_colour(m), legendgroup=m, showlegend=col == 1), row=1, col=col)
             r = meas["results"].get(m)

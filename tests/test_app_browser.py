@@ -287,6 +287,24 @@ def test_explain_draws_zb_h1_with_its_weight_gradients_on_every_stage(page, tmp_
     shot(page, tmp_path, "browser-4b-explain-zb-h1")
 
 
+@pytest.mark.slow
+def test_explain_draws_dualpipe_v_on_devices_each_running_two_chunks(page, tmp_path):
+    page.set_viewport_size({"width": 1280, "height": 720})
+    page.click("#tab-explain-button")
+    page.wait_for_selector("#explain-text >> text=update locking")
+    page.get_by_label("micro-batches m").last.fill("6")
+    page.get_by_label("micro-batches m").last.press("Enter")
+    page.wait_for_selector("#explain-text >> text=m = 6", timeout=30_000)
+    page.locator("#explain-bp").get_by_text("DualPipe-V").click()
+    page.wait_for_selector("#explain-text >> text=into 6 chunks", timeout=30_000)
+    # K = 3 devices, m = 6: each device's lane runs the W of its two chunks, 12 a lane (ZeroLock has none)
+    page.wait_for_function(f"() => Object.keys(({KIND_BARS})(['#explain-timeline', 'W'])).length === 3",
+                           timeout=30_000)
+    assert page.evaluate(KIND_BARS, ["#explain-timeline", "W"]) == {"0": 12, "1": 12, "2": 12}
+    assert "device 0" in page.inner_text("#explain-timeline")
+    shot(page, tmp_path, "browser-4c-explain-dualpipe-v")
+
+
 # JS: the outlines a lesson draws on the figure inside `sel` (shapes and annotations named lesson-highlight)
 HIGHLIGHTS = """sel => {
   const gd = document.querySelector(sel + ' .js-plotly-plot');

@@ -5,6 +5,7 @@ import plotly.graph_objects as go
 
 from zerolock_core.metrics import Metrics
 from zerolock_core.recovery_phases import INSTANTS, phases_from_instants
+import numpy as np
 import pytest
 
 from zerolock_core.run_dir import RunDir
@@ -211,6 +212,24 @@ def test_fig1_with_zb_h1_holds_k_everywhere_and_is_quicker_than_1f1b():
     assert "ZB-H1" in zb.text and "W = 10 ms" in zb.text
     with pytest.raises(ValueError, match="zb-h1 needs microbatches >= stages"):
         explain(stages=4, microbatches=2, bp_method="zb-h1")
+
+
+@pytest.mark.parametrize("k, m", [(2, 4), (3, 6), (4, 9)])
+def test_fig1_with_dualpipe_v_draws_devices_with_two_chunks_each_holding_k_and_a_half(k, m):
+    e = explain(stages=k, microbatches=m, bp_method="dualpipe-v")
+    assert e.peaks["dualpipe-v"] == (k + 0.5,) * k and e.peaks["zerolock"] == (1,) * k
+    # its lanes are devices; a bar names its chunk: the V's two legs on device 0 are chunks 0 and 2k - 1
+    assert list(e.timeline.layout.yaxis.ticktext) == [f"device {d}" for d in range(k)]
+    forwards = next(t for t in e.timeline.data if t.type == "bar" and t.legendgroup == "F" and t.yaxis == "y")
+    custom = np.asarray(forwards.customdata)  # device, micro-batch, ms, bytes, chunk
+    on_device_0 = {(int(c), int(i)) for d, i, _, _, c in custom if d == 0}
+    assert on_device_0 == {(c, i) for c in (0, 2 * k - 1) for i in range(m)}
+    assert "chunk %{customdata[4]}" in forwards.hovertemplate
+    if forwards.text:  # labelled where few enough bars are in view: the action's own string
+        assert {t for t, (d, *_) in zip(forwards.text, custom) if t and d == 0} <= {f"{c}F{i}" for c, i in on_device_0}
+    assert f"into {2 * k} chunks" in e.text and "device 0 … " in e.text
+    with pytest.raises(ValueError, match="dualpipe-v needs microbatches >= 2 x devices"):
+        explain(stages=k, microbatches=2 * k - 1, bp_method="dualpipe-v")
 
 
 def test_compare_figures_share_axes_and_colour_by_method():

@@ -92,23 +92,36 @@ def test_measured_ratios_are_against_the_1f1b_run_of_each_round(report, method, 
 
 
 def test_the_report_names_its_model_and_simulates_every_method_at_every_k(report):
-    from benchmarks.schedulers import SCHEDULERS, figures, format_report, format_verdict
+    from benchmarks.schedulers import SCHEDULERS, SIMULATED_ONLY, figures, format_report, format_verdict
 
     assert report["bench"] == "schedulers" and report["model"] == "tiny"
     assert report["measured"]["stages"] == 2 and list(report["measured"]["results"]) == list(SCHEDULERS)
     sim = report["simulated"]
     assert [(r["stages"], r["microbatches"], r["method"]) for r in sim["rows"]] == [
-        (k, 2 * k, m) for k in (2, 3) for m in SCHEDULERS]
+        (k, 2 * k, m) for k in (2, 3) for m in SCHEDULERS + SIMULATED_ONLY]
     for r in sim["rows"]:
         assert 0 <= r["bubble_fraction"] < 1 and len(r["peak_inflight"]) == r["stages"], r
         assert r["method"] != "1f1b" or r["vs_1f1b"] == 0.0
+    # DualPipe-V on K devices: 2K chunks, each device's held micro-batches in stages' worth (K + 1/2)
+    for r in (r for r in sim["rows"] if r["method"] == "dualpipe-v"):
+        assert r["chunks"] == 2 * r["stages"] and len(r["layers"]) == 2 * r["stages"]
+        assert r["peak_inflight"] == [r["stages"] + 0.5] * r["stages"]
     assert [len(p["w_share"]) for p in sim["probes"]] == [2, 3]
     assert max(r["peak_inflight"][0] for r in sim["rows"] if r["method"] == "zerolock") == 1
     text = format_report(report)
     assert "vs 1F1B (median of rounds)" in text and "SIMULATED" in text
     assert set(figures(report)) == {"schedulers"}
     verdict = format_verdict([report]).splitlines()
-    assert len(verdict) == 2 + len(SCHEDULERS) and "K = 2 / 3" in verdict[0]
+    assert len(verdict) == 2 + len(SCHEDULERS) + len(SIMULATED_ONLY) and "K = 2 / 3" in verdict[0]
+    assert "dualpipe-v | not run (simulated only)" in verdict[-1]
+
+
+def test_dualpipe_v_is_skipped_with_its_reason_where_the_model_has_fewer_layers_than_chunks():
+    from benchmarks.measure import Probes
+    from benchmarks.schedulers import dualpipe_v_row
+
+    row = dualpipe_v_row(SETTINGS, Probes(settings=SETTINGS), devices=5, microbatch_size=2, baseline=1.0)
+    assert row["method"] == "dualpipe-v" and row["chunks"] == 10 and "layers" in row["skipped"]
 
 
 @pytest.mark.parametrize("keywords, message", [

@@ -1,4 +1,5 @@
-"""Schedule builders: zerolock, gpipe, 1f1b, pipedream and zb-h1.
+"""Schedule builders: zerolock, gpipe, 1f1b, pipedream and zb-h1 (one stage per device: the runtime runs
+them), and dualpipe-v (two stages per device: the simulator and the Explain tab only).
 
 Conventions (per stage ``s`` of ``K``, ``m`` micro-batches per window):
 
@@ -15,6 +16,9 @@ Conventions (per stage ``s`` of ``K``, ``m`` micro-batches per window):
   with no flush; ``STEP`` right after the backward unit of each window's last
   micro-batch, so forwards of the next window run before earlier backwards finish.
 
+* ``dualpipe-v`` (DeepSeek's DualPipe in a V, as torch.distributed.pipelining's ScheduleDualPipeV):
+  ``stages=D`` devices hold ``2D`` chunks, device d the chunks d and 2D-1-d; see dualpipe_v.py.
+
 With ``checkpoint_every=n > 0`` a ``CKPT`` follows the ``STEP`` of every n-th window.
 """
 
@@ -23,9 +27,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from .action import Action, Kind
+from .dualpipe_v import DUALPIPE_V, dualpipe_v_placement, dualpipe_v_window
 from .schedule import Schedule
 
+# one stage per device: what the runtime runs (a process per stage)
 METHODS = ("zerolock", "gpipe", "1f1b", "pipedream", "zb-h1")
+# several stages per device: schedule data, the simulator and Explain only
+PLACED_METHODS = (DUALPIPE_V,)
 # the methods whose warm-up forwards K micro-batches before the first backward: they need m >= K
 NEEDS_M_AT_LEAST_K = ("1f1b", "zb-h1")
 
@@ -113,25 +121,61 @@ class _Builder:
         for k in range(max(0, j - s), j + 1 if last else j - s + 1):
             yield Action(stage=s, kind=Kind.W, microbatch=ids[k])
 
+    def dualpipe_v(self, d: int) -> Iterator[Action]:
+        """Device ``d``'s actions (``self.stages`` is the number of devices; 2x as many chunks)."""
+        placement = dualpipe_v_placement(self.stages)
+        for w in range(self.windows):
+            for stage, kind, j in dualpipe_v_window(self.stages, self.m, d):
+                i = w * self.m + j
+                if kind is Kind.F:
+                    yield from _placed_unit(placement, stage, i, before=Kind.RF, after=Kind.SF, down=True)
+                elif kind is Kind.B:
+                    yield from _placed_unit(placement, stage, i, before=Kind.RB, after=Kind.SB, down=False)
+                else:
+                    yield Action(stage=stage, kind=kind, microbatch=i)
+            # one STEP per device for both its chunks, listed under its first (stage d is on device d)
+            yield from self.window_end(d, (w + 1) * self.m - 1)
+
     def for_method(self, method: str) -> Callable[[int], Iterator[Action]]:
         return {"zerolock": self.zerolock, "gpipe": self.gpipe, "1f1b": self.flushed_1f1b,
-                "pipedream": self.pipedream, "zb-h1": self.zb_h1}[method]
+                "pipedream": self.pipedream, "zb-h1": self.zb_h1, DUALPIPE_V: self.dualpipe_v}[method]
+
+
+def _placed_unit(placement: tuple[int, ...], stage: int, i: int, *, before: Kind, after: Kind,
+                 down: bool) -> Iterator[Action]:
+    """A forward (``down``: receive from stage - 1, send to stage + 1) or backward unit of a placed stage:
+    no receive or send where the neighbouring stage is on the same device (a local hand-off)."""
+    device, last = placement[stage], len(placement) - 1
+    source, target = (stage - 1, stage + 1) if down else (stage + 1, stage - 1)
+    if 0 <= source <= last and placement[source] != device:
+        yield Action(stage=stage, kind=before, microbatch=i)
+    yield Action(stage=stage, kind=Kind.F if down else Kind.B, microbatch=i)
+    if 0 <= target <= last and placement[target] != device:
+        yield Action(stage=stage, kind=after, microbatch=i)
+
+
+def min_microbatches(method: str, *, stages: int) -> int:
+    """The fewest micro-batches `method` has a schedule for: K for 1F1B and ZB-H1 (their warm-up), 2K for
+    DualPipe-V on K devices (2K chunks), 1 otherwise."""
+    return 2 * stages if method == DUALPIPE_V else stages if method in NEEDS_M_AT_LEAST_K else 1
 
 
 def schedulable(method: str, *, stages: int, microbatches: int) -> bool:
-    """Whether `method` has a schedule for K stages and m micro-batches: 1F1B and ZB-H1 need m >= K."""
-    return not (method in NEEDS_M_AT_LEAST_K and microbatches < stages)
+    """Whether `method` has a schedule for K stages (devices for dualpipe-v) and m micro-batches."""
+    return microbatches >= min_microbatches(method, stages=stages)
 
 
 def _checked(method: str, *, stages: int, microbatches: int, windows: int, checkpoint_every: int) -> str:
-    if not isinstance(method, str) or method.lower() not in METHODS:
-        raise ValueError(f"unknown schedule method {method!r}; expected one of: {', '.join(METHODS)}")
+    known = METHODS + PLACED_METHODS
+    if not isinstance(method, str) or method.lower() not in known:
+        raise ValueError(f"unknown schedule method {method!r}; expected one of: {', '.join(known)}")
     for name, value, low in (("stages", stages, 1), ("microbatches", microbatches, 1), ("windows", windows, 1),
                              ("checkpoint_every", checkpoint_every, 0)):
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
             raise ValueError(f"{name} must be an int >= {low} (got {value!r})")
     if not schedulable(method.lower(), stages=stages, microbatches=microbatches):
-        raise ValueError(f"{method.lower()} needs microbatches >= stages (got m={microbatches}, K={stages})")
+        need = "2 x devices" if method.lower() == DUALPIPE_V else "stages"
+        raise ValueError(f"{method.lower()} needs microbatches >= {need} (got m={microbatches}, K={stages})")
     return method.lower()
 
 
@@ -140,6 +184,9 @@ def iter_stage_actions(method: str, *, stage: int, stages: int, microbatches: in
     """Stage `stage`'s actions of ``build_schedule(...)``, made as they are read (nothing is built ahead)."""
     method = _checked(method, stages=stages, microbatches=microbatches, windows=windows,
                       checkpoint_every=checkpoint_every)
+    if method in PLACED_METHODS:
+        raise ValueError(f"{method} places two chunks on each device; the runtime runs one stage per process: "
+                         "it is schedule data for the simulator and the Explain tab only")
     if not isinstance(stage, int) or not 0 <= stage < stages:
         raise ValueError(f"stage must be in 0..{stages - 1} (got {stage!r})")
     return _Builder(stages, microbatches, windows, checkpoint_every).for_method(method)(stage)
@@ -148,9 +195,12 @@ def iter_stage_actions(method: str, *, stage: int, stages: int, microbatches: in
 def build_schedule(
     method: str, *, stages: int, microbatches: int, windows: int = 1, checkpoint_every: int = 0
 ) -> Schedule:
-    """Build the per-stage action lists of ``method`` (see module docstring)."""
+    """Build the per-device action lists of ``method`` (see module docstring); for dualpipe-v ``stages`` is the
+    number of devices and the schedule has twice as many stages (chunks)."""
     method = _checked(method, stages=stages, microbatches=microbatches, windows=windows,
                       checkpoint_every=checkpoint_every)
-    per_stage = _Builder(stages, microbatches, windows, checkpoint_every).for_method(method)
-    actions = tuple(tuple(per_stage(s)) for s in range(stages))
-    return Schedule(method=method, stages=stages, microbatches=microbatches, windows=windows, actions=actions)
+    per_device = _Builder(stages, microbatches, windows, checkpoint_every).for_method(method)
+    actions = tuple(tuple(per_device(d)) for d in range(stages))
+    placement = dualpipe_v_placement(stages) if method == DUALPIPE_V else ()
+    return Schedule(method=method, stages=len(placement) or stages, microbatches=microbatches, windows=windows,
+                    actions=actions, placement=placement)

@@ -74,8 +74,9 @@ class Costs:
             Kind.REPLAY: self.replay,
         }[kind]
 
-    def compute_s(self, stage: int, kind: Kind | str) -> float:
-        """Seconds ``stage`` spends on one action of compute ``kind`` (at its speed)."""
+    def compute_s(self, stage: int, kind: Kind | str, *, device: int | None = None) -> float:
+        """Seconds ``stage`` spends on one action of compute ``kind`` at the speed of its ``device`` (the
+        stage itself unless a schedule places several stages on one device: ``speeds`` are per device)."""
         kind = Kind(kind)
         default = self.default_s(kind)
         if self.per_stage is None:
@@ -85,18 +86,18 @@ class Costs:
         else:
             seconds = self.per_stage(stage, kind.value)
         _check_seconds(f"cost of {kind} on stage {stage}", seconds)
-        return float(seconds) / self.speed_of(stage)
+        return float(seconds) / self.speed_of(stage if device is None else device)
 
-    def speed_of(self, stage: int) -> float:
+    def speed_of(self, device: int) -> float:
         if not self.speeds:
             return 1.0
-        if not 0 <= stage < len(self.speeds):
-            raise ValueError(f"stage {stage} has no speed: {len(self.speeds)} speeds were given, one per stage")
-        return float(self.speeds[stage])
+        if not 0 <= device < len(self.speeds):
+            raise ValueError(f"stage {device} has no speed: {len(self.speeds)} speeds were given, one per stage")
+        return float(self.speeds[device])
 
-    def split_backward_s(self, stage: int) -> tuple[float, float]:
+    def split_backward_s(self, stage: int, *, device: int | None = None) -> tuple[float, float]:
         """(B, W) seconds of a backward split in two on ``stage``: the input gradient and the weight gradient."""
-        whole, weight = self.compute_s(stage, Kind.B), self.compute_s(stage, Kind.W)
+        whole, weight = self.compute_s(stage, Kind.B, device=device), self.compute_s(stage, Kind.W, device=device)
         if weight > whole:
             raise ValueError(f"stage {stage}: W ({weight:g} s) is part of a backward, it cannot exceed B ({whole:g} s)")
         return whole - weight, weight

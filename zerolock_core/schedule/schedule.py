@@ -34,7 +34,12 @@ def _check_count(name: str, value: object) -> None:
 
 @dataclass(kw_only=True, frozen=True)
 class Schedule:
-    """``actions[s]`` is the ordered list stage ``s`` executes literally.
+    """``actions[d]`` is the ordered list device ``d`` executes literally.
+
+    A device runs one stage (model chunk) unless ``placement`` says otherwise: ``placement[s]`` is the
+    device of stage ``s`` (empty = stage ``s`` on device ``s``). DualPipe-V places two chunks on each
+    device in a V (stages ``d`` and ``2D - 1 - d`` on device ``d``): hidden states still flow stage
+    ``s`` -> ``s + 1``, and a hand-off between two chunks of one device is local (no send, no receive).
 
     Micro-batch ids are global: window ``w`` covers ``w*m .. w*m + m - 1``.
     """
@@ -44,6 +49,7 @@ class Schedule:
     microbatches: int
     windows: int = 1
     actions: tuple[tuple[Action, ...], ...]
+    placement: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         _check_count("stages", self.stages)
@@ -51,16 +57,25 @@ class Schedule:
         _check_count("windows", self.windows)
         rows = tuple(tuple(row) for row in self.actions)
         object.__setattr__(self, "actions", rows)
-        if len(rows) != self.stages:
+        placement = tuple(self.placement)
+        object.__setattr__(self, "placement", placement)
+        if not placement and len(rows) != self.stages:
             raise ValueError(f"schedule has {len(rows)} action lists for {self.stages} stages")
-        for s, row in enumerate(rows):
+        if placement and (len(placement) != self.stages or set(placement) != set(range(len(rows)))):
+            raise ValueError(f"placement {placement} must name a device in 0..{len(rows) - 1} for each of the "
+                             f"{self.stages} stages, every device holding at least one")
+        lane = "device" if placement else "stage"
+        for d, row in enumerate(rows):
             for a in row:
                 if not isinstance(a, Action):
-                    raise ValueError(f"stage {s}: expected Action, got {a!r}")
-                if a.stage != s:
-                    raise ValueError(f"action {a} is listed under stage {s}")
+                    raise ValueError(f"{lane} {d}: expected Action, got {a!r}")
+                if a.stage >= self.stages or self.device_of(a.stage) != d:
+                    raise ValueError(f"action {a} is listed under {lane} {d}")
                 if a.peer is not None and a.peer >= self.stages:
                     raise ValueError(f"action {a} has no peer stage in a {self.stages}-stage pipeline")
+                if a.peer is not None and self.device_of(a.peer) == d:
+                    raise ValueError(f"action {a}: stages {a.stage} and {a.peer} share device {d}, "
+                                     "their hand-off is local (no send or receive)")
 
     @classmethod
     def from_strings(
@@ -95,26 +110,36 @@ class Schedule:
     def total_microbatches(self) -> int:
         return self.microbatches * self.windows
 
+    @property
+    def devices(self) -> int:
+        return len(self.actions)
+
+    def device_of(self, stage: int) -> int:
+        """The device that runs ``stage`` (``placement``; the stage itself when there is none)."""
+        return self.placement[stage] if self.placement else stage
+
     def for_stage(self, stage: int) -> tuple[Action, ...]:
+        """``stage``'s actions in the order its device runs them."""
         if not isinstance(stage, int) or not 0 <= stage < self.stages:
             raise ValueError(f"stage must be in 0..{self.stages - 1} (got {stage!r})")
-        return self.actions[stage]
+        row = self.actions[self.device_of(stage)]
+        return tuple(a for a in row if a.stage == stage) if self.placement else row
 
     def to_strings(self) -> tuple[tuple[str, ...], ...]:
         return tuple(tuple(str(a) for a in row) for row in self.actions)
 
     def steps(self) -> tuple[tuple[Action | None, ...], ...]:
-        """Unit-step execution: each row is one time step, each column a stage.
+        """Unit-step execution: each row is one time step, each column a device (a stage unless placed).
 
         Every action takes one step; a receive may run once its send ran in an
         earlier step; sends never block. Raises ``Deadlock`` if the schedule cannot finish.
         """
-        pos = [0] * self.stages
+        pos = [0] * self.devices
         sent_at: dict[Message, deque[int]] = defaultdict(deque)
         rows: list[tuple[Action | None, ...]] = []
         while any(p < len(row) for p, row in zip(pos, self.actions)):
             step = len(rows)
-            cells: list[Action | None] = [None] * self.stages
+            cells: list[Action | None] = [None] * self.devices
             for s, row in enumerate(self.actions):
                 if pos[s] == len(row):
                     continue
@@ -143,12 +168,14 @@ class Schedule:
 
     def grid(self) -> str:
         """Printable step x stage table of the unit-step execution (see ``steps``)."""
-        header = ["step"] + [f"stage {s}" for s in range(self.stages)]
+        lane = "device" if self.placement else "stage"
+        header = ["step"] + [f"{lane} {d}" for d in range(self.devices)]
         body = [[str(t)] + ["" if c is None else str(c) for c in row] for t, row in enumerate(self.steps())]
         widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
         lines = [" | ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in [header, *body]]
         return "\n".join(lines)
 
     def __str__(self) -> str:
-        title = f"{self.method} schedule: K={self.stages} m={self.microbatches} windows={self.windows}"
+        placed = f" on {self.devices} devices" if self.placement else ""
+        title = f"{self.method} schedule: K={self.stages}{placed} m={self.microbatches} windows={self.windows}"
         return f"{title}\n{self.grid()}"

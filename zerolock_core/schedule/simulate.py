@@ -12,7 +12,9 @@ Semantics:
   start ``SF`` while its receiver holds ``n`` hidden states received or in transit and
   not yet consumed (consumption = start of the receiver's ``F``); it blocks until then;
 * activations are counted from the start of ``F``/``REPLAY`` to the end of ``B``/``L`` (of ``W`` where
-  the backward is split: W needs the graph B kept); a split B costs the whole backward less its W.
+  the backward is split: W needs the graph B kept); a split B costs the whole backward less its W;
+* a schedule that places several stages on one device (DualPipe-V) runs each device's row in order:
+  clocks, busy time and held activations are the device's, costs the stage's.
 
 If no stage can progress before all are done, ``Deadlock`` names each stuck stage.
 """
@@ -31,7 +33,7 @@ _HOLD = frozenset({Kind.F, Kind.REPLAY})
 
 @dataclass(kw_only=True, frozen=True)
 class ActionRecord:
-    stage: int
+    stage: int  # the lane: the device that ran it (``action.stage`` unless the schedule places chunks)
     action: Action
     start_s: float
     end_s: float
@@ -39,7 +41,8 @@ class ActionRecord:
 
 @dataclass(kw_only=True, frozen=True)
 class SimResult:
-    """Timing of every action plus per-stage aggregates (all tuples indexed by stage)."""
+    """Timing of every action plus per-lane aggregates (all tuples indexed by device: the stage unless the
+    schedule places several stages on one device; ``inflight`` counts (stage, micro-batch) pairs)."""
 
     schedule: Schedule
     records: tuple[ActionRecord, ...]  # sorted by (start_s, stage)
@@ -86,97 +89,101 @@ class SimResult:
 
 
 class _Sim:
+    """Clocks, busy time and held activations are per device (a row of the schedule); costs, buffers and
+    messages per stage. Without a placement the two are the same."""
+
     def __init__(self, schedule: Schedule, costs: Costs, link: LinkProfile, inflight_limit: int | None) -> None:
-        k = schedule.stages
+        k, n = schedule.stages, schedule.devices
         self.schedule, self.link, self.limit = schedule, link, inflight_limit
         compute = [kind for kind in Kind if kind in COMPUTE_KINDS]  # fixed order: errors are reproducible
-        self.cost = [{kind: costs.compute_s(s, kind) for kind in compute} for s in range(k)]
+        device = schedule.device_of
+        self.cost = [{kind: costs.compute_s(s, kind, device=device(s)) for kind in compute} for s in range(k)]
         if schedule.splits_backward:
             for s in range(k):
-                self.cost[s][Kind.B], self.cost[s][Kind.W] = costs.split_backward_s(s)
+                self.cost[s][Kind.B], self.cost[s][Kind.W] = costs.split_backward_s(s, device=device(s))
         self.release = schedule.release_kinds
         self.nbytes = {Kind.SF: costs.hidden_bytes, Kind.SB: costs.grad_bytes}
-        self.clock = [0.0] * k
-        self.pos = [0] * k
-        self.busy = [0.0] * k
+        self.clock = [0.0] * n
+        self.pos = [0] * n
+        self.busy = [0.0] * n
         self.records: list[ActionRecord] = []
         self.arrivals: dict[Message, deque[tuple[float, int]]] = defaultdict(deque)
         self.hop_free: dict[tuple[int, int], float] = defaultdict(float)
         self.hidden_sent_to = [0] * k  # hidden states ever sent to each stage
-        self.consumed_at: list[list[float]] = [[] for _ in range(k)]  # F start times on each stage
-        self.held: list[set[int]] = [set() for _ in range(k)]
-        self.inflight: list[list[tuple[float, int]]] = [[(0.0, 0)] for _ in range(k)]
-        self.sent = [0] * k
-        self.received = [0] * k
+        self.consumed_at: list[list[float]] = [[] for _ in range(k)]  # F start times of each received stage
+        self.held: list[set[tuple[int, int]]] = [set() for _ in range(n)]  # (stage, micro-batch) per device
+        self.inflight: list[list[tuple[float, int]]] = [[(0.0, 0)] for _ in range(n)]
+        self.sent = [0] * n
+        self.received = [0] * n
 
-    def blocked_reason(self, s: int, a: Action) -> str | None:
-        """Why ``a`` cannot run yet on ``s`` (None if it can)."""
+    def blocked_reason(self, a: Action) -> str | None:
+        """Why ``a`` cannot run yet (None if it can)."""
         kind = a.kind
         if kind in COMPUTE_KINDS:
             return None
         if kind in RECV_KINDS and not self.arrivals[a.message]:
             return f"needs {a.counterpart()}, not sent"
         if kind is Kind.SF and self.limit is not None:
-            k = self.hidden_sent_to[s + 1]
-            if k >= self.limit and len(self.consumed_at[s + 1]) <= k - self.limit:
-                return f"stage {s + 1} inbound buffer full: {self.limit} hidden states not yet consumed by F"
+            k = self.hidden_sent_to[a.peer]
+            if k >= self.limit and len(self.consumed_at[a.peer]) <= k - self.limit:
+                return f"stage {a.peer} inbound buffer full: {self.limit} hidden states not yet consumed by F"
         return None
 
-    def execute(self, s: int, a: Action) -> None:
-        t = self.clock[s]
+    def execute(self, d: int, a: Action) -> None:
+        t = self.clock[d]
         end = t
         if a.is_compute:
-            seconds = self.cost[s][a.kind]
+            seconds = self.cost[a.stage][a.kind]
             end = t + seconds
-            self.busy[s] += seconds
-            if a.kind is Kind.F and s > 0:
-                self.consumed_at[s].append(t)
-            self._track_activations(s, a, t, end)
+            self.busy[d] += seconds
+            if a.kind is Kind.F and a.stage > 0:
+                self.consumed_at[a.stage].append(t)
+            self._track_activations(d, a, t, end)
         elif a.is_send:
             if a.kind is Kind.SF:
-                k = self.hidden_sent_to[s + 1]
+                k = self.hidden_sent_to[a.peer]
                 if self.limit is not None and k >= self.limit:
-                    end = max(t, self.consumed_at[s + 1][k - self.limit])
-                self.hidden_sent_to[s + 1] = k + 1
+                    end = max(t, self.consumed_at[a.peer][k - self.limit])
+                self.hidden_sent_to[a.peer] = k + 1
             nbytes = self.nbytes[a.kind]
-            hop = (s, a.peer)
+            hop = (d, self.schedule.device_of(a.peer))
             wire_start = max(end, self.hop_free[hop])
             self.hop_free[hop] = wire_start + self.link.wire_s(nbytes)
             self.arrivals[a.message].append((self.hop_free[hop] + self.link.latency_s, nbytes))
-            self.sent[s] += nbytes
+            self.sent[d] += nbytes
         else:
             arrival, nbytes = self.arrivals[a.message].popleft()
             end = max(t, arrival)
-            self.received[s] += nbytes
-        self.records.append(ActionRecord(stage=s, action=a, start_s=t, end_s=end))
-        self.clock[s] = end
-        self.pos[s] += 1
+            self.received[d] += nbytes
+        self.records.append(ActionRecord(stage=d, action=a, start_s=t, end_s=end))
+        self.clock[d] = end
+        self.pos[d] += 1
 
-    def _track_activations(self, s: int, a: Action, start: float, end: float) -> None:
-        held = self.held[s]
-        if a.kind in _HOLD and a.microbatch not in held:
-            held.add(a.microbatch)
-            self.inflight[s].append((start, len(held)))
-        elif a.kind in self.release and a.microbatch in held:
-            held.discard(a.microbatch)
-            self.inflight[s].append((end, len(held)))
+    def _track_activations(self, d: int, a: Action, start: float, end: float) -> None:
+        held, key = self.held[d], (a.stage, a.microbatch)
+        if a.kind in _HOLD and key not in held:
+            held.add(key)
+            self.inflight[d].append((start, len(held)))
+        elif a.kind in self.release and key in held:
+            held.discard(key)
+            self.inflight[d].append((end, len(held)))
 
     def run(self) -> SimResult:
         rows = self.schedule.actions
         while True:
             progressed = False
-            for s, row in enumerate(rows):
-                while self.pos[s] < len(row) and self.blocked_reason(s, row[self.pos[s]]) is None:
-                    self.execute(s, row[self.pos[s]])
+            for d, row in enumerate(rows):
+                while self.pos[d] < len(row) and self.blocked_reason(row[self.pos[d]]) is None:
+                    self.execute(d, row[self.pos[d]])
                     progressed = True
             if all(p == len(row) for p, row in zip(self.pos, rows)):
                 break
             if not progressed:
                 raise Deadlock(
                     {
-                        s: (row[self.pos[s]], self.blocked_reason(s, row[self.pos[s]]))
-                        for s, row in enumerate(rows)
-                        if self.pos[s] < len(row)
+                        d: (row[self.pos[d]], self.blocked_reason(row[self.pos[d]]))
+                        for d, row in enumerate(rows)
+                        if self.pos[d] < len(row)
                     }
                 )
         return SimResult(
