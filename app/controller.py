@@ -108,17 +108,22 @@ class Tracked:
         st = self.engine.status() if self.engine is not None else {}
         if self.metrics is not None:  # an ended job's own count
             st["steps_done"] = self.metrics.steps_done
-        recoveries = st.get("recoveries") if self.engine is not None else (self.metrics.recovery if self.metrics
-                                                                            else [])
-        stragglers = st.get("stragglers") if self.engine is not None else (self.metrics.stragglers if self.metrics
-                                                                            else [])
+
+        def fault_records(key: str, recorded: str) -> list[dict[str, Any]]:
+            """A live run's engine says (its status `key`); an ended run read back from disk, its metrics
+            (`recorded`); a run with neither, none."""
+            if self.engine is not None:
+                return list(st.get(key) or [])
+            return list(getattr(self.metrics, recorded) or []) if self.metrics is not None else []
+
         return {"name": self.name, "method": self.method, "batch": self.batch, "dir": str(self.dir),
                 "state": self.state, "stages": self.stages, "events": len(self.events),
                 "steps_done": st.get("steps_done"), "total_steps": self.cfg["train"]["steps"],
                 "elapsed_s": st.get("elapsed_s"), "eta_s": st.get("eta_s"), "s_per_step": st.get("s_per_step"),
                 "stage_states": st.get("stage_states", []), "eval_progress": st.get("eval_progress"),
-                "recoveries": list(recoveries or []), "open_recoveries": st.get("open_recoveries", []),
-                "stragglers": list(stragglers or []),
+                "recoveries": fault_records("recoveries", "recovery"),
+                "open_recoveries": st.get("open_recoveries", []),
+                "stragglers": fault_records("stragglers", "stragglers"),
                 "error": st.get("error") or self.error, "stopping": bool(st.get("stopping"))}
 
 

@@ -32,20 +32,36 @@ class RecoveryBook:
             f = FailureSpec.parse(text)
             self._expected.setdefault(f.stage, []).append(f.label)
         self._attributed: set[str] = set()
+        self._fired: dict[tuple[int, str], int] = {}  # (stage, label) -> when it fired (monotonic ns)
         self._open: dict[int, dict[str, Any]] = {}
         self.closed: list[dict[str, Any]] = []
 
     def expect(self, stage: int, label: str) -> None:
         self._expected.setdefault(stage, []).append(label)
 
+    def _fired_at(self, stage: int, label: str, read: Callable[[str], int | None]) -> int | None:
+        """When `label` fired on `stage` (monotonic ns; None until it has): read from the store until it
+        has fired, then remembered — an injection fires once, and the status asks at every tick."""
+        key = (stage, label)
+        if key not in self._fired:
+            t = read(protocol.injected(stage, label))
+            if t is None:
+                return None
+            self._fired[key] = t
+        return self._fired[key]
+
     def fired_on(self, stage: int, store: dist.Store) -> tuple[str, int] | None:
         """The newest injection that hit `stage` and is not yet attributed to a recovery."""
+        def read(key: str) -> int | None:
+            t = protocol.get_int(store, key, -1)
+            return t if t >= 0 else None
+
         best = None
         for label in self._expected.get(stage, []):
             if label in self._attributed or mode_of(label) == STRAGGLER:  # a straggler fails nothing
                 continue
-            t = protocol.get_int(store, protocol.injected(stage, label), -1)
-            if t >= 0 and (best is None or t > best[1]):
+            t = self._fired_at(stage, label, read)
+            if t is not None and (best is None or t > best[1]):
                 best = (label, t)
         return best
 
@@ -181,8 +197,10 @@ class RecoveryBook:
         out = []
         for stage, labels in sorted(self._expected.items()):
             for label in labels:
-                t = get(protocol.injected(stage, label), None, int)
-                if mode_of(label) == STRAGGLER and t is not None:
+                if mode_of(label) != STRAGGLER:
+                    continue
+                t = self._fired_at(stage, label, lambda key: get(key, None, int))
+                if t is not None:
                     factor = STRAGGLER_FACTOR if label.startswith("api:") else FailureSpec.parse(label).factor
                     out.append({"stage": stage, "failure": label, "mode": STRAGGLER, "factor": factor, "t_fail": t})
         return out
@@ -192,8 +210,8 @@ class RecoveryBook:
         out = []
         for stage, labels in sorted(self._expected.items()):
             for label in labels:
-                if label.startswith("api:") or get(protocol.injected(stage, label), None, int) is not None \
-                        or RunDir(self.cfg.out).injected_marker(stage, label).exists():
+                if label.startswith("api:") or self._fired_at(stage, label, lambda key: get(key, None, int)) \
+                        is not None or RunDir(self.cfg.out).injected_marker(stage, label).exists():
                     continue
                 out.append({"failure": label, "reason": f"the run ended ({state}) before stage {stage} reached "
                                                         f"the point where it fires"})
