@@ -21,6 +21,7 @@ from zerolock_core.data import (
     tokenizer_training_texts,
 )
 from zerolock_core.data.needle import NEEDLE_LABEL_WORDS
+from zerolock_core.data.user_task import FieldMap
 from zerolock_core.data.topics import TOPIC_LABEL_WORDS, draw_headlines
 
 CUES = ("Topic:", "Answer:")
@@ -327,6 +328,22 @@ def test_registry_loads_and_caches(tmp_path, topics):
     assert first == topics
     _write_rows(tmp_path / "train.csv", 10)
     assert len(load_task(f"csv:{tmp_path / 'train.csv'}").train) == 9
+
+
+def test_a_user_file_is_parsed_once_while_its_bytes_stay_the_same(tmp_path, monkeypatch):
+    """The preflight and the run read the same file: parsed once; rewritten (same size), parsed again."""
+    from zerolock_core.data import registry
+
+    parsed = []
+    real = registry.load_user_task
+    monkeypatch.setattr(registry, "load_user_task", lambda *a, **k: parsed.append(1) or real(*a, **k))
+    path = tmp_path / "rows.csv"
+    path.write_text("text,label\nalpha,a\nbravo,b\ncharlie,a\ndelta,b\n")
+    spec, fields = f"csv:{path}", FieldMap(text_fields=("text",), label_field="label", eval_fraction=0.25)
+    first = load_task(spec, fields=fields)
+    assert load_task(spec, fields=fields) is first and len(parsed) == 1
+    path.write_text("text,label\nalpha,b\nbravo,a\ncharlie,b\ndelta,a\n")  # same size, other labels
+    assert load_task(spec, fields=fields) != first and len(parsed) == 2
 
 
 # ---------------------------------------------------------------- encoding

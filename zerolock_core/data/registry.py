@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,29 @@ def load_task(spec: str, *, seed: int = 0, fields: FieldMap = FieldMap(), eval_s
         raise ValueError(f"unknown dataset {spec!r}; expected one of: {', '.join(ACCEPTED_SPECS)}")
     if source.kind == "csv" and fields.is_default and not eval_spec and is_agnews_shaped(source.path):
         return load_agnews_csv(str(source.path))
-    return load_user_task(source, fields, eval_source=eval_source(eval_spec))
+    extra = eval_source(eval_spec)
+    return _read_user_task(source, fields, extra, file_stamp(source.path), file_stamp(extra.path) if extra else ())
+
+
+@functools.lru_cache(maxsize=2)
+def _read_user_task(source: Source, fields: FieldMap, extra: Source | None, *stamps: Any) -> TaskData:
+    """A user's file parsed once per process while its bytes stay the same: the preflight checks the rows the
+    run then trains on (a large file was parsed twice). The stamps key the cache on the files' contents, so a
+    file changed between two reads is read again; TaskData is frozen and holds tuples, so sharing it is safe."""
+    return load_user_task(source, fields, eval_source=extra)
+
+
+def file_stamp(path: Path) -> tuple[Any, ...]:
+    """(name, digest of the bytes) of a file, or of every file under a folder (a saved dataset); () if it is
+    absent (the reader says so). Hashing is a small part of parsing, and unlike a file's time it cannot miss
+    a rewrite within the file system's clock tick."""
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path] if path.is_file() else []
+
+    def digest(f: Path) -> str:
+        with f.open("rb") as stream:
+            return hashlib.file_digest(stream, "blake2b").hexdigest()
+
+    return tuple((str(f), digest(f)) for f in files)
 
 
 def load_data(data: Any, *, seed: int = 0) -> TaskData:
