@@ -8,7 +8,7 @@ from typing import Any, Collection
 import plotly.graph_objects as go
 
 from zerolock_core.metrics import shown_accuracy
-from zerolock_core.chunks import chunk_bounds
+from zerolock_core.chunks import planned_bounds
 from zerolock_core.run_fields import stage_speeds
 from zerolock_core.preflight import model_layers
 
@@ -124,21 +124,23 @@ def status_markdown(t: Tracked, st: dict[str, Any], *, position: str = "") -> st
 def planned_layers(cfg: dict[str, Any]) -> tuple[tuple[int, int], ...] | None:
     """Each stage's [first, end) layers from the config (the model's layer count from its config
     file, no weights), so the table shows them while the run goes, not only in metrics.json."""
-    model = cfg.get("model", {})
-    boundaries, stages = model.get("boundaries"), int(cfg["train"]["stages"])
+    model, train = cfg.get("model", {}), cfg["train"]
+    boundaries, stages = model.get("boundaries"), int(train["stages"])
     return _planned(model.get("model", "tiny"), stages, tuple(boundaries) if boundaries is not None else None,
-                    stage_speeds(cfg["train"].get("stage_speed", ()), stages))
+                    stage_speeds(train.get("stage_speed", ()), stages), model.get("readout", "head"),
+                    train.get("method", "zerolock"))
 
 
 @functools.lru_cache(maxsize=32)  # a table redraw every few seconds need not reread a config or GGUF header
-def _planned(spec: str, stages: int, boundaries: tuple[int, ...] | None,
-             speeds: tuple[float, ...]) -> tuple[tuple[int, int], ...] | None:
+def _planned(spec: str, stages: int, boundaries: tuple[int, ...] | None, speeds: tuple[float, ...], readout: str,
+             method: str) -> tuple[tuple[int, int], ...] | None:
     try:
         layers = model_layers(spec)
         if layers is None:
             return None
         # a tuple: every caller shares the cached value
-        return tuple(chunk_bounds(layers, stages, boundaries, speeds))
+        return tuple(planned_bounds(layers, stages, boundaries=boundaries, speeds=speeds, readout=readout,
+                                    method=method))
     except (ValueError, OSError):  # e.g. a model directory that has gone since: no plan, no error
         return None
 

@@ -2,7 +2,8 @@
 import pytest
 
 from zerolock_core.balance import balanced_boundaries, llama_layer_costs
-from zerolock_core.chunks import chunk_bounds
+from zerolock_core.chunks import chunk_bounds, planned_bounds
+from zerolock_core.field_words import ConfigError
 
 
 @pytest.mark.parametrize("costs,speeds,boundaries", [
@@ -32,3 +33,44 @@ def test_equal_costs_and_speeds_give_the_even_split(layers, stages):
 def test_what_cannot_be_split_is_refused(costs, speeds):
     with pytest.raises(ValueError):
         balanced_boundaries(costs, speeds)
+
+
+@pytest.mark.parametrize("layers,speeds,readout_layers,boundaries", [
+    (30, (1, 1, 1), 0, (10, 20)),
+    (30, (1, 1, 1), 1, (10, 20)),  # 11, 11, 10: one readout layer fits in the even split
+    (30, (1, 1, 1), 10, (7, 14)),  # 7 + 10, 7 + 10, 16: the last chunk takes what the others' readouts cost
+    (30, (1, 0.4, 1), 0, (13, 17)),
+    (30, (1, 0.4, 1), 5, (12, 13)),  # the slow stage's own readout: 1 + 5 layers at 0.4 = 15, others 17, 17
+    (8, (1, 1, 1), 3, (2, 4)),  # the last chunk keeps the 3 top layers its readouts copy: 5, 5, 4
+    (8, (1, 1), 7, (1,)),  # as many as there can be: 1 + 7 against 7
+])
+def test_balanced_boundaries_weigh_a_top_readout_on_every_chunk_before_the_last(layers, speeds, readout_layers,
+                                                                                 boundaries):
+    cuts = balanced_boundaries([1] * layers, speeds, readout_layers=readout_layers)
+    assert cuts == boundaries and layers - cuts[-1] >= readout_layers
+
+
+@pytest.mark.parametrize("readout,method,boundaries", [
+    ("top-lora:10", "zerolock", (7, 14)),  # every chunk trains and runs its 10 top layers
+    ("top:10", "zerolock", (7, 14)),
+    ("top-lora:10", "bp", (10, 20)),  # only the last chunk reads out: nothing to weigh
+    ("top-lora:10", "terminal", (10, 20)),
+    ("head", "zerolock", (10, 20)),
+    ("affine", "zerolock", (10, 20)),
+])
+def test_auto_boundaries_weigh_the_readout_only_where_every_chunk_reads_through_the_top(readout, method, boundaries):
+    bounds = planned_bounds(30, 3, boundaries=(), speeds=(), readout=readout, method=method)
+    assert tuple(first for first, _ in bounds[1:]) == boundaries
+
+
+def test_auto_boundaries_refuse_top_last_naming_both_flags():
+    with pytest.raises(ConfigError, match=r"--boundaries auto.*cannot balance --readout top-lora:last.*name N"):
+        planned_bounds(30, 3, boundaries=(), speeds=(), readout="top-lora:last", method="zerolock")
+    # with named boundaries, or under BP, top:last is as before
+    assert planned_bounds(30, 3, boundaries=(12, 24), speeds=(), readout="top-lora:last",
+                          method="zerolock") == [(0, 12), (12, 24), (24, 30)]
+
+
+def test_a_readout_too_deep_to_balance_is_refused_naming_the_flag():
+    with pytest.raises(ConfigError, match="--boundaries auto: a readout through 8 top layers leaves too few"):
+        chunk_bounds(8, 2, (), readout_layers=8)

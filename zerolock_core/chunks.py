@@ -24,13 +24,18 @@ from .run_fields import every_chunk_trains as every_chunk_trains_with
 
 
 def chunk_bounds(num_layers: int, stages: int, boundaries: tuple[int, ...] | None = None,
-                 speeds: tuple[float, ...] = ()) -> list[tuple[int, int]]:
+                 speeds: tuple[float, ...] = (), *, readout_layers: int = 0) -> list[tuple[int, int]]:
     """[(first, end)) layer ranges of the K chunks; even split puts the extra layers first; AUTO
-    (`--boundaries auto`): balanced for stages of `speeds` (default: all 1), balance.py."""
+    (`--boundaries auto`): balanced for stages of `speeds` (default: all 1), every chunk before the last
+    also running `readout_layers` top layers for its readout (balance.py)."""
     if not 1 <= stages <= num_layers:
         raise ConfigError(f"--stages {stages} must be between 1 and the model's {num_layers} layers")
     if boundaries is not None and tuple(boundaries) == AUTO:
-        boundaries = balanced_boundaries(llama_layer_costs(num_layers), speeds or (1.0,) * stages)
+        try:
+            boundaries = balanced_boundaries(llama_layer_costs(num_layers), speeds or (1.0,) * stages,
+                                             readout_layers=readout_layers)
+        except ValueError as err:
+            raise ConfigError(f"--boundaries auto: {err}") from None
     if boundaries is None:
         base, extra = divmod(num_layers, stages)
         sizes = [base + (1 if k < extra else 0) for k in range(stages)]
@@ -43,6 +48,24 @@ def chunk_bounds(num_layers: int, stages: int, boundaries: tuple[int, ...] | Non
         starts = [0, *boundaries]
     ends = [*starts[1:], num_layers]
     return list(zip(starts, ends))
+
+
+def planned_bounds(num_layers: int, stages: int, *, boundaries: tuple[int, ...] | None,
+                   speeds: tuple[float, ...], readout: str, method: str) -> list[tuple[int, int]]:
+    """The run's chunks: `chunk_bounds` with what `--boundaries auto` must weigh of `--readout` — under a
+    method where every chunk trains, a `top:N` readout runs N more layers on every chunk before the last.
+    `top:last` is refused there: its N is the last chunk's size, which balancing would shrink, and with it
+    the readout."""
+    spec = ReadoutSpec.parse(readout)
+    auto = boundaries is not None and tuple(boundaries) == AUTO
+    if not (auto and spec.is_top and every_chunk_trains_with(method)):
+        return chunk_bounds(num_layers, stages, boundaries, speeds)
+    if spec.to_last:
+        raise FieldError("boundaries", lambda w: f"{w.value('boundaries', 'auto')} cannot balance "
+                                                 f"{w.value('readout', readout)}: its N is the last chunk's size, "
+                                                 "which balancing would shrink and the readout with it; name N "
+                                                 f"({spec.kind}:N) or the boundaries")
+    return chunk_bounds(num_layers, stages, boundaries, speeds, readout_layers=spec.layers)
 
 
 class ReadoutAdapter(nn.Module):
@@ -231,7 +254,8 @@ def build_chunks(model, cfg: ModelConfig, *, stages: int, seed: int, only: int |
         raise ConfigError(f"model type {type(model).__name__} is not supported: ZeroLock needs a "
                           "Llama-style decoder (model.layers, embed_tokens, norm, rotary_emb, lm_head)")
     num_layers = len(base.layers)
-    bounds = chunk_bounds(num_layers, stages, cfg.boundaries, speeds)
+    bounds = planned_bounds(num_layers, stages, boundaries=cfg.boundaries, speeds=speeds, readout=cfg.readout,
+                            method=method)
     lora = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=0.0,
                       target_modules=list(cfg.lora_targets), bias="none")
     check_readout_fits(cfg.readout, bounds)

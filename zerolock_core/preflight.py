@@ -29,10 +29,12 @@ def preflight(cfg: RunConfig) -> None:
         k = cfg.train.stages
         require(k <= layers, "stages",
                 lambda w: f"{w.value('stages', k)} must be between 1 and the model's {layers} layers")
-        from .chunks import check_readout_fits, chunk_bounds
+        from .chunks import check_readout_fits, planned_bounds
 
         # their rules and their messages (they name --boundaries, --readout)
-        check_readout_fits(cfg.model.readout, chunk_bounds(layers, k, cfg.model.boundaries, cfg.train.speeds))
+        check_readout_fits(cfg.model.readout, planned_bounds(
+            layers, k, boundaries=cfg.model.boundaries, speeds=cfg.train.speeds, readout=cfg.model.readout,
+            method=cfg.train.method))
     check_dataset(cfg)
 
 

@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from .artifacts import load_trained_weights
-from .chunks import Chunk, TopReadout, chunk_bounds, make_readout_adapter
+from .chunks import Chunk, TopReadout, chunk_bounds, make_readout_adapter, planned_bounds
 from .config import DataConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig
 from .evaluation import EvalBatch, ReadoutScore, eval_batches
 from .loading import load_causal_lm
@@ -243,7 +243,8 @@ def measure_condition(cfg: RunConfig, *, run_dir: Path | None, fit: TranslatorFi
                                       translators=translators)
         result["answer_vocab"] = int(answers.numel())
     layers = num_layers(setup.chunks)
-    first, end = chunk_bounds(layers, cfg.train.stages, cfg.model.boundaries, cfg.train.speeds)[-1]
+    first, end = planned_bounds(layers, cfg.train.stages, boundaries=cfg.model.boundaries, speeds=cfg.train.speeds,
+                                readout=cfg.model.readout, method=cfg.train.method)[-1]
     if top and end - first < layers:  # K = 1: no chunk before the last reads through a top
         readout = pretrained_top(cfg.model.model, layers=layers, top=end - first)
         result["top"] = top_lens_scores(setup.chunks, setup.eval, setup.label_first_tokens, readout, limit=eval_size,

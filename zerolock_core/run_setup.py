@@ -42,7 +42,7 @@ def build_run_setup(cfg: RunConfig, *, stage: int | None = None) -> RunSetup:
     """With `stage`, `chunks` holds only that chunk and only its weights were read from disk:
     its layers, the norm + head, and the embedding on stage 0."""
     from . import data
-    from .chunks import chunk_bounds, top_layer_indices
+    from .chunks import planned_bounds, top_layer_indices
     from .readout_spec import ReadoutSpec
     from .run_fields import every_chunk_trains
 
@@ -55,7 +55,8 @@ def build_run_setup(cfg: RunConfig, *, stage: int | None = None) -> RunSetup:
         from .loading import resolve_model
 
         layers = AutoConfig.from_pretrained(resolve_model(cfg.model.model)).num_hidden_layers
-        bounds = chunk_bounds(layers, cfg.train.stages, cfg.model.boundaries, cfg.train.speeds)
+        bounds = planned_bounds(layers, cfg.train.stages, boundaries=cfg.model.boundaries, speeds=cfg.train.speeds,
+                                readout=cfg.model.readout, method=cfg.train.method)
         first, end = bounds[stage]
         readout = ReadoutSpec.of_model(cfg.model.readout, bounds).of_chunk(
             stage, cfg.train.stages, every_chunk_trains=every_chunk_trains(cfg.train.method))
