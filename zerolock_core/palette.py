@@ -114,7 +114,7 @@ METHOD_COLOURS: dict[str, str] = {
     "1f1b": "#880E4F",  # wine
     "pipedream": "#827717",  # olive
     "zb-h1": "#01579B",  # ocean blue: zero-bubble (1F1B with the weight gradient split off)
-    "dualpipe-v": "#E65100",  # burnt orange: two chunks per device (simulator and Explain only)
+    "dualpipe-v": "#962600",  # rust red: two chunks per device (simulator and Explain only)
     "bp": "#1A237E",  # indigo
     "terminal": "#3D0F66",  # dark violet: only the last chunk trains (the control of `bench depth`)
 }
