@@ -149,9 +149,15 @@ def _finished_with(cfg: RunConfig) -> bool:
     return m.state == "finished" and dataclasses.replace(RunConfig.from_dict(m.config), out=cfg.out) == cfg
 
 
+def beside(out: str | Path, suffix: str) -> Path:
+    """A file next to run directory `out`, named after it: `with_suffix` would take an arm's "a0.5-seed0" for
+    a suffix, and the seeds of α = 0.5 — run side by side — would share one config file."""
+    return Path(f"{out}{suffix}")
+
+
 def _train(cfg: RunConfig, log: Path) -> None:
     """One run in a process of its own (one thread): two of them side by side share the two cores."""
-    toml = Path(cfg.out).with_suffix(".toml")
+    toml = beside(cfg.out, ".toml")
     write_config_toml(cfg, toml)
     with open(log, "w") as f:
         code = subprocess.call([sys.executable, "-m", "zerolock_core", "train", "--config", str(toml),
@@ -283,7 +289,7 @@ def run_depth(settings: BenchSettings, *, out: Path, stages: tuple[int, ...], ar
     print(f"  {len(configs)} runs, {len(configs) - len(todo)} already finished; {jobs} side by side", flush=True)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for cfg in pool.map(lambda c: (_train(c, Path(c.out).with_suffix(".log")), c)[1], todo):
+        for cfg in pool.map(lambda c: (_train(c, beside(c.out, ".log")), c)[1], todo):
             print(f"  finished {Path(cfg.out).name} ({time.perf_counter() - started:.0f} s so far)", flush=True)
     results: dict[str, dict[str, Any]] = {}
     for (dataset, k, arm, n, seed), cfg in configs.items():

@@ -630,6 +630,18 @@ def test_top_layers_refuses_what_is_not_a_count_or_last(text):
         top_layers_arg(text)
 
 
+@pytest.mark.parametrize("out, suffix, expected", [
+    ("runs/topics-K6-zerolock_a0.5-seed0", ".toml", "runs/topics-K6-zerolock_a0.5-seed0.toml"),
+    ("runs/topics-K6-zerolock_a0.5-seed1", ".toml", "runs/topics-K6-zerolock_a0.5-seed1.toml"),
+    ("runs/topics-K3-bp-seed2", ".log", "runs/topics-K3-bp-seed2.log"),
+])
+def test_each_depth_runs_config_and_log_are_its_own_even_with_a_dot_in_the_arm(out, suffix, expected):
+    """α = 0.5's two seeds, run side by side, once shared "topics-K6-zerolock_a0.toml" (with_suffix)."""
+    from benchmarks.depth import beside
+
+    assert beside(out, suffix) == Path(expected)
+
+
 def test_depth_command_end_to_end_on_tiny_writes_every_field_and_reruns_nothing(tmp_path, capsys):
     """`zerolock bench depth` through the CLI (K=3, BP, terminal and top-lora:last, 2 steps): every run's
     per-chunk curves, δ_k, cosines and cost are in the JSON; a second call finds every run finished."""
