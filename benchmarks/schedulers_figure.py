@@ -15,7 +15,7 @@ from .schedulers import simulated_rows
 PANELS = (
     ("throughput vs 1F1B", lambda r: r["vs_1f1b"], ".0%"),
     ("bubble fraction", lambda r: r["bubble_fraction"], ".0%"),
-    ("micro-batches a stage holds (most)", lambda r: max(r["peak_inflight"]), "g"),
+    ("micro-batches a stage holds (most)", lambda r: max(r["peak_inflight"]), "~g"),
 )
 
 
