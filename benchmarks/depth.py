@@ -94,6 +94,8 @@ ARMS: dict[str, Arm] = {
 DEFAULT_ARMS = tuple(ARMS)
 DECISIVE_ARMS = ("bp", "zerolock a=1", f"zerolock a=1 top:{TOP}", f"zerolock a=1 top-lora:{TOP}",
                  f"bp rank-matched to top-lora:{TOP}")
+# the long-range task at K = 3 (--needle): BP, terminal and the two top readouts
+NEEDLE_ARMS = ("bp", "terminal", f"zerolock a=1 top:{TOP}", f"zerolock a=1 top-lora:{TOP}")
 
 
 def arm_name(arm: str, top: int) -> str:
@@ -272,11 +274,10 @@ def run_depth(settings: BenchSettings, *, out: Path, stages: tuple[int, ...], ar
             for n in (dict.fromkeys(tops) if TOP in arm else tops[:1]):  # an arm without N runs once
                 for seed in (decisive_seeds if arm in DECISIVE_ARMS else seeds):
                     plan.append((settings.dataset, k, arm, n, seed))
-    if needle:  # the long-range task at K = 3: BP, terminal and the readout the study recommends (top:N: BP's
-        # own trainable parameters, no more)
+    if needle:  # the long-range task at K = 3: BP, terminal and the top readouts (top:N trains BP's own
+        # parameters, no more; top-lora:N is the one the study recommends)
         needle_top = max(resolved_top(n, model=resolve_bench_model(settings.model), stages=3) for n in top)
-        plan += [("needle", 3, arm, needle_top, seed) for arm in ("bp", "terminal", f"zerolock a=1 top:{TOP}")
-                 for seed in seeds]
+        plan += [("needle", 3, arm, needle_top, seed) for arm in NEEDLE_ARMS for seed in seeds]
     configs = {key: run_config(settings, ARMS[key[2]], stages=key[1], top=key[3], seed=key[4], batch=batch,
                                microbatches=microbatches, eval_every=eval_every, eval_size=eval_size, rank=rank,
                                dataset=key[0], out=out / "runs" / _slug(*key)) for key in plan}
@@ -482,7 +483,8 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eval-size", type=int, default=128)
     p.add_argument("--lora-rank", type=int, default=4)
     p.add_argument("--jobs", type=int, default=2, help="runs side by side (one thread each)")
-    p.add_argument("--needle", action="store_true", help="add the needle task at K=3: BP, terminal, top:N")
+    p.add_argument("--needle", action="store_true",
+                   help="add the needle task at K=3: BP, terminal, top:N, top-lora:N")
     p.add_argument("--finished-only", action="store_true",
                    help="train nothing: report the plan's runs that have finished (a study cut short)")
     p.add_argument("--merge", default="", metavar="JSON,JSON",
