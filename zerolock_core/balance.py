@@ -40,67 +40,51 @@ def balanced_boundaries(layer_costs: Sequence[float], speeds: Sequence[float], *
     if not 0 <= readout_layers <= n - k + 1:
         raise ValueError(f"a readout through {readout_layers} top layers leaves too few of {n} layers for "
                          f"{k} stages")
-    if readout_layers == 0 or k == 1:
-        return _Split(prefix, speeds, n, extra=0.0).cuts()
-    # every start of the last chunk that leaves it the N top layers: the best split of the others with the
-    # readout's cost on each (a least slowest stage, then the least sum of squares; a tie keeps the smaller
-    # last chunk, as the even split)
-    extra, last = prefix[n] - prefix[n - readout_layers], speeds[-1]
-    options = []
-    for first in range(k - 1, n - readout_layers + 1):
-        head = _Split(prefix, speeds[:-1], first, extra=extra)
-        options.append((first, head, (prefix[n] - prefix[first]) / last))
-    bound = min(max(head.slowest, t) for _, head, t in options) * (1 + _EPS) + _EPS
-    feasible = [(head.squares(bound) + t * t, first, head) for first, head, t in options if t <= bound]
-    least = min(sq for sq, _, _ in feasible)
-    _, first, head = max((o for o in feasible if o[0] <= least * (1 + _EPS) + _EPS), key=lambda o: o[1])
-    return (*head.cuts(bound), first)
+    extra = prefix[n] - prefix[n - readout_layers]  # the top N layers' cost, on each chunk before the last
+    return _Split(prefix, speeds, n, extras=[extra] * (k - 1) + [0.0], last_at_least=readout_layers).cuts()
 
 
 class _Split:
-    """Layers [0, end) over the stages of `speeds`, every chunk adding `extra` to its layers' cost: the least
-    possible time of the slowest stage (`slowest`), then the split with the least sum of squared stage times
-    among those no slower than a bound, its cuts from the last chunk back, each at the latest start that
-    reaches the optimum (larger chunks first, as the even split)."""
+    """Layers [0, end) over the stages of `speeds`, stage s adding `extras[s]` to its layers' cost and the last
+    holding at least `last_at_least` layers: the least possible time of the slowest stage (`slowest`), then the
+    split with the least sum of squared stage times among those no slower than it, its cuts from the last chunk
+    back, each at the latest start that reaches the optimum (larger chunks first, as the even split)."""
 
-    def __init__(self, prefix: list[float], speeds: Sequence[float], end: int, *, extra: float) -> None:
-        self.prefix, self.speeds, self.end, self.extra = prefix, speeds, end, extra
+    def __init__(self, prefix: list[float], speeds: Sequence[float], end: int, *, extras: Sequence[float],
+                 last_at_least: int) -> None:
+        self.prefix, self.speeds, self.end = prefix, speeds, end
+        self.extras, self.last_at_least = extras, last_at_least
         k, inf = len(speeds), float("inf")
         # slowest[j][i]: the least time of the slowest of stages 0..j-1 holding layers [0, i)
         slowest = [[inf] * (end + 1) for _ in range(k + 1)]
         slowest[0][0] = 0.0
         for j in range(1, k + 1):
             for i in range(j, end - (k - j) + 1):
-                slowest[j][i] = min(max(slowest[j - 1][f], self.time(j - 1, f, i)) for f in range(j - 1, i))
-        self.slowest = slowest[k][end]
-        self._squares: dict[float, list[list[float]]] = {}
+                slowest[j][i] = min((max(slowest[j - 1][f], self.time(j - 1, f, i)) for f in self.starts(j, i)),
+                                    default=inf)
+        self.bound = slowest[k][end] * (1 + _EPS) + _EPS
+        # squares[j][i]: the least sum of squared times of those stages, none slower than `bound`
+        squares = [[inf] * (end + 1) for _ in range(k + 1)]
+        squares[0][0] = 0.0
+        for j in range(1, k + 1):
+            for i in range(j, end - (k - j) + 1):
+                squares[j][i] = min((squares[j - 1][f] + self.time(j - 1, f, i) ** 2 for f in self.starts(j, i)
+                                     if self.time(j - 1, f, i) <= self.bound), default=inf)
+        self.squares = squares
+
+    def starts(self, j: int, end: int) -> range:
+        """Where chunk j - 1 may start when it ends at `end`: a layer at least, the last chunk its N top ones."""
+        keep = max(1, self.last_at_least) if j == len(self.speeds) else 1
+        return range(j - 1, end - keep + 1)
 
     def time(self, stage: int, first: int, end: int) -> float:
-        return (self.prefix[end] - self.prefix[first] + self.extra) / self.speeds[stage]
+        return (self.prefix[end] - self.prefix[first] + self.extras[stage]) / self.speeds[stage]
 
-    def _table(self, bound: float) -> list[list[float]]:
-        """squares[j][i]: the least sum of squared times of stages 0..j-1 holding [0, i), none above `bound`."""
-        if bound not in self._squares:
-            k, end, inf = len(self.speeds), self.end, float("inf")
-            squares = [[inf] * (end + 1) for _ in range(k + 1)]
-            squares[0][0] = 0.0
-            for j in range(1, k + 1):
-                for i in range(j, end - (k - j) + 1):
-                    squares[j][i] = min((squares[j - 1][f] + self.time(j - 1, f, i) ** 2 for f in range(j - 1, i)
-                                         if self.time(j - 1, f, i) <= bound), default=inf)
-            self._squares[bound] = squares
-        return self._squares[bound]
-
-    def squares(self, bound: float) -> float:
-        return self._table(bound)[len(self.speeds)][self.end]
-
-    def cuts(self, bound: float | None = None) -> tuple[int, ...]:
-        bound = self.slowest * (1 + _EPS) + _EPS if bound is None else bound
-        squares = self._table(bound)
-        cuts, end = [], self.end
+    def cuts(self) -> tuple[int, ...]:
+        squares, cuts, end = self.squares, [], self.end
         for j in range(len(self.speeds), 1, -1):  # from the last chunk back: the latest start reaching the optimum
             best = squares[j][end]
-            start = max(f for f in range(j - 1, end) if self.time(j - 1, f, end) <= bound
+            start = max(f for f in self.starts(j, end) if self.time(j - 1, f, end) <= self.bound
                         and squares[j - 1][f] + self.time(j - 1, f, end) ** 2 <= best * (1 + _EPS) + _EPS)
             cuts.append(start)
             end = start
