@@ -208,6 +208,7 @@ class EngineController:
             except Exception as err:  # a refused directory (nothing touched), a process that could not start
                 tracked.state, tracked.error = "failed", str(err)
                 continue
+            tracked.cfg = engine.cfg.to_dict()  # `--boundaries auto` is resolved (measured) as the job starts
             self._write_record(tracked, started=True)
             while not engine.done:
                 if self._cancel.is_set():

@@ -11,6 +11,7 @@ from typing import Any
 from zerolock_core.arg_types import floats_arg
 from zerolock_core.balance import AUTO
 from zerolock_core.config import replace
+from zerolock_core.run_dir import RunDir
 
 from .experiment import Experiment
 from .measure import measured
@@ -45,7 +46,10 @@ def run_hetero(settings: BenchSettings, *, runs: PipelineRuns, stages: int, batc
     rows = []
     for (method, split, _), o in zip(cells, outcomes):
         row = measured(o, batch=batch, microbatches=microbatches, steps=settings.steps)
+        balance = RunDir(o.dir).read_balance()  # what `auto` measured (None for the even split)
         rows.append({"method": method, "split": split, "layers": o.metrics.layers, **row,
+                     "balance": None if balance is None else {
+                         k: balance[k] for k in ("boundaries", "stage_s", "measured")},
                      "busy_s": [s["busy_s"] for s in o.per_stage], "idle_s": [s["idle_s"] for s in o.per_stage],
                      "simulated_per_layer_s": simulated_samples_per_s(
                          method, layers=o.metrics.layers, speeds=speeds, batch=batch, microbatches=microbatches,
@@ -68,6 +72,15 @@ def format_report(report: dict[str, Any]) -> str:
         ["method", "boundaries", "layers", "samples/s", "busy s per stage", "idle s per stage", "active fraction"],
         [[r["method"], r["split"], " ".join(f"{a}-{b}" for a, b in r["layers"]), f"{r['samples_per_s']:.1f}",
           joined(r["busy_s"]), joined(r["idle_s"]), joined(r["active_fraction"])] for r in report["rows"]]))
+    for r in report["rows"]:
+        if r.get("balance"):  # files written before `auto` measured its costs have none
+            m = r["balance"]["measured"]
+            lines.append(f"{r['method']} `auto` measured per micro-batch ({m['rows']} rows x {m['seq_len']} tokens): "
+                         f"a layer {m['layer_s'][0] * 1e3:.2f} ms (each on its own "
+                         f"{min(m['each_layer_s']) * 1e3:.2f}-{max(m['each_layer_s']) * 1e3:.2f}), the head "
+                         f"{m['head_s'] * 1e3:.2f} ms, the upstream head's forward {m['upstream_head_s'] * 1e3:.2f} ms, "
+                         f"the embedding {m['embedding_s'] * 1e3:.2f} ms; modelled stage times "
+                         f"{joined([t * 1e3 for t in r['balance']['stage_s']])} ms")
     for label, key in (("measured", "balanced_over_even"), ("simulated, a layer costing F 1, backward 2, no link",
                                                             "balanced_over_even_simulated")):
         if key in report:  # files written before the simulated column have only the measured gain

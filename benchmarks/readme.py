@@ -50,7 +50,7 @@ FORMATTERS: dict[str, tuple[str, str, bool]] = {
 
 # the result files of the README's headline table, in the order `format_headline` takes them
 HEADLINE_FILES = ("memory", "throughput", "links", "envelope", "recovery", "quality", "quality-tiny-1000-k3",
-                  "quality-smollm2", "quality-smollm2-affine")
+                  "quality-smollm2", "quality-smollm2-affine", "hetero", "hetero-smollm2")
 
 # summary blocks: one table over several result files, by a formatter of a list of reports
 SUMMARIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
@@ -75,6 +75,7 @@ HEADLINE_LINKS = {
     "quality": "docs/results.md#quality-paper-fig-3",
     "quality-tiny-1000": "docs/results.md#does-the-tiny-models-gap-close",
     "quality-smollm2": "docs/results.md#the-quality-claim-on-a-real-model",
+    "hetero": "docs/results.md#uneven-stages-paper-e3",
 }
 
 
@@ -85,7 +86,7 @@ def format_headline(reports: list[dict[str, Any]]) -> str:
 
     r = dict(zip(HEADLINE_FILES, reports))
     memory, throughput, links, envelope, recovery = (r[n] for n in HEADLINE_FILES[:5])
-    quality, long, smollm2, affine = (r[n] for n in HEADLINE_FILES[5:])
+    quality, long, smollm2, affine, hetero, hetero_smollm2 = (r[n] for n in HEADLINE_FILES[5:])
 
     def link(text: str, key: str) -> str:
         return f"[{text}]({HEADLINE_LINKS[key]})"
@@ -105,6 +106,11 @@ def format_headline(reports: list[dict[str, Any]]) -> str:
     ours_s = {m: recovery["summary"][m]["total_s"]["mean"] for m in methods}
     paper_s = {m: recovery["paper"][m]["total_ms"] / 1000 for m in methods}
     zerolock = "zerolock a=0.5 reverse"
+
+    def balanced(report: dict[str, Any]) -> str:
+        gain = report["balanced_over_even"]
+        return f"{gain['zerolock']:.2f}x / {gain['1f1b']:.2f}x"
+    slowest = min(hetero["config"]["speeds"])
     rows = [
         [link("activation memory", "memory") + f" vs GPipe, K={memory['config']['stages']} (Fig. 4)",
          pct(activation["paper"]), pct(activation["ours"])],
@@ -125,6 +131,9 @@ def format_headline(reports: list[dict[str, Any]]) -> str:
          f"{smollm2['config']['steps']} steps, BP / ZeroLock α=1 / + affine adapter", "ZeroLock tracks BP",
          f"{accuracy(smollm2, 'bp')} / {accuracy(smollm2, 'zerolock a=1')} / "
          f"{accuracy(affine, 'zerolock a=1 affine adapter')}"],
+        [link("uneven devices", "hetero") + f", one stage {1 / slowest:g}x slower: `--boundaries auto` over even, "
+         "ZeroLock / 1F1B (E3)", "phones; how they were balanced is not said",
+         f"{balanced(hetero)} measured, {balanced(hetero_smollm2)} on SmolLM2-135M"],
     ]
     heads = ["ZeroLock (paper's figure)", "paper: TinyLlama-1.1B, 3 GPUs", "here: 2 CPU cores, tiny model unless named"]
     return markdown_table(heads, rows)

@@ -1,7 +1,7 @@
 """`balanced_boundaries`: contiguous chunks whose stage times are as even as they can be (a table)."""
 import pytest
 
-from zerolock_core.balance import balanced_boundaries, llama_layer_costs
+from zerolock_core.balance import ChunkCosts, balanced_boundaries
 from zerolock_core.chunks import chunk_bounds, planned_bounds
 from zerolock_core.field_words import ConfigError
 
@@ -25,7 +25,7 @@ def test_balanced_boundaries(costs, speeds, boundaries):
 
 @pytest.mark.parametrize("layers,stages", [(8, 1), (8, 3), (8, 5), (30, 4), (7, 7)])
 def test_equal_costs_and_speeds_give_the_even_split(layers, stages):
-    cuts = balanced_boundaries(llama_layer_costs(layers), (1.0,) * stages)
+    cuts = balanced_boundaries(ChunkCosts.uniform(layers), (1.0,) * stages)
     assert [first for first, _ in chunk_bounds(layers, stages)[1:]] == list(cuts)
 
 
@@ -74,3 +74,24 @@ def test_auto_boundaries_refuse_top_last_naming_both_flags():
 def test_a_readout_too_deep_to_balance_is_refused_naming_the_flag():
     with pytest.raises(ConfigError, match="--boundaries auto: a readout through 8 top layers leaves too few"):
         chunk_bounds(8, 2, (), readout_layers=8)
+
+
+@pytest.mark.parametrize("every,readout_layers,extras", [
+    (True, 0, [0.5 + 2, 2 + 1, 2 + 1]),  # embedding on the first; every chunk's head; the upstream head after
+    (False, 0, [0.5, 0, 2]),  # BP: the last chunk alone reads out, nobody recomputes an upstream head
+    (True, 2, [0.5 + 2 + 7, 2 + 1 + 7, 2 + 1]),  # a top:2 readout runs the top two layers (3 + 4) before the last
+])
+def test_chunk_costs_add_what_each_chunk_computes_beside_its_layers(every, readout_layers, extras):
+    costs = ChunkCosts(layers=(1.0, 2.0, 3.0, 4.0), embedding=0.5, head=2.0, upstream_head=1.0)
+    assert costs.extras(3, every_chunk_reads_out=every, readout_layers=readout_layers) == extras
+
+
+@pytest.mark.parametrize("costs,speeds,every,boundaries", [
+    (ChunkCosts(layers=(1.0,) * 8, head=2.0), (1, 1), True, (4,)),  # a head on each: they cancel
+    (ChunkCosts(layers=(1.0,) * 8, head=2.0), (1, 1), False, (5,)),  # BP: the last chunk's head is 2 layers
+    (ChunkCosts(layers=(1.0,) * 8, embedding=2.0), (1, 1), True, (3,)),  # 2 + 3 against 5
+    (ChunkCosts(layers=(1.0,) * 8, head=1.0), (1, 0.5), True, (6,)),  # (6 + 1) / 1 against (2 + 1) / 0.5
+    (ChunkCosts(layers=(1.0,) * 8, head=1.0, upstream_head=1.0), (1, 1), True, (5,)),  # 5 + 1 against 3 + 2
+])
+def test_balanced_boundaries_weigh_the_embedding_and_the_heads(costs, speeds, every, boundaries):
+    assert balanced_boundaries(costs, speeds, every_chunk_reads_out=every) == boundaries

@@ -125,3 +125,22 @@ def test_a_restarted_torchrun_job_resumes_from_its_checkpoints_bitwise(tmp_path,
     assert metrics["state"] == "finished" and metrics["resumed_from_step"] == 2
     assert (d / "injected").is_dir()  # the failure fired once, and not again after the restart
     assert_bitwise_equal(local_runs("zerolock", 2, 2), d)
+
+
+def test_auto_boundaries_measured_by_rank_0_reach_every_rank_and_survive_a_restart(tmp_path):
+    """Rank 0 measures once and hands the boundaries to the other ranks (a rank building its own would
+    fail: a stage never sees an unresolved `auto`); the restarted session keeps them (its checkpoints are
+    of those chunks). Bitwise equal to the local launcher given the same boundaries by name."""
+    d = tmp_path / "auto"
+    extra = ["--boundaries", "auto", "--stage-speed", "1,0.5", "--fail", "1@3"]
+    results = torchrun_two_nodes(train_flags(d, method="zerolock", stages=2, ckpt_every=2, extra=extra),
+                                 stages=2, max_restarts=1, logs=tmp_path)
+    assert [r.returncode for r in results] == [0, 0], [r.stderr[-2000:] for r in results]
+    metrics, balance = (json.loads((d / name).read_text()) for name in ("metrics.json", "balance.json"))
+    assert metrics["state"] == "finished" and metrics["resumed_from_step"] == 2
+    assert metrics["layers"] == balance["layers"]
+    named = ",".join(map(str, balance["boundaries"]))
+    local = tmp_path / "local"
+    assert main(train_flags(local, method="zerolock", stages=2, ckpt_every=2,
+                            extra=["--boundaries", named, "--stage-speed", "1,0.5"])) == 0
+    assert_bitwise_equal(local, d)

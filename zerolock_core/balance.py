@@ -8,40 +8,65 @@ with the least sum of squared stage times; a tie puts the larger chunks first, a
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 AUTO: tuple[int, ...] = ()  # ModelConfig.boundaries of `--boundaries auto` (no K needs () otherwise)
 _EPS = 1e-9  # relative: float sums of the same costs in another order still tie
 
 
-def llama_layer_costs(num_layers: int) -> list[float]:
-    """What `--boundaries auto` assumes a layer costs: every decoder layer of a Llama model the same (1).
-    The embedding is a lookup (no matmul: 0); the readout head is left out — under ZeroLock every chunk
-    computes one for its own loss, the same cost on each, and under BP the last chunk's is a part of one
-    layer's cost or so that this model does not weigh."""
-    return [1.0] * num_layers
+@dataclass(frozen=True, kw_only=True)
+class ChunkCosts:
+    """What a chunk's time is made of, in one unit (seconds when measured, layer_costs.py): each decoder
+    layer's forward and backward, chunk 0's embedding, the readout head (norm + LM head at the answer
+    positions + the loss, forward and backward) of every chunk that reads out, and the forward of the
+    upstream chunk's head that a local objective's consistency term recomputes on every chunk after the
+    first."""
+    layers: tuple[float, ...]
+    embedding: float = 0.0
+    head: float = 0.0
+    upstream_head: float = 0.0
+
+    @classmethod
+    def uniform(cls, num_layers: int) -> "ChunkCosts":
+        """The estimate where nothing was measured (a preview, `chunk_bounds`): every decoder layer costs the
+        same (1); the embedding (a lookup) and the heads, at a few answer rows, are left out."""
+        return cls(layers=(1.0,) * num_layers)
+
+    def extras(self, stages: int, *, every_chunk_reads_out: bool, readout_layers: int) -> list[float]:
+        """What each of `stages` chunks adds to its layers' cost: the embedding on the first, the head on every
+        chunk that reads out (every one under a local objective, else the last), the upstream head's forward
+        on every chunk after the first under a local objective, and a `top:N` readout's N top layers on every
+        chunk before the last (the last runs them as its own layers)."""
+        top = sum(self.layers[len(self.layers) - readout_layers:]) if readout_layers else 0.0
+        return [(self.embedding if s == 0 else 0.0)
+                + (self.head if every_chunk_reads_out or s == stages - 1 else 0.0)
+                + (self.upstream_head if every_chunk_reads_out and s > 0 else 0.0)
+                + (top if s < stages - 1 else 0.0) for s in range(stages)]
 
 
-def balanced_boundaries(layer_costs: Sequence[float], speeds: Sequence[float], *,
-                        readout_layers: int = 0) -> tuple[int, ...]:
-    """The first layer of chunks 2..K (K = len(speeds)) for layers of `layer_costs` on stages of `speeds`
-    (a chunk's time: its layers' costs / its stage's speed).
+def balanced_boundaries(costs: ChunkCosts | Sequence[float], speeds: Sequence[float], *,
+                        readout_layers: int = 0, every_chunk_reads_out: bool = True) -> tuple[int, ...]:
+    """The first layer of chunks 2..K (K = len(speeds)) for `costs` (a `ChunkCosts`, or the layers' costs
+    alone) on stages of `speeds` (a chunk's time: its layers' and extras' costs / its stage's speed).
 
     `readout_layers` = N of a `top:N` readout: every chunk before the last also runs its copy of the model's
     top N layers (their cost added to its time), and the last chunk holds at least those N layers."""
-    n, k = len(layer_costs), len(speeds)
+    costs = costs if isinstance(costs, ChunkCosts) else ChunkCosts(layers=tuple(costs))
+    n, k = len(costs.layers), len(speeds)
     if not 1 <= k <= n:
         raise ValueError(f"{k} stages cannot split {n} layers (each stage needs at least one)")
-    if any(not c >= 0 for c in layer_costs) or any(not 0 < s <= 1 for s in speeds):
+    if any(not c >= 0 for c in (*costs.layers, costs.embedding, costs.head, costs.upstream_head)) \
+            or any(not 0 < s <= 1 for s in speeds):
         raise ValueError("layer costs must be >= 0 and speeds in (0, 1]")
-    prefix = [0.0]
-    for c in layer_costs:
-        prefix.append(prefix[-1] + c)
     if not 0 <= readout_layers <= n - k + 1:
         raise ValueError(f"a readout through {readout_layers} top layers leaves too few of {n} layers for "
                          f"{k} stages")
-    extra = prefix[n] - prefix[n - readout_layers]  # the top N layers' cost, on each chunk before the last
-    return _Split(prefix, speeds, n, extras=[extra] * (k - 1) + [0.0], last_at_least=readout_layers).cuts()
+    prefix = [0.0]
+    for c in costs.layers:
+        prefix.append(prefix[-1] + c)
+    extras = costs.extras(k, every_chunk_reads_out=every_chunk_reads_out, readout_layers=readout_layers)
+    return _Split(prefix, speeds, n, extras=extras, last_at_least=readout_layers).cuts()
 
 
 class _Split:

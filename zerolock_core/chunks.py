@@ -16,7 +16,7 @@ from typing import Iterator
 import torch
 from torch import nn
 
-from .balance import AUTO, balanced_boundaries, llama_layer_costs
+from .balance import AUTO, ChunkCosts, balanced_boundaries
 from .config import ConfigError, ModelConfig
 from .field_words import FieldError
 from .readout_spec import ADAPTER_KINDS, ReadoutSpec
@@ -24,16 +24,20 @@ from .run_fields import every_chunk_trains as every_chunk_trains_with
 
 
 def chunk_bounds(num_layers: int, stages: int, boundaries: tuple[int, ...] | None = None,
-                 speeds: tuple[float, ...] = (), *, readout_layers: int = 0) -> list[tuple[int, int]]:
+                 speeds: tuple[float, ...] = (), *, readout_layers: int = 0, costs: ChunkCosts | None = None,
+                 every_chunk_reads_out: bool = True) -> list[tuple[int, int]]:
     """[(first, end)) layer ranges of the K chunks; even split puts the extra layers first; AUTO
-    (`--boundaries auto`): balanced for stages of `speeds` (default: all 1), every chunk before the last
-    also running `readout_layers` top layers for its readout (balance.py)."""
+    (`--boundaries auto`): balanced for stages of `speeds` (default: all 1) on `costs` (default: the
+    uniform estimate), every chunk before the last also running `readout_layers` top layers for its
+    readout (balance.py)."""
     if not 1 <= stages <= num_layers:
         raise ConfigError(f"--stages {stages} must be between 1 and the model's {num_layers} layers")
     if boundaries is not None and tuple(boundaries) == AUTO:
+        costs = costs or ChunkCosts.uniform(num_layers)
+        assert len(costs.layers) == num_layers, "costs measured on this model"
         try:
-            boundaries = balanced_boundaries(llama_layer_costs(num_layers), speeds or (1.0,) * stages,
-                                             readout_layers=readout_layers)
+            boundaries = balanced_boundaries(costs, speeds or (1.0,) * stages, readout_layers=readout_layers,
+                                             every_chunk_reads_out=every_chunk_reads_out)
         except ValueError as err:
             raise ConfigError(f"--boundaries auto: {err}") from None
     if boundaries is None:
@@ -51,21 +55,30 @@ def chunk_bounds(num_layers: int, stages: int, boundaries: tuple[int, ...] | Non
 
 
 def planned_bounds(num_layers: int, stages: int, *, boundaries: tuple[int, ...] | None,
-                   speeds: tuple[float, ...], readout: str, method: str) -> list[tuple[int, int]]:
-    """The run's chunks: `chunk_bounds` with what `--boundaries auto` must weigh of `--readout` — under a
-    method where every chunk trains, a `top:N` readout runs N more layers on every chunk before the last.
-    `top:last` is refused there: its N is the last chunk's size, which balancing would shrink, and with it
-    the readout."""
+                   speeds: tuple[float, ...], readout: str, method: str,
+                   costs: ChunkCosts | None = None) -> list[tuple[int, int]]:
+    """The run's chunks: `chunk_bounds` with what `--boundaries auto` must weigh of `--readout` and the
+    method — under a method where every chunk trains, every chunk reads out, and a `top:N` readout runs N
+    more layers on every chunk before the last. `top:last` is refused there: its N is the last chunk's
+    size, which balancing would shrink, and with it the readout. `costs`: measured (auto_boundaries.py,
+    which a run's config then holds the result of); without, the uniform estimate (a preview)."""
     spec = ReadoutSpec.parse(readout)
     auto = boundaries is not None and tuple(boundaries) == AUTO
-    if not (auto and spec.is_top and every_chunk_trains_with(method)):
-        return chunk_bounds(num_layers, stages, boundaries, speeds)
-    if spec.to_last:
+    if auto and spec.is_top and every_chunk_trains_with(method) and spec.to_last:
         raise FieldError("boundaries", lambda w: f"{w.value('boundaries', 'auto')} cannot balance "
                                                  f"{w.value('readout', readout)}: its N is the last chunk's size, "
                                                  "which balancing would shrink and the readout with it; name N "
                                                  f"({spec.kind}:N) or the boundaries")
-    return chunk_bounds(num_layers, stages, boundaries, speeds, readout_layers=spec.layers)
+    return chunk_bounds(num_layers, stages, boundaries, speeds, costs=costs,
+                        every_chunk_reads_out=every_chunk_trains_with(method),
+                        readout_layers=weighed_readout_layers(readout, method) if auto else 0)
+
+
+def weighed_readout_layers(readout: str, method: str) -> int:
+    """The top layers a `top:N` readout adds to every chunk before the last: N where every chunk trains (and
+    reads out through them), else 0."""
+    spec = ReadoutSpec.parse(readout)
+    return spec.layers if spec.is_top and every_chunk_trains_with(method) else 0
 
 
 class ReadoutAdapter(nn.Module):

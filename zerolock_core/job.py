@@ -18,6 +18,7 @@ import threading
 import time
 from typing import Any, Protocol
 
+from .auto_boundaries import is_auto
 from .config import RunConfig
 from .metrics import STATES, Metrics
 from .run_dir import RunDir
@@ -108,6 +109,8 @@ def run_to_end(job: Job, *, progress: bool = True, signals: StopSignals | None =
             signals.__enter__()
         if signals.requested:
             job.request_stop()  # a request that came before the job existed: it stops as it starts
+        if is_auto(cfg) and not getattr(job, "resume", False):
+            bar.set_postfix_str("measuring each layer's cost for --boundaries auto", refresh=True)
         job.start()
         while not job.done:
             if signals.received > said:  # say it here, not in the handler (it may interrupt a print)

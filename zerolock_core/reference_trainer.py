@@ -15,6 +15,7 @@ from typing import Any, Callable
 import torch
 
 from .artifacts import save_final_weights
+from .auto_boundaries import resolve_auto_boundaries
 from .config import LOCAL_METHODS, RunConfig
 from .evaluation import evaluate_chunks
 from .loss_curves import GLOBAL, LossCurves, curve_name, summarise, write_curves
@@ -78,7 +79,10 @@ def train_reference(cfg: RunConfig, *, progress: bool = True, overwrite: bool = 
     """Train `cfg` in this process. With `cfg.out`, the run directory is prepared and locked here
     (`locked`: the caller holds its lock already, as `ReferenceJob` does for its child)."""
     rd = RunDir(cfg.out) if cfg.out else None
-    lock = rd.prepare_fresh(cfg, overwrite=overwrite) if rd is not None and not locked else None
+    balance = None
+    if not locked:  # a locking caller (ReferenceJob) resolved --boundaries auto already
+        cfg, balance = resolve_auto_boundaries(cfg)
+    lock = rd.prepare_fresh(cfg, overwrite=overwrite, balance=balance) if rd is not None and not locked else None
     try:
         metrics = _train(cfg, progress=progress, on_step=on_step, should_stop=should_stop, rd=rd)
         if rd is not None:

@@ -4,6 +4,7 @@ Nothing else in the project spells a run's file names: writers and readers ask a
 path of what they want. A run directory holds
 
     config.toml / config.json   the run's config (the TOML reproduces it: `zerolock train --config`)
+    balance.json                what `--boundaries auto` measured and chose (auto_boundaries.py)
     metrics.json                the run's record, written once at its end (`metrics.Metrics`)
     events/NNNNNN.jsonl, lifecycle.jsonl, curves.jsonl, trace.json   telemetry (`telemetry/`)
     eval.json, eval_progress.json                             the final evaluation
@@ -44,12 +45,13 @@ _CONFIG_JSON, _CONFIG_TOML, _METRICS = "config.json", "config.toml", "metrics.js
 _EVENTS_FILE, _LIFECYCLE, _CURVES, _TRACE = "events.jsonl", "lifecycle.jsonl", "curves.jsonl", "trace.json"
 _EVAL, _EVAL_PROGRESS, _CHECKPOINT_LOG = "eval.json", "eval_progress.json", "checkpoint_log.jsonl"
 _APP_RECORD, _STDERR, _ENCODED = "dashboard.json", "stderr.log", "encoded-data.pt"
+_BALANCE = "balance.json"
 _LOCK, _RESERVE = ".lock", ".reserve"
 _CHECKPOINTS, _STAGES, _FINAL, _INJECTED, _EXPORTS = "checkpoints", "stages", "final", "injected", "exports"
 _EVENTS = "events"
 # What a previous run leaves: the presence of any of these means "this directory holds a run".
 _RUN_FILES = (_CONFIG_JSON, _CONFIG_TOML, _METRICS, _EVENTS_FILE, _LIFECYCLE, _CURVES, _TRACE, _EVAL, _EVAL_PROGRESS,
-              _CHECKPOINT_LOG, _APP_RECORD, _STDERR, _ENCODED)
+              _CHECKPOINT_LOG, _APP_RECORD, _STDERR, _ENCODED, _BALANCE)
 _RUN_DIRS = (_CHECKPOINTS, _STAGES, _FINAL, _INJECTED, _EXPORTS, _EVENTS)
 RESERVE_BYTES = 64 * 1024  # kept free for a failed run's metrics.json when the disk fills up
 _TEMPORARY = re.compile(r"^\..+\.tmp-(\d+)$")  # write_json_atomic's and save_final_weights' temporaries
@@ -79,6 +81,10 @@ class RunDir:
         return self.path.name
 
     # ---- files ---------------------------------------------------------------------------------
+    @property
+    def balance_json(self) -> Path:
+        return self.path / _BALANCE
+
     @property
     def config_json(self) -> Path:
         return self.path / _CONFIG_JSON
@@ -211,6 +217,10 @@ class RunDir:
             return RunConfig.from_dict(metrics.config)
         raise ConfigError(f"{self.path}: no run there (no {_CONFIG_JSON})")
 
+    def read_balance(self) -> dict[str, Any] | None:
+        """What `--boundaries auto` measured and chose for this run; None for a run of named or even boundaries."""
+        return read_json(self.balance_json)
+
     def read_metrics(self) -> "Metrics | None":
         """The run's record, or None while it has none (running, or killed before its end)."""
         from .metrics import Metrics
@@ -285,9 +295,10 @@ class RunDir:
         self.path.mkdir(parents=True, exist_ok=True)
         return RunLock(self.path / _LOCK)
 
-    def prepare_fresh(self, cfg: RunConfig, *, overwrite: bool) -> "RunLock":
+    def prepare_fresh(self, cfg: RunConfig, *, overwrite: bool, balance: dict[str, Any] | None = None) -> "RunLock":
         """Lock the directory and make it ready for a new run: refuses a directory holding a previous run
-        unless `overwrite`. Returns the held lock (release it when the run has ended)."""
+        unless `overwrite`. `balance`: what `--boundaries auto` measured (auto_boundaries.py), kept beside the
+        config. Returns the held lock (release it when the run has ended)."""
         _check_is_directory(self.path)
         check_model_found(cfg)
         if self.holds_a_run() and not overwrite:
@@ -304,6 +315,8 @@ class RunDir:
                 shutil.rmtree(self.path / name, ignore_errors=True)
             self.sweep_temporaries()
             self.write_config(cfg)
+            if balance is not None:
+                write_json_atomic(self.balance_json, balance)
             self.keep_reserve()
         except BaseException:
             lock.release()

@@ -23,6 +23,7 @@ STOP = "control/stop"  # set: every stage finishes its current action, saves and
 COMPLETE = "control/complete"  # set by the coordinator once every stage ran all its actions
 RESUME_STEP = "control/resume_step"  # torchrun: the step every rank restores (-1: a fresh start); rank 0 decides
 REFUSED = "control/refused"  # torchrun: rank 0 could not start the run; the reason, for every rank to print
+BOUNDARIES = "control/boundaries"  # torchrun: the chunk boundaries rank 0 resolved (`--boundaries auto`), as JSON
 SESSION = "control/session"  # torchrun: the restart count of the rank 0 hosting this store (torchrun_entry.py)
 HIDDEN_BYTES = "meta/hidden_bytes_per_microbatch"  # one hidden state on the wire (bytes)
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import torch.distributed as dist
 
+from ..auto_boundaries import resolve_auto_boundaries
 from ..config import FAILURE_MODES, PIPEDREAM_REFUSAL, STRAGGLER, RunConfig
 from ..job import JobBase
 from ..metrics import STATES, Metrics
@@ -94,9 +95,12 @@ class Run(JobBase):
         if self.state != "created":
             raise RuntimeError(f"run already {self.state}")
         if self.resume:
+            if self.rd.config_json.exists():  # auto resumes with the boundaries its run was made with
+                self.cfg, _ = resolve_auto_boundaries(self.cfg, made_with=self.rd.saved_config())
             self._lock_file = self.rd.prepare_resume(self.cfg)
         else:
-            self._lock_file = self.rd.prepare_fresh(self.cfg, overwrite=self.overwrite)
+            self.cfg, balance = resolve_auto_boundaries(self.cfg)  # measured once, here: every stage builds these
+            self._lock_file = self.rd.prepare_fresh(self.cfg, overwrite=self.overwrite, balance=balance)
         self._t_start, self._t_start_ns = time.monotonic(), time.monotonic_ns()
         _LIVE_RUNS.add(self)
         try:

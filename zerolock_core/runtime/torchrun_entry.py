@@ -26,6 +26,7 @@ it too) and joins the next session, which resumes from the checkpoints.
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import threading
 import time
@@ -33,7 +34,8 @@ from typing import Any
 
 import torch.distributed as dist
 
-from ..config import ConfigError, RunConfig
+from ..auto_boundaries import resolve_auto_boundaries
+from ..config import ConfigError, RunConfig, replace
 from ..atomic_files import read_json
 from ..metrics import Metrics
 from ..run_dir import RunDir, RunLock
@@ -67,16 +69,20 @@ def train_under_torchrun(cfg: RunConfig, *, overwrite: bool = False, resume: boo
                               timeout=timeout)
         store.set(protocol.SESSION, str(session))
         try:
-            lock, step = _prepare(rd, cfg, overwrite=overwrite, resume=resume or session > 0)
+            cfg, lock, step = _prepare(rd, cfg, overwrite=overwrite, resume=resume or session > 0)
         except ConfigError as err:
             store.set(protocol.REFUSED, str(err))
             time.sleep(1.0)  # let the other ranks read why before the store goes
             raise
+        store.set(protocol.BOUNDARIES, json.dumps(cfg.model.boundaries))
         store.set(protocol.RESUME_STEP, str(-1 if step is None else step))
     else:
         store = _join_session(host, port, rank, session)
     t0, t0_ns = time.monotonic(), time.monotonic_ns()
     step = _agreed_step(store)
+    if rank != 0:  # `--boundaries auto` as rank 0 resolved it (measured once, for every rank)
+        boundaries = json.loads(protocol.get_str(store, protocol.BOUNDARIES, "null"))
+        cfg = replace(cfg, model={"boundaries": None if boundaries is None else tuple(boundaries)})
     launch = StageLaunch(stage=rank, host=host, port=port, run_dir=str(rd.path), restore_step=step,
                          coordinated=False, generation=session)
     if rank != 0:
@@ -166,12 +172,16 @@ class RankWatch:
         self._stop.set()
 
 
-def _prepare(rd: RunDir, cfg: RunConfig, *, overwrite: bool, resume: bool) -> tuple[RunLock, int | None]:
-    """Rank 0: the run directory locked and made ready; the step every stage restores (None: afresh)."""
+def _prepare(rd: RunDir, cfg: RunConfig, *, overwrite: bool,
+             resume: bool) -> tuple[RunConfig, RunLock, int | None]:
+    """Rank 0: the run's config (`--boundaries auto` resolved), its directory locked and made ready, and the
+    step every stage restores (None: afresh)."""
     if resume and cfg.train.ckpt_every > 0 and rd.config_json.exists():
+        cfg, _ = resolve_auto_boundaries(cfg, made_with=rd.saved_config())
         lock = rd.prepare_resume(cfg)
-        return lock, resumable_step(cfg, rd)
-    return rd.prepare_fresh(cfg, overwrite=overwrite or resume), None
+        return cfg, lock, resumable_step(cfg, rd)
+    cfg, balance = resolve_auto_boundaries(cfg)
+    return cfg, rd.prepare_fresh(cfg, overwrite=overwrite or resume, balance=balance), None
 
 
 def _agreed_step(store: dist.Store) -> int | None:
