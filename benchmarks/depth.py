@@ -35,7 +35,7 @@ from zerolock_core.arg_types import ints_arg
 from zerolock_core.atomic_files import read_json, write_json_atomic
 from zerolock_core.config import DataConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig
 from zerolock_core.config_file import write_config_toml
-from zerolock_core.palette import DASHES, method_colour
+from zerolock_core.palette import dash, marker, method_colour
 from zerolock_core.run_dir import RunDir
 
 from . import plots
@@ -400,9 +400,8 @@ def figures(report: dict[str, Any]):
             steps = runs[0]["step"]
             mean = [statistics.fmean(r["label_accuracy"][i][-1] for r in runs) for i in range(len(steps))]
             family = arm_family(name)
-            colour, dash = style[family]
-            fig.add_trace(plots.curve(family, steps, mean, color=colour, line={"dash": dash}, legendgroup=family,
-                                      showlegend=family not in shown), row=1, col=col)
+            fig.add_trace(plots.curve(family, steps, mean, legendgroup=family, showlegend=family not in shown,
+                                      **style[family]), row=1, col=col)
             shown.add(family)
     fig.update_xaxes(title_text="step")
     fig.update_yaxes(title_text="label accuracy (last chunk)", col=1)
@@ -416,9 +415,10 @@ def arm_family(name: str) -> str:
     return re.sub(r"(top(?:-lora)?):\d+", r"\1:last", name)
 
 
-def arm_styles(report: dict[str, Any]) -> dict[str, tuple[str, str]]:
-    """Each arm family's (colour, dash): its method's colour, its own dash among that method's arms."""
-    styles: dict[str, tuple[str, str]] = {}
+def arm_styles(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each arm family's `plots.curve` style: its method's colour, and its own dash and marker among that
+    method's arms (two cues: two dashed lines of one colour that run together still differ by marker)."""
+    styles: dict[str, dict[str, Any]] = {}
     per_method: dict[str, int] = {}
     for per_k in report["results"].values():
         for name, e in per_k.items():
@@ -426,8 +426,12 @@ def arm_styles(report: dict[str, Any]) -> dict[str, tuple[str, str]]:
             if family not in styles:
                 n = per_method.get(e["method"], 0)
                 per_method[e["method"]] = n + 1
-                styles[family] = (method_colour(e["method"]), DASHES[n % len(DASHES)])
+                styles[family] = {"color": method_colour(e["method"]), "line": {"dash": dash(n)},
+                                  "marker": {"symbol": marker(n), "size": 8}}
     return styles
+
+
+DODGE_K = 0.05  # how far apart, in K, neighbouring arms' points stand in the figure against K
 
 
 def by_k_figure(report: dict[str, Any]):
@@ -442,13 +446,15 @@ def by_k_figure(report: dict[str, Any]):
     fig = plots.figure(title="Label accuracy after training against K (mean ± sd over seeds)",
                        xaxis_title="stages K", yaxis_title="label accuracy (last chunk)", template="plotly_white")
     style = arm_styles(report)
-    for family, by_k in families.items():
-        colour, dash = style[family]
+    for i, (family, by_k) in enumerate(families.items()):
         ks = sorted(by_k)
-        fig.add_trace(plots.curve(family, ks, [by_k[k]["final"]["label_accuracy"]["mean"] for k in ks],
-                                  color=colour, line={"dash": dash},
+        offset = (i - (len(families) - 1) / 2) * DODGE_K  # arms side by side at each K: error bars apart
+        fig.add_trace(plots.curve(family, [k + offset for k in ks],
+                                  [by_k[k]["final"]["label_accuracy"]["mean"] for k in ks],
                                   error_y={"type": "data", "array": [by_k[k]["final"]["label_accuracy"]["sd"]
-                                                                     for k in ks], "visible": True}))
+                                                                     for k in ks], "visible": True},
+                                  customdata=ks, hovertemplate=f"{family}<br>K=%{{customdata}}: %{{y:.3f}}"
+                                                               "<extra></extra>", **style[family]))
     fig.update_xaxes(tickvals=sorted({k for by_k in families.values() for k in by_k}))
     return fig
 

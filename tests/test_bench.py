@@ -682,8 +682,10 @@ def test_depth_command_end_to_end_on_tiny_writes_every_field_and_reruns_nothing(
     from benchmarks.depth import by_k_figure, merge_reports
     from benchmarks.settings import BenchSettings
 
-    lines = {t.name: list(t.x) for t in by_k_figure(both).data}
+    figure = by_k_figure(both)
+    lines = {t.name: list(t.customdata) for t in figure.data}  # each point's K (x stands a little apart per arm)
     assert lines == {"bp": [2, 3], "terminal": [3], "zerolock a=1 top-lora:last": [3]}
+    assert all(abs(x - k) < 0.5 for t in figure.data for x, k in zip(t.x, t.customdata))
     from benchmarks.depth import format_verdict
 
     verdict = format_verdict([both])
@@ -711,3 +713,14 @@ def test_wshare_measures_every_condition_with_its_own_trainable_weights():
     assert rows["LoRA r=64, q,v"]["trainable_params"] == 3 * per_layer_qv(64)
     assert rows["full fine-tuning"]["trainable_params"] > rows["LoRA r=64, all linear"]["trainable_params"]
     assert all(r["B_s"] > 0 and r["W_s"] > 0 and r["BW_s"] > 0 and 0 < r["w_share"] < 1 for r in rows.values())
+
+
+def test_the_arms_of_one_method_differ_by_dash_and_by_marker_in_the_depth_figures():
+    from benchmarks.depth import arm_family, arm_styles
+
+    arms = {"bp": "bp", "zerolock a=1": "zerolock", "zerolock a=0.5": "zerolock", "zerolock a=1 top:3": "zerolock"}
+    styles = arm_styles({"results": {"topics K=3": {name: {"method": m} for name, m in arms.items()}}})
+    zerolock = [styles[arm_family(name)] for name, m in arms.items() if m == "zerolock"]
+    assert len({s["color"] for s in zerolock}) == 1  # one method, one colour
+    assert len({s["line"]["dash"] for s in zerolock}) == len({s["marker"]["symbol"] for s in zerolock}) == 3
+    assert "zerolock a=1 top:last" in styles  # keyed by the arm across K (top:3 at K=3 is top:last)

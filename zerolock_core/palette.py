@@ -96,6 +96,8 @@ STAGE_RAMP: tuple[str, ...] = ("#3F5566", "#4D6373", "#5C7180", "#6A7F8D", "#798
 STAGE_COLOURS = STAGE_RAMP  # the name older callers import
 # line dashes: a second cue where lines share a colour (a stage's shade; the variants of one method)
 DASHES: tuple[str, ...] = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+# marker symbols: a third cue beside the dash, readable where two dashed lines run together
+MARKERS: tuple[str, ...] = ("circle", "square", "diamond", "triangle-up", "x", "star")
 
 # --- methods: dark, saturated earth tones ---------------------------------------------------------------
 METHOD_LABELS: dict[str, str] = {
@@ -174,6 +176,11 @@ def with_alpha(colour: str, alpha: float) -> str:
 def dash(i: int) -> str:
     """The `i`-th line dash."""
     return DASHES[i % len(DASHES)]
+
+
+def marker(i: int) -> str:
+    """The `i`-th marker symbol."""
+    return MARKERS[i % len(MARKERS)]
 
 
 def stage_dash(stage: int) -> str:
