@@ -141,6 +141,8 @@ CASES: list[tuple[str, Callable[[dict], None]]] = [
     ("links", measured_rows_are_finite_with_one_zerolock_microbatch_per_stage),
     ("hetero", balanced_boundaries_give_the_slow_stage_fewer_layers_and_more_throughput),
     ("hetero-smollm2", balanced_boundaries_give_the_slow_stage_fewer_layers_and_more_throughput),
+    ("hetero-wall-paced", balanced_boundaries_give_the_slow_stage_fewer_layers_and_more_throughput),
+    ("hetero-smollm2-wall-paced", balanced_boundaries_give_the_slow_stage_fewer_layers_and_more_throughput),
 ]
 
 

@@ -31,11 +31,12 @@ def runs(tmp_path_factory):
 
 
 def stretch(out, stage, *, from_step=0, below_step=STEPS + 1) -> float:
-    """A stage's recorded compute time over its real compute (the recorded time less the wait it added)."""
+    """A stage's compute with the wait it added, over its compute — what pace.py stretches: each action's CPU
+    time, or its wall time (less the wait) where that is less."""
     events = [e for e in read_events(RunDir(out).event_files())[0]
               if e["stage"] == stage and is_busy(e["kind"]) and from_step <= e["step"] < below_step]
-    recorded = sum(e["t1"] - e["t0"] for e in events)
-    return recorded / (recorded - sum(e["paced_ns"] for e in events))
+    computed = sum(min(e["t1"] - e["t0"] - e["paced_ns"], e["cpu_ns"]) for e in events)
+    return (computed + sum(e["paced_ns"] for e in events)) / computed
 
 
 @pytest.mark.parametrize("name,stage,steps,factor", [

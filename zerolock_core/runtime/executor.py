@@ -134,14 +134,14 @@ class Executor:
         self.pace.at_step(self.worker.steps_done)
         for action in actions:
             self._guarded(self.poll)
-            t0 = time.monotonic_ns()
+            t0, c0 = time.monotonic_ns(), time.process_time_ns()
             handler = self.handlers[action.kind]
             sent, recv = self._guarded(lambda: handler(action.microbatch))
-            t1 = time.monotonic_ns()
+            t1, cpu = time.monotonic_ns(), time.process_time_ns() - c0
             kind = Kind.REPLAY.value if self._is_replay(action) else action.kind.value
             # a slowed stage (--stage-speed, a straggler): the one place its compute is stretched
-            t1, paced = self.pace.stretch(t0, t1) if is_busy(kind) else (t1, 0)
-            self._record(kind, action.microbatch, t0, t1, sent, recv, paced_ns=paced)
+            t1, paced = self.pace.stretch(t0, t1, cpu) if is_busy(kind) else (t1, 0)
+            self._record(kind, action.microbatch, t0, t1, sent, recv, paced_ns=paced, cpu_ns=cpu)
             if action.kind == Kind.STEP:
                 self._after_step()
             elif action.kind == Kind.F and self.ft is not None:
@@ -177,7 +177,8 @@ class Executor:
                 # a relink that failed waits for a generation after the one it tried
                 relink = self._wait_for_rebuild(tried=relink)
 
-    def _record(self, kind: str, mb: int | None, t0: int, t1: int, sent: int, recv: int, *, paced_ns: int = 0) -> None:
+    def _record(self, kind: str, mb: int | None, t0: int, t1: int, sent: int, recv: int, *, paced_ns: int = 0,
+                cpu_ns: int = 0) -> None:
         """One action done: its event (busy / idle are computed from the events, telemetry/activity.py)."""
         c = self.counters
         c.actions += 1
@@ -191,7 +192,7 @@ class Executor:
                                 act_bytes=self.meter.current_bytes, inflight=inflight, sent=sent,
                                 recv=recv, step=self.worker.steps_done,
                                 gen=self.ft.generation if self.ft else 0, loss=self.loss_to_report,
-                                paced_ns=paced_ns))
+                                paced_ns=paced_ns, cpu_ns=cpu_ns))
         self.loss_to_report = None
         if self.memory_budget_bytes and self.meter.peak_bytes > self.memory_budget_bytes:
             raise MemoryBudgetExceeded(

@@ -346,7 +346,8 @@ def _run_stage(cfg: RunConfig, launch: StageLaunch, store: dist.Store, heartbeat
                         events=b.events, poll=poll, on_step=on_step, device=b.device, depth=t.inflight_depth,
                         memory_budget_bytes=t.memory_budget_bytes, durability=durability,
                         loss_log=LossLog(RunDir(launch.run_dir).stage_losses(stage), keep_below=r.start_step),
-                        pace=Pace(speed=t.speeds[stage], straggler=injection.straggle))
+                        pace=Pace(speed=t.speeds[stage], straggler=injection.straggle,
+                                  cpu_time=t.device == "cpu"))
     heartbeat.progress = lambda: executor.counters.actions
     actions = stage_actions(cfg, stage, r.start_step)
     write_lifecycle(RunDir(launch.run_dir).lifecycle, clock.record())

@@ -33,6 +33,7 @@ class Event:
     gen: int = 0  # process generation (recovery)
     loss: float | None = None  # L (ZeroLock) / the last stage's B (backprop): the micro-batch's training loss
     paced_ns: int = 0  # of t1 - t0, the wait a slowed stage added after the real compute (runtime/pace.py)
+    cpu_ns: int = 0  # this process's CPU time during the action (before that wait): what a slowed CPU stage stretches
 
 
 class EventWriter:
