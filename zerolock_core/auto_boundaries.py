@@ -11,12 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .balance import AUTO, ChunkCosts
+from .balance import AUTO, ChunkCosts, is_auto
 from .config import RunConfig, replace
-
-
-def is_auto(cfg: RunConfig) -> bool:
-    return cfg.model.boundaries is not None and tuple(cfg.model.boundaries) == AUTO
 
 
 def resolve_auto_boundaries(cfg: RunConfig, *, made_with: RunConfig | None = None
@@ -24,9 +20,9 @@ def resolve_auto_boundaries(cfg: RunConfig, *, made_with: RunConfig | None = Non
     """`cfg` with `--boundaries auto` replaced by the boundaries measured costs give, and the record of the
     measurement for balance.json; `cfg` and None when its boundaries are not auto. `made_with`: the config a
     run being resumed was made with — its boundaries are taken, nothing is measured."""
-    if not is_auto(cfg):
+    if not is_auto(cfg.model.boundaries):
         return cfg, None
-    if made_with is not None and not is_auto(made_with):
+    if made_with is not None and not is_auto(made_with.model.boundaries):
         return replace(cfg, model={"boundaries": made_with.model.boundaries}), None
     from .chunks import planned_bounds
     from .layer_costs import measure_chunk_costs

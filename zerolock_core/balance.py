@@ -12,6 +12,11 @@ from dataclasses import dataclass
 from typing import Sequence
 
 AUTO: tuple[int, ...] = ()  # ModelConfig.boundaries of `--boundaries auto` (no K needs () otherwise)
+
+
+def is_auto(boundaries: tuple[int, ...] | list[int] | None) -> bool:
+    """Whether `ModelConfig.boundaries` is `--boundaries auto` (not yet resolved by auto_boundaries.py)."""
+    return boundaries is not None and tuple(boundaries) == AUTO
 _EPS = 1e-9  # relative: float sums of the same costs in another order still tie
 
 

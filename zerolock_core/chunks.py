@@ -16,7 +16,7 @@ from typing import Iterator
 import torch
 from torch import nn
 
-from .balance import AUTO, ChunkCosts, balanced_boundaries
+from .balance import ChunkCosts, balanced_boundaries, is_auto
 from .config import ConfigError, ModelConfig
 from .field_words import FieldError
 from .readout_spec import ADAPTER_KINDS, ReadoutSpec
@@ -32,7 +32,7 @@ def chunk_bounds(num_layers: int, stages: int, boundaries: tuple[int, ...] | Non
     readout (balance.py)."""
     if not 1 <= stages <= num_layers:
         raise ConfigError(f"--stages {stages} must be between 1 and the model's {num_layers} layers")
-    if boundaries is not None and tuple(boundaries) == AUTO:
+    if is_auto(boundaries):
         costs = costs or ChunkCosts.uniform(num_layers)
         assert len(costs.layers) == num_layers, "costs measured on this model"
         try:
@@ -63,7 +63,7 @@ def planned_bounds(num_layers: int, stages: int, *, boundaries: tuple[int, ...] 
     size, which balancing would shrink, and with it the readout. `costs`: measured (auto_boundaries.py,
     which a run's config then holds the result of); without, the uniform estimate (a preview)."""
     spec = ReadoutSpec.parse(readout)
-    auto = boundaries is not None and tuple(boundaries) == AUTO
+    auto = is_auto(boundaries)
     if auto and spec.is_top and every_chunk_trains_with(method) and spec.to_last:
         raise FieldError("boundaries", lambda w: f"{w.value('boundaries', 'auto')} cannot balance "
                                                  f"{w.value('readout', readout)}: its N is the last chunk's size, "

@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Any, Protocol
 
-from .auto_boundaries import is_auto
+from .balance import is_auto
 from .config import RunConfig
 from .metrics import STATES, Metrics
 from .run_dir import RunDir
@@ -109,7 +109,7 @@ def run_to_end(job: Job, *, progress: bool = True, signals: StopSignals | None =
             signals.__enter__()
         if signals.requested:
             job.request_stop()  # a request that came before the job existed: it stops as it starts
-        if is_auto(cfg) and not getattr(job, "resume", False):
+        if is_auto(cfg.model.boundaries) and not getattr(job, "resume", False):
             bar.set_postfix_str("measuring each layer's cost for --boundaries auto", refresh=True)
         job.start()
         while not job.done:
