@@ -54,14 +54,15 @@ def test_boundaries_that_are_not_auto_are_left_as_they_are(tmp_path):
     assert auto_boundaries.resolve_auto_boundaries(cfg) == (cfg, None)
 
 
-def test_a_resumed_run_keeps_its_boundaries_without_measuring(tmp_path, monkeypatch):
+@pytest.mark.parametrize("made_with", [(6,), AUTO])  # AUTO: a run made before auto measured (the estimate)
+def test_a_resumed_run_keeps_its_boundaries_without_measuring(tmp_path, monkeypatch, made_with):
     def no_measuring(*_, **__):
         raise AssertionError("a resumed run measured")
     monkeypatch.setattr("zerolock_core.layer_costs.measure_chunk_costs", no_measuring)
     cfg = auto_config(tmp_path)
-    made = replace(cfg, model={"boundaries": (6,)})
+    made = replace(cfg, model={"boundaries": made_with})
     resolved, record = auto_boundaries.resolve_auto_boundaries(cfg, made_with=made)
-    assert resolved.model.boundaries == (6,) and record is None
+    assert resolved.model.boundaries == made_with and record is None
 
 
 @pytest.mark.parametrize("speeds,method,readout", [

@@ -128,9 +128,9 @@ def test_a_restarted_torchrun_job_resumes_from_its_checkpoints_bitwise(tmp_path,
 
 
 def test_auto_boundaries_measured_by_rank_0_reach_every_rank_and_survive_a_restart(tmp_path):
-    """Rank 0 measures once and hands the boundaries to the other ranks (a rank building its own would
-    fail: a stage never sees an unresolved `auto`); the restarted session keeps them (its checkpoints are
-    of those chunks). Bitwise equal to the local launcher given the same boundaries by name."""
+    """Rank 0 measures once and hands the boundaries to the other ranks; the restarted session keeps them
+    (its checkpoints are of those chunks). Bitwise equal to the local launcher given the same boundaries by
+    name (a rank that built other chunks would not be)."""
     d = tmp_path / "auto"
     extra = ["--boundaries", "auto", "--stage-speed", "1,0.5", "--fail", "1@3"]
     results = torchrun_two_nodes(train_flags(d, method="zerolock", stages=2, ckpt_every=2, extra=extra),

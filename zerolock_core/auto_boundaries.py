@@ -19,10 +19,12 @@ def resolve_auto_boundaries(cfg: RunConfig, *, made_with: RunConfig | None = Non
                             ) -> tuple[RunConfig, dict[str, Any] | None]:
     """`cfg` with `--boundaries auto` replaced by the boundaries measured costs give, and the record of the
     measurement for balance.json; `cfg` and None when its boundaries are not auto. `made_with`: the config a
-    run being resumed was made with — its boundaries are taken, nothing is measured."""
+    run being resumed was made with — its boundaries are taken, nothing is measured. (A run made before
+    `auto` measured holds "auto" itself: it was built on the equal-cost estimate, `chunks.chunk_bounds`, and
+    every process of its resumption builds that again.)"""
     if not is_auto(cfg.model.boundaries):
         return cfg, None
-    if made_with is not None and not is_auto(made_with.model.boundaries):
+    if made_with is not None:
         return replace(cfg, model={"boundaries": made_with.model.boundaries}), None
     from .chunks import planned_bounds
     from .layer_costs import measure_chunk_costs

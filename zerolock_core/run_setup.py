@@ -46,9 +46,6 @@ def build_run_setup(cfg: RunConfig, *, stage: int | None = None) -> RunSetup:
     from .readout_spec import ReadoutSpec
     from .run_fields import every_chunk_trains
 
-    from .balance import is_auto
-
-    assert not is_auto(cfg.model.boundaries), "--boundaries auto is resolved (measured) once per run, before anything builds chunks"
     prepared = _PREPARED.get(_key(cfg))
     tokenizer = prepared[0] if prepared else load_tokenizer(cfg.model.model)
     keep = None
