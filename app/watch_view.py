@@ -216,7 +216,8 @@ def _lanes(t: Tracked, st: dict[str, Any], *, window_s: float | None, focus_fail
     window = window_s if window_s is not None and fold.makespan_s > window_s else None
     # the figures are redrawn every few seconds, the status line every tick: say which step they show
     at_step = f", at step {st['steps_done']}" if st.get("steps_done") is not None and not t.engine_done else ""
-    shown = f" (the last {_seconds(window)} of {_seconds(fold.makespan_s)} of training{at_step})" if window else ""
+    shown = f" (the last {_seconds(window)} of {_seconds(fold.makespan_s)} of training{at_step})" if window \
+        else ", the whole run"  # also a short run's "recent actions": the window holds all of it
     sampled = None
     if window is not None and not (focus_failure and failures):
         # the live window: only its own events (and what each stage held when it opened), not the run's

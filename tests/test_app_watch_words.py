@@ -119,6 +119,16 @@ def test_the_whole_of_a_long_run_is_drawn_per_step_not_per_action(tmp_path):
     assert recent.timeline.layout.title.text.startswith("Timeline per stage (the last")
 
 
+def test_the_whole_of_a_short_run_is_drawn_per_action_and_says_it_is_the_whole_run(tmp_path):
+    from app.watch_view import watch_view
+
+    events = [{"stage": i % 2, "kind": "F", "mb": i, "t0": i * 10**6, "t1": i * 10**6 + 5 * 10**5,
+               "act_bytes": 0, "inflight": 1, "sent": 0, "recv": 0, "step": i // 100, "gen": 0} for i in range(200)]
+    whole = watch_view(tracked(tmp_path, events=events), window_s=None, status={})
+    assert whole.timeline.layout.title.text == "Timeline per stage, the whole run"
+    assert whole.memory.layout.title.text == "Activation memory per stage, the whole run"
+
+
 # one word per failure mode in every view: the Inject panel, the Run form, the recovery line, the timeline
 MODES_AND_WORDS = [("kill", "kill"), ("stop", "hang"), ("post-step", "kill after step"),
                    ("mid-ckpt", "kill in checkpoint")]
