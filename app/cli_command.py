@@ -4,8 +4,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from zerolock_core.poll_interval import DEFAULT_POLL_S, FIGURES_EVERY_S
-from zerolock_core.runs_root import DEFAULT_RUNS
+from zerolock_core.viz.poll_interval import DEFAULT_POLL_S, FIGURES_EVERY_S
+from zerolock_core.rundir.runs_root import DEFAULT_RUNS
 
 
 def register(parser: argparse.ArgumentParser) -> None:

@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from zerolock_core.config import RunConfig, replace
-from zerolock_core.job import Job, make_job
-from zerolock_core.atomic_files import read_json, write_json_atomic
-from zerolock_core.metrics import Metrics
-from zerolock_core.run_dir import RunDir, check_resumable
-from zerolock_core.runs_root import RunsRoot
+from zerolock_core.config.run_config import RunConfig, replace
+from zerolock_core.jobs.job import Job, make_job
+from zerolock_core.rundir.atomic_files import read_json, write_json_atomic
+from zerolock_core.rundir.metrics import Metrics
+from zerolock_core.rundir.run_dir import RunDir, check_resumable
+from zerolock_core.rundir.runs_root import RunsRoot
 from zerolock_core.telemetry.events import Cursor, read_events
 from zerolock_core.telemetry.activity import ActivityFold, StageStats
 from zerolock_core.telemetry.lifecycle import read_lifecycle

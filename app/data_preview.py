@@ -7,10 +7,10 @@ import html
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from zerolock_core.palette import HIGHLIGHT_COLOUR, NEUTRAL
+from zerolock_core.viz.palette import HIGHLIGHT_COLOUR, NEUTRAL
 
 if TYPE_CHECKING:
-    from zerolock_core.config import DataConfig
+    from zerolock_core.config.run_config import DataConfig
 
 PREVIEW_ROWS = 3
 CLASSIFICATION_KIND = "classification"
@@ -30,7 +30,7 @@ class DataFields:
 
     def config_fields(self) -> dict[str, object]:
         """The engine's DataConfig fields (run_fields.py) these stand for."""
-        from zerolock_core.arg_types import names_arg
+        from zerolock_core.config.arg_types import names_arg
 
         if self.kind == RESPONSE_KIND:
             return dict(prompt_field=self.prompt_field.strip(), response_field=self.response_field.strip())
@@ -40,7 +40,7 @@ class DataFields:
     def data_config(self, dataset: str, *, seq_len: int, eval_size: int) -> "DataConfig":
         """The run's data section for `dataset` (a built-in task's name, or a file's `kind:path` spec, which
         alone reads these fields): what the run trains on and what the preview shows are one config."""
-        from zerolock_core.config import DataConfig
+        from zerolock_core.config.run_config import DataConfig
 
         return DataConfig(dataset=dataset, seq_len=seq_len, eval_size=eval_size,
                           **(self.config_fields() if ":" in dataset else {}))
@@ -51,8 +51,8 @@ def preview_html(data: "DataConfig", *, model: str, rows: int = PREVIEW_ROWS) ->
     split held back as the run holds it); a ValueError says what is wrong."""
     from zerolock_core.data import encode_split, load_data
     from zerolock_core.data.encoding import IGNORE_INDEX
-    from zerolock_core.loading import load_tokenizer
-    from zerolock_core.run_setup import DATA_SEED
+    from zerolock_core.models.loading import load_tokenizer
+    from zerolock_core.train.run_setup import DATA_SEED
 
     task = load_data(data, seed=DATA_SEED)
     tokenizer = load_tokenizer(model)

@@ -9,9 +9,9 @@ import plotly.graph_objects as go
 from zerolock_core.schedule import Costs, LinkProfile, build_schedule, simulate
 from zerolock_core.schedule.dualpipe_v import DUALPIPE_V
 
-from .compare_figures import Series, compare_memory_figure, compare_timeline_figure
-from zerolock_core.palette import method_label  # bar colours: palette.KIND_COLOURS, named in the text below
-from .simulated import events_from_simulation
+from .figures.compare import Series, compare_memory_figure, compare_timeline_figure
+from zerolock_core.viz.palette import method_label  # bar colours: palette.KIND_COLOURS, named in the text below
+from .figures.simulated import events_from_simulation
 
 # Assumed costs: a backward costs about two forwards; ZeroLock's local step (readout + local loss
 # + local backward) about the same as a backward. ZB-H1 splits the backward into B and W, half each:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from zerolock_core.export_adapters import ExportTargets, export_run
-from zerolock_core.run_dir import RunDir
-from zerolock_core.trained_model import check_trained_run
+from zerolock_core.export.peft_export import ExportTargets, export_run
+from zerolock_core.rundir.run_dir import RunDir
+from zerolock_core.export.trained_model import check_trained_run
 from zerolock_core.telemetry import read_events, write_chrome_trace
 
 EVENT_COLUMNS = ["stage", "kind", "mb", "t0", "t1", "act_bytes", "inflight", "sent", "recv", "step", "gen"]

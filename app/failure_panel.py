@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from zerolock_core.config import FAILURE_MODES
-from zerolock_core.runtime.run import Run
+from zerolock_core.config.run_config import FAILURE_MODES
+from zerolock_core.jobs.pipeline_job import Run
 from zerolock_core.vocabulary import STRAGGLER, failure_choice
 
 from .controller import EngineController

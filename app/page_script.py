@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 from markdown_it import MarkdownIt
 
-from zerolock_core.poll_interval import FIGURES_EVERY_S, check_poll
+from zerolock_core.viz.poll_interval import FIGURES_EVERY_S, check_poll
 from .early_script import early_script_middleware
 from .plotly_asset import plotly_asset_middleware, plotly_path, plotly_version
 from .watch_parts import FAILURE, HOLDER_CLASS, JUMP_ID, PARTS, PLOT_PARTS, UNIT_ID, WINDOW_ID

@@ -15,10 +15,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from zerolock_core.atomic_files import write_json_atomic
-from zerolock_core.machine import load_average, machine_line
-from zerolock_core.run_dir import RunDir
-from zerolock_core.runtime.run import Run
+from zerolock_core.rundir.atomic_files import write_json_atomic
+from zerolock_core.telemetry.machine import load_average, machine_line
+from zerolock_core.rundir.run_dir import RunDir
+from zerolock_core.jobs.pipeline_job import Run
 
 from .form import RunForm, configs_for
 from .lessons import LESSONS, RECORDINGS, recording_name

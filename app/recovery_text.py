@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from zerolock_core.recovery_phases import phases_text
+from zerolock_core.runtime.recovery_phases import phases_text
 from zerolock_core.vocabulary import failure_word
 
 from .watch_view import outage_words

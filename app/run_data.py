@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from zerolock_core.atomic_files import read_json
-from zerolock_core.metrics import Metrics
-from zerolock_core.run_dir import RunDir
+from zerolock_core.rundir.atomic_files import read_json
+from zerolock_core.rundir.metrics import Metrics
+from zerolock_core.rundir.run_dir import RunDir
 from zerolock_core.telemetry import read_events
 
-from zerolock_core.palette import method_label
+from zerolock_core.viz.palette import method_label
 
 
 @dataclass(kw_only=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from zerolock_core.runs_root import RunsRoot
+from zerolock_core.rundir.runs_root import RunsRoot
 
 from .run_data import RunData, load_run
 

@@ -5,9 +5,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from zerolock_core.config import ConfigError
-from zerolock_core.poll_interval import DEFAULT_POLL_S, check_poll
-from zerolock_core.runs_root import DEFAULT_RUNS
+from zerolock_core.config.run_config import ConfigError
+from zerolock_core.viz.poll_interval import DEFAULT_POLL_S, check_poll
+from zerolock_core.rundir.runs_root import DEFAULT_RUNS
 
 from .controller import EngineController
 
@@ -51,7 +51,7 @@ def serve(opts: ServeOptions) -> int:
     """Build the app, serve it until Ctrl-C or SIGTERM (recorded, never lost: stop_signals.py), then stop
     the app's runs."""
     from zerolock_core.runtime.processes import warm_up
-    from zerolock_core.stop_signals import StopSignals
+    from zerolock_core.jobs.stop_signals import StopSignals
 
     from .ui import build_app
 

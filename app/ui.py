@@ -8,14 +8,14 @@ from typing import Any
 
 import gradio as gr
 
-from zerolock_core.field_words import FORM, ConfigError, render
-from zerolock_core.poll_interval import DEFAULT_POLL_S, check_poll
-from zerolock_core.runs_root import DEFAULT_RUNS
+from zerolock_core.config.field_words import FORM, ConfigError, render
+from zerolock_core.viz.poll_interval import DEFAULT_POLL_S, check_poll
+from zerolock_core.rundir.runs_root import DEFAULT_RUNS
 
 from .data_uploads import dataset_choices
 
 READABILITY_AT_ONCE = 2
-from . import tab_compare, tab_explain, tab_lessons, tab_readability, tab_run, tab_runs, tab_watch
+from .tabs import compare as tab_compare, explain as tab_explain, lessons as tab_lessons, readability as tab_readability, run as tab_run, runs as tab_runs, watch as tab_watch
 from .controller import EngineController
 from .page_script import (ADVANCED_CLASS, PRESENTER_FROM_URL_JS, PRESENTER_ID, PRESENTER_JS, SHOW_WATCH_JS, WATCH_TAB_ID,
                           launch_options)

@@ -7,22 +7,22 @@ from typing import Any, Collection
 
 import plotly.graph_objects as go
 
-from zerolock_core.metrics import shown_accuracy
-from zerolock_core.chunks import planned_bounds
-from zerolock_core.run_fields import stage_speeds
-from zerolock_core.preflight import model_layers
+from zerolock_core.rundir.metrics import shown_accuracy
+from zerolock_core.method.chunks import planned_bounds
+from zerolock_core.config.run_fields import stage_speeds
+from zerolock_core.jobs.preflight import model_layers
 
 from .controller import Tracked
 from .controller import failures as failures_of
-from .live_loss import live_loss_curves
+from .figures.live_loss import live_loss_curves
 from zerolock_core.telemetry.activity import bubble_fraction, live_throughput
-from .memory import memory_figure
-from zerolock_core.palette import method_label
-from .training_figures import activity_figure, placeholder_figure, training_figure
+from .figures.memory import memory_figure
+from zerolock_core.viz.palette import method_label
+from .figures.training import activity_figure, placeholder_figure, training_figure
 from .watch_parts import PARTS
-from .timebase import recent, tail_since
-from .step_view import should_aggregate, step_aggregate_figure
-from .timeline import LABEL_MAX_BARS, failure_window, timeline_figure
+from .figures.timebase import recent, tail_since
+from .figures.step_view import should_aggregate, step_aggregate_figure
+from .figures.timeline import LABEL_MAX_BARS, failure_window, timeline_figure
 
 TABLE_COLUMNS = ["stage", "layers", "steps", "computing %", "peak act. MiB", "peak in-flight mb",
                  "sent MiB", "received MiB"]

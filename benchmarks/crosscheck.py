@@ -11,18 +11,18 @@ from typing import Any
 
 import torch.multiprocessing as mp
 
-from zerolock_core.loss_curves import full_curves
-from zerolock_core.palette import estimate_colour, method_colour
+from zerolock_core.rundir.loss_curves import full_curves
+from zerolock_core.viz.palette import estimate_colour, method_colour
 from zerolock_core.schedule import RECV_KINDS, SEND_KINDS
 from zerolock_core.schedule.spans import busy_per_stage, spans_from_events, throughput, window_start
-from . import plots
-from .crosscheck_worker import SCHEDULES, run_rank
-from .machine import free_port
+from .common import plots
+from .common.crosscheck_worker import SCHEDULES, run_rank
+from .common.machine import free_port
 from .meter_overhead import meter_overhead
-from .experiment import Experiment
-from .pipeline_runs import PipelineRuns
-from .settings import BenchSettings, report_header
-from .table import markdown_table, pct, preamble
+from .common.experiment import Experiment
+from .common.pipeline_runs import PipelineRuns
+from .common.settings import BenchSettings, report_header
+from .common.table import markdown_table, pct, preamble
 
 LOSS_RTOL = 1e-4
 

@@ -33,16 +33,16 @@ from typing import Any, Iterator
 
 import psutil
 
-from zerolock_core.arg_types import floats_arg
-from zerolock_core.config import RunConfig
-from zerolock_core.metrics import Metrics
-from zerolock_core.poll_interval import DEFAULT_POLL_S
-from zerolock_core.run_dir import RunDir
+from zerolock_core.config.arg_types import floats_arg
+from zerolock_core.config.run_config import RunConfig
+from zerolock_core.rundir.metrics import Metrics
+from zerolock_core.viz.poll_interval import DEFAULT_POLL_S
+from zerolock_core.rundir.run_dir import RunDir
 from zerolock_core.telemetry import read_events
 from zerolock_core.vocabulary import Kind
-from .machine import free_port
-from .publish import publish
-from .settings import report_header, results_dir
+from .common.machine import free_port
+from .common.publish import publish
+from .common.settings import report_header, results_dir
 
 SEGMENT_S = 6.0  # the interleaved run's Watch-shown and Watch-hidden stretches (a figures tick each)
 CHROMIUM = "/usr/bin/chromium"

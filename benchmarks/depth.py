@@ -31,18 +31,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from zerolock_core.arg_types import ints_arg
-from zerolock_core.atomic_files import read_json, write_json_atomic
-from zerolock_core.config import DataConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig
-from zerolock_core.config_file import write_config_toml
-from zerolock_core.palette import dash, marker, method_colour
-from zerolock_core.run_dir import RunDir
+from zerolock_core.config.arg_types import ints_arg
+from zerolock_core.rundir.atomic_files import read_json, write_json_atomic
+from zerolock_core.config.run_config import DataConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig
+from zerolock_core.config.config_file import write_config_toml
+from zerolock_core.viz.palette import dash, marker, method_colour
+from zerolock_core.rundir.run_dir import RunDir
 
-from . import plots
-from .experiment import Experiment
-from .presets import resolve_bench_model
-from .settings import BenchSettings, report_header
-from .table import markdown_table, preamble
+from .common import plots
+from .common.experiment import Experiment
+from .common.presets import resolve_bench_model
+from .common.settings import BenchSettings, report_header
+from .common.table import markdown_table, preamble
 
 TOP = "{N}"  # an arm's readout with the top readouts' N still to fill in
 ANALYSIS_FIELDS = {"delta_k", "gradient_cosine", "trainable_params", "bytes_per_microbatch", "seconds_per_step",
@@ -62,8 +62,8 @@ def resolved_top(n: int | str, *, model: str, stages: int) -> int:
     """N itself, or for `last` the number of layers of the last chunk at K = `stages`."""
     if n != LAST:
         return int(n)
-    from zerolock_core.chunks import chunk_bounds
-    from zerolock_core.preflight import model_layers
+    from zerolock_core.method.chunks import chunk_bounds
+    from zerolock_core.jobs.preflight import model_layers
 
     layers = model_layers(model)
     if layers is None:
@@ -122,7 +122,7 @@ def matched_rank(model_config: Any, *, stages: int, top: int, rank: int, targets
 
 def run_config(settings: BenchSettings, arm: Arm, *, stages: int, top: int, seed: int, batch: int,
                microbatches: int, eval_every: int, eval_size: int, rank: int, dataset: str, out: Path) -> RunConfig:
-    from zerolock_core.loading import resolve_model
+    from zerolock_core.models.loading import resolve_model
 
     model = resolve_bench_model(settings.model)
     targets = ("q_proj", "v_proj")
@@ -173,12 +173,12 @@ def analyse(cfg: RunConfig, *, examples: int = 64, cosine_batches: int = 2) -> d
     import torch
 
     from theory import readouts as R
-    from zerolock_core.artifacts import load_trained_weights
-    from zerolock_core.gradient_alignment import gradient_cosines
-    from zerolock_core.run_setup import build_run_setup
-    from zerolock_core.run_fields import LOCAL_METHODS
-    from zerolock_core.stage_memory import stage_memory
-    from zerolock_core.stage_worker import StageWorker, answer_positions
+    from zerolock_core.rundir.artifacts import load_trained_weights
+    from zerolock_core.analysis.gradient_alignment import gradient_cosines
+    from zerolock_core.train.run_setup import build_run_setup
+    from zerolock_core.config.run_fields import LOCAL_METHODS
+    from zerolock_core.analysis.stage_memory import stage_memory
+    from zerolock_core.train.stage_worker import StageWorker, answer_positions
 
     torch.set_num_threads(1)
     setup = build_run_setup(cfg)

@@ -16,13 +16,13 @@ from typing import Any
 from zerolock_core.schedule import textbook_bubble
 from zerolock_core.schedule.spans import (busy_per_stage, compute_per_microbatch, spans_from_events, throughput,
                                           window_start)
-from . import plots
-from .machine import oversubscribed
-from .measure import skip_windows
-from .experiment import Experiment
-from .pipeline_runs import PipelineRuns, RunOutcome
-from .settings import METHODS, BenchSettings, report_header
-from .table import joined, markdown_table, preamble
+from .common import plots
+from .common.machine import oversubscribed
+from .common.measure import skip_windows
+from .common.experiment import Experiment
+from .common.pipeline_runs import PipelineRuns, RunOutcome
+from .common.settings import METHODS, BenchSettings, report_header
+from .common.table import joined, markdown_table, preamble
 
 
 def efficiency_of(o: RunOutcome, *, stages: int, batch: int, microbatches: int, steps: int) -> dict[str, Any]:

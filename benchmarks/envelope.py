@@ -14,12 +14,12 @@ import argparse
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
-from zerolock_core.arg_types import bytes_arg
-from . import paper, plots
-from .experiment import Experiment
-from .pipeline_runs import PipelineRuns
-from .settings import METHODS, BenchSettings, report_header
-from .table import markdown_table, mib, preamble
+from zerolock_core.config.arg_types import bytes_arg
+from .common import paper, plots
+from .common.experiment import Experiment
+from .common.pipeline_runs import PipelineRuns
+from .common.settings import METHODS, BenchSettings, report_header
+from .common.table import markdown_table, mib, preamble
 
 
 @dataclass(kw_only=True, frozen=True)

@@ -18,15 +18,15 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from zerolock_core.artifacts import load_final_weights, write_json_atomic
-from zerolock_core.config import ConfigError, DataConfig, RunConfig, TrainConfig
-from zerolock_core.recovery_phases import PHASES, field, phase_columns
-from zerolock_core.run_dir import RunDir
-from .machine import load_average
-from .settings import machine_line, results_dir
+from zerolock_core.rundir.artifacts import load_final_weights, write_json_atomic
+from zerolock_core.config.run_config import ConfigError, DataConfig, RunConfig, TrainConfig
+from zerolock_core.runtime.recovery_phases import PHASES, field, phase_columns
+from zerolock_core.rundir.run_dir import RunDir
+from .common.machine import load_average
+from .common.settings import machine_line, results_dir
 
 if TYPE_CHECKING:
-    from zerolock_core.metrics import Metrics
+    from zerolock_core.rundir.metrics import Metrics
 
 MODES = ("kill", "stop", "post-step", "mid-ckpt")
 STEPS = 6
@@ -71,7 +71,7 @@ def case_config(out: Path, *, method: str, failures=(), stages: int = 3, steps: 
 def run_with_deadline(cfg: RunConfig, *, deadline_s: float = DEADLINE_S, overwrite: bool = False,
                       resume: bool = False) -> tuple["Metrics | None", bool]:
     """(metrics, ended): a run that does not end within the deadline is stopped and reported."""
-    from zerolock_core.runtime.run import Run
+    from zerolock_core.jobs.pipeline_job import Run
 
     run = Run(cfg, overwrite=overwrite, resume=resume).start()
     metrics = run.wait(timeout=deadline_s)

@@ -12,14 +12,14 @@ import argparse
 from typing import Any
 
 from zerolock_core.schedule import schedulable
-from zerolock_core.arg_types import ints_arg
-from zerolock_core.palette import method_colour
-from . import paper, plots
-from .measure import Probes, best_estimate, measure_all
-from .experiment import Experiment
-from .pipeline_runs import PipelineRuns
-from .settings import METHODS, BenchSettings, report_header
-from .table import markdown_table, mib, preamble
+from zerolock_core.config.arg_types import ints_arg
+from zerolock_core.viz.palette import method_colour
+from .common import paper, plots
+from .common.measure import Probes, best_estimate, measure_all
+from .common.experiment import Experiment
+from .common.pipeline_runs import PipelineRuns
+from .common.settings import METHODS, BenchSettings, report_header
+from .common.table import markdown_table, mib, preamble
 
 
 def grid(batches: tuple[int, ...], sizes: tuple[int, ...], microbatches: int | None = None) -> list[tuple[int, int]]:

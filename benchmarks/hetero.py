@@ -8,16 +8,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from zerolock_core.arg_types import floats_arg
-from zerolock_core.balance import AUTO
-from zerolock_core.config import replace
-from zerolock_core.run_dir import RunDir
+from zerolock_core.config.arg_types import floats_arg
+from zerolock_core.method.balance import AUTO
+from zerolock_core.config.run_config import replace
+from zerolock_core.rundir.run_dir import RunDir
 
-from .experiment import Experiment
-from .measure import measured
-from .pipeline_runs import PipelineRuns
-from .settings import BenchSettings, report_header
-from .table import joined, markdown_table, preamble
+from .common.experiment import Experiment
+from .common.measure import measured
+from .common.pipeline_runs import PipelineRuns
+from .common.settings import BenchSettings, report_header
+from .common.table import joined, markdown_table, preamble
 
 SPLITS = {"even": None, "balanced": AUTO}
 LAYER_COSTS = {"F": 1.0, "L": 2.0, "B": 2.0}  # the simulator's layer: a forward 1, a backward 2 (balance.py's model)

@@ -11,16 +11,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from zerolock_core.config import LinkConfig
-from zerolock_core.palette import method_colour
+from zerolock_core.config.run_config import LinkConfig
+from zerolock_core.viz.palette import method_colour
 from zerolock_core.runtime.link_emulation import link_for
-from . import paper, plots
-from .comparison import BASELINES, advantage, advantage_table
-from .measure import best_estimate, measured_blocks
-from .experiment import Experiment
-from .pipeline_runs import PipelineRuns
-from .settings import METHODS, BenchSettings, choices_arg, report_header
-from .table import markdown_table, preamble
+from .common import paper, plots
+from .common.comparison import BASELINES, advantage, advantage_table
+from .common.measure import best_estimate, measured_blocks
+from .common.experiment import Experiment
+from .common.pipeline_runs import PipelineRuns
+from .common.settings import METHODS, BenchSettings, choices_arg, report_header
+from .common.table import markdown_table, preamble
 
 PROFILES = ("local", "wifi", "mobile", "constrained")
 profiles_arg = choices_arg("--profiles", PROFILES)

@@ -13,12 +13,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from . import paper, plots
-from .machine import oversubscribed
-from .experiment import Experiment
-from .pipeline_runs import PipelineRuns
-from .settings import METHODS, BenchSettings, report_header
-from .table import markdown_table, mib, pct, preamble
+from .common import paper, plots
+from .common.machine import oversubscribed
+from .common.experiment import Experiment
+from .common.pipeline_runs import PipelineRuns
+from .common.settings import METHODS, BenchSettings, report_header
+from .common.table import markdown_table, mib, pct, preamble
 
 
 def stage_breakdown(stage: dict[str, Any]) -> dict[str, int]:

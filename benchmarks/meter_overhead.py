@@ -14,11 +14,11 @@ from typing import Any
 
 import torch
 
-from zerolock_core.stage_worker import StageWorker
+from zerolock_core.train.stage_worker import StageWorker
 from zerolock_core.telemetry import ActivationMeter
-from zerolock_core.run_setup import build_run_setup
-from .probe import in_process_config, pinned_threads
-from .settings import BenchSettings
+from zerolock_core.train.run_setup import build_run_setup
+from .common.probe import in_process_config, pinned_threads
+from .common.settings import BenchSettings
 
 
 def meter_overhead(settings: BenchSettings, *, batch: int, microbatches: int, repeats: int = 9) -> dict[str, Any]:

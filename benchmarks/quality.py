@@ -24,19 +24,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-from zerolock_core.config import DataConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig
-from zerolock_core.loss_curves import full_curves
-from zerolock_core.metrics import Metrics
-from zerolock_core.palette import dash, method_colour, stage_colour, stage_dash
-from zerolock_core.reference_trainer import train_reference
-from zerolock_core.threads import DEFAULT_THREADS, threads_for
-from zerolock_core.arg_types import ints_arg
-from . import paper, plots
-from .presets import resolve_bench_model
-from .experiment import Experiment
-from .pipeline_runs import PipelineRuns
-from .settings import BenchSettings, report_header
-from .table import joined, markdown_table, preamble
+from zerolock_core.config.run_config import DataConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig
+from zerolock_core.rundir.loss_curves import full_curves
+from zerolock_core.rundir.metrics import Metrics
+from zerolock_core.viz.palette import dash, method_colour, stage_colour, stage_dash
+from zerolock_core.train.reference_trainer import train_reference
+from zerolock_core.train.threads import DEFAULT_THREADS, threads_for
+from zerolock_core.config.arg_types import ints_arg
+from .common import paper, plots
+from .common.presets import resolve_bench_model
+from .common.experiment import Experiment
+from .common.pipeline_runs import PipelineRuns
+from .common.settings import BenchSettings, report_header
+from .common.table import joined, markdown_table, preamble
 
 
 def _arm(runtime: str = "reference", method: str = "zerolock", alpha: float = 0.5, consistency: str = "reverse",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from statistics import mean
 from typing import Any, Callable
 
-from .table import joined, markdown_table
+from .common.table import joined, markdown_table
 
 # the settings a series varies, and how a row says it changed
 VARIED: tuple[tuple[str, Callable[[Any], str]], ...] = (

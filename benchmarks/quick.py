@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .machine import oversubscribed
-from .experiment import Experiment
-from .pipeline_runs import PipelineRuns
-from .settings import METHODS, BenchSettings, report_header
-from .table import joined, mib, pct, preamble
+from .common.machine import oversubscribed
+from .common.experiment import Experiment
+from .common.pipeline_runs import PipelineRuns
+from .common.settings import METHODS, BenchSettings, report_header
+from .common.table import joined, mib, pct, preamble
 
 
 def run_quick(settings: BenchSettings, *, runs: PipelineRuns, stages: int, batch: int, microbatches: int,

@@ -15,15 +15,15 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from zerolock_core.readability import (TranslatorFit, lens_config, measure_condition, measured_curves,
+from zerolock_core.analysis.readability import (TranslatorFit, lens_config, measure_condition, measured_curves,
                                        readability_summary)
-from zerolock_core.readability_figures import curve_name, readability_figures
-from zerolock_core.reference_trainer import train_reference
-from zerolock_core.threads import DEFAULT_THREADS, pin_threads
-from .experiment import Experiment
-from .presets import resolve_bench_model
-from .settings import BenchSettings, report_header
-from .table import markdown_table
+from zerolock_core.analysis.readability_figures import curve_name, readability_figures
+from zerolock_core.train.reference_trainer import train_reference
+from zerolock_core.train.threads import DEFAULT_THREADS, pin_threads
+from .common.experiment import Experiment
+from .common.presets import resolve_bench_model
+from .common.settings import BenchSettings, report_header
+from .common.table import markdown_table
 
 FINETUNES = ("bp", "zerolock")
 

@@ -81,8 +81,8 @@ HEADLINE_LINKS = {
 
 def format_headline(reports: list[dict[str, Any]]) -> str:
     """The README's few headline numbers, ours beside the paper's, each row linking its section."""
-    from .comparison import advantage
-    from .table import markdown_table, pct
+    from .common.comparison import advantage
+    from .common.table import markdown_table, pct
 
     r = dict(zip(HEADLINE_FILES, reports))
     memory, throughput, links, envelope, recovery = (r[n] for n in HEADLINE_FILES[:5])

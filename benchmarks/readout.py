@@ -21,15 +21,15 @@ from typing import Any
 import torch
 from torch import nn
 
-from zerolock_core.objectives import local_loss
-from zerolock_core.palette import estimate_colour, method_colour
+from zerolock_core.method.objectives import local_loss
+from zerolock_core.viz.palette import estimate_colour, method_colour
 from zerolock_core.telemetry import ActivationMeter
-from zerolock_core.arg_types import ints_arg
-from . import plots
-from .probe import in_process_config, pinned_threads, probe_costs, timed
-from .experiment import Experiment
-from .settings import BenchSettings, report_header
-from .table import markdown_table, mib, preamble
+from zerolock_core.config.arg_types import ints_arg
+from .common import plots
+from .common.probe import in_process_config, pinned_threads, probe_costs, timed
+from .common.experiment import Experiment
+from .common.settings import BenchSettings, report_header
+from .common.table import markdown_table, mib, preamble
 
 VARIANTS = ("omega", "full")
 
@@ -111,8 +111,8 @@ def measure_readout(*, vocab: int, hidden: int, seq_len: int, microbatch: int, a
 def engine_readout_rows(settings: BenchSettings, *, batch: int, microbatches: int) -> dict[str, Any]:
     """Run the engine's own Chunk.readout on a real micro-batch: how many rows of logits it makes."""
 
-    from zerolock_core.stage_worker import answer_positions
-    from zerolock_core.run_setup import build_run_setup
+    from zerolock_core.train.stage_worker import answer_positions
+    from zerolock_core.train.run_setup import build_run_setup
 
     setup = build_run_setup(in_process_config(settings, method="zerolock", stages=2, batch=batch,
                                               microbatches=microbatches))

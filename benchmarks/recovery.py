@@ -12,12 +12,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from zerolock_core.config import RunConfig, replace
-from zerolock_core.recovery_phases import PHASES, field, phase_columns
-from zerolock_core.runtime.run import Run
-from .experiment import Experiment
-from .settings import BenchSettings, report_header
-from .table import preamble
+from zerolock_core.config.run_config import RunConfig, replace
+from zerolock_core.runtime.recovery_phases import PHASES, field, phase_columns
+from zerolock_core.jobs.pipeline_job import Run
+from .common.experiment import Experiment
+from .common.settings import BenchSettings, report_header
+from .common.table import preamble
 
 PAPER = {"zerolock": {"total_ms": 2013.1, "MiB": 96}, "1f1b": {"total_ms": 2381.2, "MiB": 192}}
 VARIANTS = (("zerolock", False), ("zerolock", True), ("1f1b", False), ("1f1b", True))

@@ -24,16 +24,16 @@ import argparse
 import statistics
 from typing import Any
 
-from zerolock_core.arg_types import ints_arg
-from zerolock_core.config import LinkConfig
+from zerolock_core.config.arg_types import ints_arg
+from zerolock_core.config.run_config import LinkConfig
 from zerolock_core.runtime.link_emulation import link_for
-from .experiment import Experiment
-from .machine import oversubscribed
-from .measure import Probes, depth_cases, measure_all, skip_windows
-from .pipeline_runs import PipelineRuns
-from .prediction import predict
-from .settings import BenchSettings, report_header
-from .table import joined, markdown_table, mib, pct, preamble
+from .common.experiment import Experiment
+from .common.machine import oversubscribed
+from .common.measure import Probes, depth_cases, measure_all, skip_windows
+from .common.pipeline_runs import PipelineRuns
+from .common.prediction import predict
+from .common.settings import BenchSettings, report_header
+from .common.table import joined, markdown_table, mib, pct, preamble
 from zerolock_core.schedule.dualpipe_v import DUALPIPE_V
 
 SCHEDULERS = ("zerolock", "zb-h1", "1f1b", "gpipe")

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from zerolock_core.palette import method_colour
-from . import plots
+from zerolock_core.viz.palette import method_colour
+from .common import plots
 from .schedulers import simulated_rows
 
 PANELS = (

@@ -27,22 +27,22 @@ import argparse
 from functools import partial
 from typing import Any
 
-from zerolock_core.arg_types import ints_arg
-from zerolock_core.palette import dash, method_colour
+from zerolock_core.config.arg_types import ints_arg
+from zerolock_core.viz.palette import dash, method_colour
 from zerolock_core.runtime.link_emulation import link_for
 from zerolock_core.schedule import LINK_PROFILES, Costs, Kind, build_schedule, schedulable, simulate
 from zerolock_core.schedule.spans import (activation_per_microbatch, costs_from_spans, held_activation_peak, mean_costs,
                                           spans_from_events, throughput, window_start)
-from . import plots
-from .comparison import BASELINES
-from .machine import oversubscribed
-from .measure import depth_cases, skip_windows
-from .prediction import predict
-from .probe import probe_costs, probed_stage_costs
-from .experiment import Experiment
-from .pipeline_runs import PipelineRuns
-from .settings import METHODS, BenchSettings, report_header
-from .table import markdown_table, mib, pct, preamble
+from .common import plots
+from .common.comparison import BASELINES
+from .common.machine import oversubscribed
+from .common.measure import depth_cases, skip_windows
+from .common.prediction import predict
+from .common.probe import probe_costs, probed_stage_costs
+from .common.experiment import Experiment
+from .common.pipeline_runs import PipelineRuns
+from .common.settings import METHODS, BenchSettings, report_header
+from .common.table import markdown_table, mib, pct, preamble
 
 TOLERANCE = 0.10
 EXTRAPOLATE_LINKS = ("ideal", "local", "wifi", "mobile", "constrained")

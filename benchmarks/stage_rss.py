@@ -15,21 +15,21 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from zerolock_core.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from zerolock_core.arg_types import ints_arg
-from zerolock_core.palette import estimate_colour, stage_colour
-from .presets import resolve_bench_model
-from . import plots
-from .experiment import Experiment
-from .settings import BenchSettings, report_header
-from .table import markdown_table, mib
+from zerolock_core.config.run_config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from zerolock_core.config.arg_types import ints_arg
+from zerolock_core.viz.palette import estimate_colour, stage_colour
+from .common.presets import resolve_bench_model
+from .common import plots
+from .common.experiment import Experiment
+from .common.settings import BenchSettings, report_header
+from .common.table import markdown_table, mib
 
 MODES = ("partial", "full")
 WORKER_TIMEOUT_S = 600
 
 
 def measure_stage(cfg: RunConfig, stage: int, mode: str) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "benchmarks.stage_rss_worker", json.dumps(cfg.to_dict()), str(stage), mode]
+    cmd = [sys.executable, "-m", "benchmarks.common.stage_rss_worker", json.dumps(cfg.to_dict()), str(stage), mode]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=WORKER_TIMEOUT_S)
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]

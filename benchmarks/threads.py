@@ -4,7 +4,7 @@ The single-process reference trainer (the method of --method, K of --stages, --s
 every thread count from 1 to the cores: first alone on the machine, then beside a 2-stage ZeroLock
 pipeline run (the load that a dashboard run or a second benchmark puts on it). Every trainer is a fresh
 process, started as the engine starts its own; samples/s is the trainer's own, after its set-up. The
-engine's thread policy (`zerolock_core/threads.py`) follows what this measures.
+engine's thread policy (`zerolock_core/train/threads.py`) follows what this measures.
 """
 
 from __future__ import annotations
@@ -15,18 +15,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from zerolock_core.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from .machine import cores
-from .presets import resolve_bench_model
-from .experiment import Experiment
-from .settings import BenchSettings, report_header
-from .table import markdown_table, preamble
+from zerolock_core.config.run_config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from .common.machine import cores
+from .common.presets import resolve_bench_model
+from .common.experiment import Experiment
+from .common.settings import BenchSettings, report_header
+from .common.table import markdown_table, preamble
 
 TIMEOUT_S = 900.0  # one trainer; far above what a 20-step run takes on 2 cores beside a pipeline
 
 
 def _train_child(cfg_dict: dict[str, Any], result: str) -> None:
-    from zerolock_core.reference_trainer import train_reference
+    from zerolock_core.train.reference_trainer import train_reference
 
     metrics = train_reference(RunConfig.from_dict(cfg_dict), progress=False, overwrite=True)
     Path(result).write_text(json.dumps({"samples_per_s": metrics.throughput_samples_per_s}))
@@ -52,7 +52,7 @@ def reference_rate(cfg: RunConfig, out: Path) -> float:
 
 def _load(settings: BenchSettings, out: Path):
     """A 2-stage ZeroLock pipeline run that trains until it is stopped; returned once it runs."""
-    from zerolock_core.runtime.run import Run
+    from zerolock_core.jobs.pipeline_job import Run
 
     run = Run(settings.pipeline(method="zerolock", stages=2, batch=8, microbatches=4, steps=100_000, out=out),
               overwrite=True).start()

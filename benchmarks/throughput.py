@@ -13,13 +13,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from . import paper, plots
-from .comparison import advantage, advantage_table
-from .measure import best_estimate, depth_cases, measured_blocks
-from .experiment import Experiment
-from .pipeline_runs import PipelineRuns
-from .settings import METHODS, BenchSettings, report_header
-from .table import joined, markdown_table, preamble
+from .common import paper, plots
+from .common.comparison import advantage, advantage_table
+from .common.measure import best_estimate, depth_cases, measured_blocks
+from .common.experiment import Experiment
+from .common.pipeline_runs import PipelineRuns
+from .common.settings import METHODS, BenchSettings, report_header
+from .common.table import joined, markdown_table, preamble
 
 
 def run_throughput(settings: BenchSettings, *, runs: PipelineRuns, stages: tuple[int, ...], batch: int,

@@ -24,11 +24,11 @@ from typing import Any
 
 import torch
 
-from zerolock_core.config import replace
-from .experiment import Experiment
-from .probe import in_process_config, pinned_threads
-from .settings import BenchSettings, report_header
-from .table import markdown_table, preamble
+from zerolock_core.config.run_config import replace
+from .common.experiment import Experiment
+from .common.probe import in_process_config, pinned_threads
+from .common.settings import BenchSettings, report_header
+from .common.table import markdown_table, preamble
 
 ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -53,7 +53,7 @@ PARTS = ("B", "W", "BW")
 
 def chunk_for(settings: BenchSettings, c: Condition, *, stages: int, batch: int, microbatches: int):
     """The middle chunk of a K-way split with `c`'s trainable weights (only its layers read from disk)."""
-    from zerolock_core.run_setup import build_run_setup
+    from zerolock_core.train.run_setup import build_run_setup
 
     cfg = in_process_config(settings, method="zerolock", stages=stages, batch=batch, microbatches=microbatches)
     cfg = replace(cfg, model={"lora_rank": c.rank, "lora_alpha": 4.0 * c.rank, "lora_targets": c.targets})
@@ -122,9 +122,9 @@ def format_report(report: dict[str, Any]) -> str:
 def figures(report: dict[str, Any]):
     """Per condition, the backward a zero-bubble schedule must still run on the critical path (B) and what it
     can move into the bubbles (B+W − B), in the kinds' own colours."""
-    from zerolock_core.palette import KIND_COLOURS, KIND_LABELS
+    from zerolock_core.viz.palette import KIND_COLOURS, KIND_LABELS
     from zerolock_core.vocabulary import Kind
-    from . import plots
+    from .common import plots
 
     rows = report["results"]
     names = [r["condition"] for r in rows]

@@ -31,7 +31,7 @@
 # 1. prove each row (SymPy for two words and the general Lagrangian; numbers for up to 2048 words);
 # 2. show the geometric target degenerating for an exactly one-hot label;
 # 3. draw the three targets on the 3-simplex;
-# 4. minimise **the engine's own loss function** (`zerolock_core.objectives.local_loss`) over free
+# 4. minimise **the engine's own loss function** (`zerolock_core.method.objectives.local_loss`) over free
 #    logits and confirm it lands on the arithmetic (forward) and the numerically-found (reverse) targets.
 #
 # All checks are `assert`s.
@@ -54,7 +54,7 @@ import torch
 from theory import lemma2 as L2
 from theory.optimize import minimize_on_simplex
 from theory.simplex import label_smooth, one_hot, random_simplex
-from zerolock_core.objectives import local_loss as engine_local_loss
+from zerolock_core.method.objectives import local_loss as engine_local_loss
 
 torch.set_num_threads(1)
 rng = np.random.default_rng(0)
@@ -214,7 +214,7 @@ assert min(np.max(np.abs(a - b)) for i, a in enumerate(pts) for b in pts[i + 1:]
 # %% [markdown]
 # ## 5. What the engine optimises — checked on the engine's own code
 #
-# `zerolock_core.objectives.local_loss` is what every stage backpropagates. Treat the logits at a few
+# `zerolock_core.method.objectives.local_loss` is what every stage backpropagates. Treat the logits at a few
 # answer positions as free variables, minimise the engine's loss with L-BFGS (float64), and compare
 # $\mathrm{softmax}(z^\star)$ with the targets above. The label is one-hot (as in training), the
 # previous chunk's logits are random.

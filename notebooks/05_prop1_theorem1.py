@@ -53,9 +53,9 @@ from plotly.subplots import make_subplots
 from theory import proposition1 as P1
 from theory import readouts as R
 from theory import surrogate as S
-from zerolock_core.config import DataConfig, RunConfig, TrainConfig
-from zerolock_core.reference_trainer import train_reference
-from zerolock_core.run_setup import build_run_setup
+from zerolock_core.config.run_config import DataConfig, RunConfig, TrainConfig
+from zerolock_core.train.reference_trainer import train_reference
+from zerolock_core.train.run_setup import build_run_setup
 
 torch.set_num_threads(1)
 t_start = time.perf_counter()

@@ -18,7 +18,7 @@
 # operating-system process per stage, hidden states sent over `torch.distributed` (gloo), every
 # action timed and its live activation memory *measured* (bytes of tensors saved for backward). We
 #
-# 1. start a tiny ZeroLock pipeline with `zerolock_core.runtime.run.Run(cfg).start()`, poll
+# 1. start a tiny ZeroLock pipeline with `zerolock_core.jobs.pipeline_job.Run(cfg).start()`, poll
 #    `.status()` and tail `.events()` while it runs, then `.wait()` for its metrics;
 # 2. draw its per-stage timeline and measured activation memory with the dashboard's own figure
 #    builders (`app.figures.timeline_figure`, `memory_figure`);
@@ -50,10 +50,10 @@ sys.path.insert(0, str(root))
 import torch
 
 from app.figures import memory_figure, timeline_figure
-from zerolock_core.artifacts import load_final_weights
-from zerolock_core.config import DataConfig, RunConfig, TrainConfig, replace
-from zerolock_core.reference_trainer import train_reference
-from zerolock_core.runtime.run import Run
+from zerolock_core.rundir.artifacts import load_final_weights
+from zerolock_core.config.run_config import DataConfig, RunConfig, TrainConfig, replace
+from zerolock_core.train.reference_trainer import train_reference
+from zerolock_core.jobs.pipeline_job import Run
 
 workdir = pathlib.Path(tempfile.mkdtemp(prefix="zerolock_nb6_"))
 K, M, STEPS = 2, 4, 4

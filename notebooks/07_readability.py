@@ -30,12 +30,12 @@
 # %%
 import torch
 
-from zerolock_core.config import DataConfig, RunConfig, TrainConfig
-from zerolock_core.evaluation import evaluate_chunks
-from zerolock_core.readability import (TranslatorFit, fit_translators, lens_scores, majority_rate,
+from zerolock_core.config.run_config import DataConfig, RunConfig, TrainConfig
+from zerolock_core.train.evaluation import evaluate_chunks
+from zerolock_core.analysis.readability import (TranslatorFit, fit_translators, lens_scores, majority_rate,
                                        readability_summary, suggest_boundaries)
-from zerolock_core.readability_figures import readability_figures
-from zerolock_core.run_setup import build_run_setup
+from zerolock_core.analysis.readability_figures import readability_figures
+from zerolock_core.train.run_setup import build_run_setup
 
 torch.manual_seed(0)
 torch.set_num_threads(1)
@@ -133,7 +133,7 @@ for k in (2, 3, 4):
 # Solution
 # After layer 5, three more layers and the head: that is the model's own forward pass to the end, so the
 # top:3 lens at layer 5 equals the plain lens at layer 8 (the LoRA of the chunks starts at zero).
-from zerolock_core.readability import pretrained_top, top_lens_scores
+from zerolock_core.analysis.readability import pretrained_top, top_lens_scores
 
 top3 = pretrained_top(setup.cfg.model.model, layers=len(lens), top=3)
 through_top = top_lens_scores(setup.chunks, setup.eval, setup.label_first_tokens, top3, limit=EXAMPLES)

@@ -63,17 +63,17 @@ from plotly.subplots import make_subplots
 from theory import lemma2 as L2
 from theory import readouts as R
 from theory.simplex import label_smooth
-from zerolock_core.artifacts import load_final_weights
-from zerolock_core.chunks import chunk_bounds
-from zerolock_core.config import DataConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig
-from zerolock_core.evaluation import evaluate_chunks
-from zerolock_core.gradient_alignment import gradient_cosines
-from zerolock_core.palette import NEUTRAL, method_colour, with_alpha
-from zerolock_core.readout_spec import HEAD, ReadoutSpec
-from zerolock_core.reference_trainer import make_workers, train_reference
-from zerolock_core.run_setup import build_run_setup
-from zerolock_core.stage_memory import stage_memory
-from zerolock_core.stage_worker import answer_positions
+from zerolock_core.rundir.artifacts import load_final_weights
+from zerolock_core.method.chunks import chunk_bounds
+from zerolock_core.config.run_config import DataConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig
+from zerolock_core.train.evaluation import evaluate_chunks
+from zerolock_core.analysis.gradient_alignment import gradient_cosines
+from zerolock_core.viz.palette import NEUTRAL, method_colour, with_alpha
+from zerolock_core.config.readout_spec import HEAD, ReadoutSpec
+from zerolock_core.train.reference_trainer import make_workers, train_reference
+from zerolock_core.train.run_setup import build_run_setup
+from zerolock_core.analysis.stage_memory import stage_memory
+from zerolock_core.train.stage_worker import answer_positions
 
 # The committed SmolLM2-135M results this notebook reads: the depth study (`zerolock bench depth`, merged over K).
 RESULTS = Path("docs/results/depth-study.json")
@@ -222,7 +222,7 @@ assert all(x >= y for x, y in zip(overturned, overturned[1:])) and overturned[-1
 #
 # The direct test: on one micro-batch, compute chunk $k$'s local-loss gradient and the BP gradient of the
 # task loss, both on chunk $k$'s own LoRA weights, and take their cosine
-# (`zerolock_core.gradient_alignment.gradient_cosines`). Two cases are exact:
+# (`zerolock_core.analysis.gradient_alignment.gradient_cosines`). Two cases are exact:
 #
 # * the **last chunk at α = 1**: its local loss *is* the task loss — cosine 1;
 # * a chunk that reads through an **exact copy of everything after it**: then its readout is the model's own

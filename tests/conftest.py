@@ -24,7 +24,7 @@ def tiny_tied_model_dir(tmp_path_factory):
 def _random_llama(path, *, tied: bool, dtype=torch.float32) -> str:
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from zerolock_core.loading import load_tokenizer
+    from zerolock_core.models.loading import load_tokenizer
 
     tok = load_tokenizer("tiny")
     torch.manual_seed(0)
@@ -41,9 +41,9 @@ def _random_llama(path, *, tied: bool, dtype=torch.float32) -> str:
 def trained_run(tmp_path_factory):
     """`trained_run(method, stages=2, readout="head", runtime="reference")`: the directory of a tiny run of a few
     steps, trained once per session (the export and generate tests share them)."""
-    from zerolock_core.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-    from zerolock_core.job import train
-    from zerolock_core.reference_trainer import train_reference
+    from zerolock_core.config.run_config import DataConfig, ModelConfig, RunConfig, TrainConfig
+    from zerolock_core.jobs.job import train
+    from zerolock_core.train.reference_trainer import train_reference
 
     made: dict[tuple, str] = {}
 

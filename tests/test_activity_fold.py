@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from zerolock_core.run_dir import RunDir
+from zerolock_core.rundir.run_dir import RunDir
 from app.controller import Tracked
-from zerolock_core.config import RunConfig, TrainConfig
+from zerolock_core.config.run_config import RunConfig, TrainConfig
 from zerolock_core.telemetry.activity import ActivityFold, makespan_s, stage_stats
 
 KINDS = ["F", "SF", "RF", "L", "STEP", "CKPT"]

@@ -1,8 +1,8 @@
 """α ramps: their values by step, their validation, and a run that uses one."""
 import pytest
 
-from zerolock_core.alpha_ramp import AlphaRamp
-from zerolock_core.config import ConfigError, ObjectiveConfig, RunConfig, TrainConfig
+from zerolock_core.config.alpha_ramp import AlphaRamp
+from zerolock_core.config.run_config import ConfigError, ObjectiveConfig, RunConfig, TrainConfig
 
 
 @pytest.mark.parametrize("text,steps,expected", [
@@ -38,7 +38,7 @@ def test_a_ramp_with_per_stage_alphas_or_for_bp_is_refused():
 
 
 def test_the_worker_uses_the_ramped_alpha_of_its_step():
-    from zerolock_core.alpha_ramp import alpha_by_step
+    from zerolock_core.config.alpha_ramp import alpha_by_step
 
     cfg = RunConfig(objective=ObjectiveConfig(alpha_ramp="linear:0.5->1"), train=TrainConfig(steps=3))
     at = alpha_by_step(cfg, 1)

@@ -19,14 +19,14 @@ from app.form import RunForm, config_for
 from app.plotly_asset import plotly_path, plotly_version
 from app.server import ServeOptions, check_binding
 from app.ui import build_app
-from zerolock_core.config import ConfigError, RunConfig, replace
+from zerolock_core.config.run_config import ConfigError, RunConfig, replace
 from zerolock_core.telemetry.events import read_events
-from zerolock_core.metrics import Metrics
-from zerolock_core.reference_job import ReferenceJob
-from zerolock_core.run_dir import RunDir
-from zerolock_core.runs_root import NotARun
+from zerolock_core.rundir.metrics import Metrics
+from zerolock_core.jobs.reference_job import ReferenceJob
+from zerolock_core.rundir.run_dir import RunDir
+from zerolock_core.rundir.runs_root import NotARun
 from zerolock_core.runtime.processes import server_pid
-from benchmarks.machine import free_port
+from benchmarks.common.machine import free_port
 
 pytestmark = [pytest.mark.filterwarnings("ignore:.*no_silent_downcasting"),  # inside gradio's queue, harmless
               pytest.mark.filterwarnings("ignore:The copy keyword is deprecated")]
@@ -176,7 +176,7 @@ def test_zerolock_dashboard_command_refuses_an_open_host_without_password(capsys
 def test_png_export_or_a_clear_reason(tmp_path):
     """plotly's write_image needs kaleido and a Chrome/Chromium; without them the export explains."""
     from app.exports import ExportError, figure_png
-    from app.timeline import timeline_figure
+    from app.figures.timeline import timeline_figure
 
     fig = timeline_figure([{"stage": 0, "kind": "F", "mb": 0, "t0": 0, "t1": 5_000_000}], stages=1)
     try:
@@ -224,7 +224,7 @@ def test_readability_tab_measures_the_tiny_model_and_refuses_a_path(app):
     for model, dataset in (("./no-such-model-dir", "topics"), ("/etc", "topics"), ("tiny", "csv:/etc/passwd")):
         with pytest.raises(AppError, match="is not in the list of choices"):  # refused before the handler runs
             client.predict(model, dataset, 3, 32, False, False, api_name="/readability")
-    from app.tab_readability import measure  # and the handler refuses a path itself too
+    from app.tabs.readability import measure  # and the handler refuses a path itself too
 
     text, plot = measure("/etc", "topics", 3, 32, False)
     assert text.startswith("⚠️") and "zerolock bench readability" in text and plot is None

@@ -15,7 +15,7 @@ import pytest
 
 from app.page_script import RUNS_TABLE_ID as RUNS_TABLE
 from app.ui import build_app
-from benchmarks.machine import free_port
+from benchmarks.common.machine import free_port
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

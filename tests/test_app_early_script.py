@@ -16,7 +16,7 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 
 from app.early_script import LOOP_FRAME_MS, EarlyScript, early_script, with_early_script
-from benchmarks.machine import free_port
+from benchmarks.common.machine import free_port
 from tests.test_app_browser import CHROMIUM_ARGS, chromium_or_skip
 
 PAGE = "<!doctype html><html><head><title>t</title></head><body>x</body></html>"

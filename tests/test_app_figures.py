@@ -3,20 +3,20 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from zerolock_core.metrics import Metrics
-from zerolock_core.recovery_phases import INSTANTS, phases_from_instants
+from zerolock_core.rundir.metrics import Metrics
+from zerolock_core.runtime.recovery_phases import INSTANTS, phases_from_instants
 import numpy as np
 import pytest
 
-from zerolock_core.run_dir import RunDir
-from app.compare_figures import Series, compare_memory_figure, compare_summary_figure, compare_timeline_figure
+from zerolock_core.rundir.run_dir import RunDir
+from app.figures.compare import Series, compare_memory_figure, compare_summary_figure, compare_timeline_figure
 from app.explain import explain
 from app.figures import KIND_COLOURS, METHOD_COLOURS, memory_figure, simulated_events, timeline_figure
 from zerolock_core.telemetry.activity import bubble_fraction, live_throughput, stage_stats
-from app.memory import memory_grid
-from zerolock_core.palette import kind_label
-from app.training_figures import activity_figure, training_figure
-from app.timeline import X_TITLE, lane_bars
+from app.figures.memory import memory_grid
+from zerolock_core.viz.palette import kind_label
+from app.figures.training import activity_figure, training_figure
+from app.figures.timeline import X_TITLE, lane_bars
 from zerolock_core.schedule import Costs, LinkProfile, build_schedule
 
 MS = 1_000_000  # ns
@@ -290,14 +290,14 @@ def with_loss(e: dict, loss: float) -> dict:
     ([ev(0, "F", 0, 0, 1)], "zerolock", 2, []),
 ])
 def test_live_loss_curves_from_events(events, method, m, expected):
-    from app.live_loss import live_loss_curves
+    from app.figures.live_loss import live_loss_curves
 
     curves = live_loss_curves(events, microbatches=m, method=method)
     assert [(c["chunk"], c["step"], c["loss"]) for c in curves] == expected
 
 
 def test_live_loss_curves_reject_bad_microbatches():
-    from app.live_loss import live_loss_curves
+    from app.figures.live_loss import live_loss_curves
 
     with pytest.raises(ValueError, match="microbatches"):
         live_loss_curves([], microbatches=0, method="zerolock")
@@ -384,7 +384,7 @@ def view_span(fig) -> float:
 
 def bar_px(fig, kind: str) -> list[float]:
     """Drawn width in pixels of every bar of `kind`, at the figure's width (plotly's default 700)."""
-    from app.timeline import DEFAULT_WIDTH_PX, PLOT_MARGIN_PX
+    from app.figures.timeline import DEFAULT_WIDTH_PX, PLOT_MARGIN_PX
 
     plot = (fig.layout.width or DEFAULT_WIDTH_PX) - PLOT_MARGIN_PX
     return [x * plot / view_span(fig) for x in bar_traces(fig)[kind].x]
@@ -448,7 +448,7 @@ def test_a_straggler_shades_its_lane_from_where_it_turned_slow_and_names_its_fac
 @pytest.mark.parametrize("x_range", [None, (1.5, 4.5), (0.0, 60.0)])
 @pytest.mark.parametrize("kind, true_ms", [("RESTORE", 3.4), ("REPLAY", 11.2)])
 def test_restore_and_replay_bars_are_visible_and_labelled(x_range, kind, true_ms):
-    from app.timeline import MIN_RECOVERY_PX
+    from app.figures.timeline import MIN_RECOVERY_PX
 
     fig = timeline_figure(FAILURE_RUN, stages=2, recoveries=[recovery()], x_range=x_range)
     assert min(bar_px(fig, kind)) >= MIN_RECOVERY_PX - 1e-6  # ≥ 6 px at the default width
@@ -547,7 +547,7 @@ def test_explain_legend_leaves_out_zero_cost_actions():
      (secs(T_FAIL) - 0.5, secs(T_END) + 0.5)),  # the most recent failure
 ])
 def test_failure_window(recs, before, after, expected):
-    from app.timeline import failure_window
+    from app.figures.timeline import failure_window
 
     got = failure_window(FAILURE_RUN, recs, before_s=before, after_s=after)
     assert got == (pytest.approx(expected) if expected else None)
@@ -558,7 +558,7 @@ def test_failure_window(recs, before, after, expected):
 
 
 def test_step_aggregate_view_shows_the_outage_as_unrecorded_time():
-    from app.step_view import step_aggregate_figure, step_totals
+    from app.figures.step_view import step_aggregate_figure, step_totals
 
     totals = step_totals(FAILURE_RUN, stages=2)
     assert sorted(totals[0]) == [1, 2] and sorted(totals[1]) == [1, 2]
@@ -582,7 +582,7 @@ def test_step_aggregate_view_shows_the_outage_as_unrecorded_time():
 @pytest.mark.parametrize("unit, title, stage1_peak", [("MiB", "MiB", 3.0), ("microbatches", "micro-batches", 1.0),
                                                       (None, "MiB", 3.0)])
 def test_memory_small_multiples_and_unit_toggle(unit, title, stage1_peak):
-    from app.memory import step_peaks
+    from app.figures.memory import step_peaks
 
     fig = memory_figure(FAILURE_RUN, stages=2, unit=unit)
     go.Figure(fig.to_dict())
@@ -619,8 +619,8 @@ def test_memory_measured_peaks_per_unit():
 
 
 def test_compare_chance_line_loss_overlay_and_predicted_timeline():
-    from app.chance import chance_level
-    from app.compare_figures import LOCAL_LOSS_TITLE, TASK_LOSS_TITLE, compare_loss_figure
+    from app.figures.chance import chance_level
+    from app.figures.compare import LOCAL_LOSS_TITLE, TASK_LOSS_TITLE, compare_loss_figure
 
     cfg = {"data": {"dataset": "topics"}, "link": {"profile": "none"},
            "train": {"method": "zerolock", "stages": 2, "microbatches": 2, "steps": 2, "inflight_depth": 2}}

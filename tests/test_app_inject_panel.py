@@ -9,10 +9,10 @@ import pytest
 from app import failure_panel, toasts
 from app.controller import Tracked
 from app.failure_panel import NO_RUN, inject, on_inject, stage_control
-from app.tab_watch import watch_line
-from zerolock_core.config import RunConfig, TrainConfig
-from zerolock_core.run_dir import RunDir
-from zerolock_core.runtime.run import Run
+from app.tabs.watch import watch_line
+from zerolock_core.config.run_config import RunConfig, TrainConfig
+from zerolock_core.rundir.run_dir import RunDir
+from zerolock_core.jobs.pipeline_job import Run
 
 CFG = RunConfig(train=TrainConfig(runtime="pipeline", stages=2, steps=50, ckpt_every=2))
 

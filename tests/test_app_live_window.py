@@ -9,8 +9,8 @@ import random
 
 import pytest
 
-from app.memory import memory_figure
-from app.timebase import recent, recent_window_s, tail_since
+from app.figures.memory import memory_figure
+from app.figures.timebase import recent, recent_window_s, tail_since
 from zerolock_core.telemetry.activity import stage_stats
 
 KINDS = ["F", "SF", "RF", "L", "STEP"]

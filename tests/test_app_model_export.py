@@ -7,7 +7,7 @@ import zipfile
 import pytest
 
 from app.controller import EngineController
-from app.tab_runs import TRY_COLUMNS, export, try_it
+from app.tabs.runs import TRY_COLUMNS, export, try_it
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*is_gradient_checkpointing")
 

@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 import plotly.graph_objects as go
 import pytest
 
-from zerolock_core.metrics import Metrics
-from zerolock_core.run_dir import RunDir
-from app import tab_watch
+from zerolock_core.rundir.metrics import Metrics
+from zerolock_core.rundir.run_dir import RunDir
+from app.tabs import watch as tab_watch
 from app.controller import Tracked
 from app.watch_parts import FAILURE, PARTS, PLOT_PARTS, RECENT, WHOLE
-from zerolock_core.config import RunConfig, TrainConfig
+from zerolock_core.config.run_config import RunConfig, TrainConfig
 
 CFG = RunConfig(train=TrainConfig(runtime="pipeline", stages=2, steps=50)).to_dict()
 RECORD = {"stage": 1, "mode": "kill", "kind": "local", "detect_s": 0.1, "restart_s": 1.99, "restore_s": 0.005,

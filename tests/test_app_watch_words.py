@@ -6,14 +6,14 @@ import json
 
 import pytest
 
-from zerolock_core.metrics import Metrics
-from zerolock_core.run_dir import RunDir
-from zerolock_core.runs_root import RunsRoot
+from zerolock_core.rundir.metrics import Metrics
+from zerolock_core.rundir.run_dir import RunDir
+from zerolock_core.rundir.runs_root import RunsRoot
 from app.controller import Tracked, failures
 from app.recovery_text import recovery_text
 from app.runs_index import COLUMNS, runs_table
 from app.watch_view import state_words, status_markdown
-from zerolock_core.config import RunConfig, TrainConfig
+from zerolock_core.config.run_config import RunConfig, TrainConfig
 
 CFG = RunConfig(train=TrainConfig(runtime="pipeline", stages=2, steps=50, ckpt_every=2)).to_dict()
 CLOSED = {"stage": 1, "mode": "kill", "kind": "local", "detect_s": 0.154, "restart_s": 8.6, "restore_s": 0.0041,
@@ -87,7 +87,7 @@ def test_runs_table_row_has_date_duration_and_failures(tmp_path):
 
 
 def test_a_comparison_says_which_run_and_the_time_left_in_all(tmp_path):
-    from app.tab_watch import comparison_position
+    from app.tabs.watch import comparison_position
 
     runs = [tracked(tmp_path, "finished", metrics=Metrics.from_json({"wall_s": 50.0, "setup_s": 10.0})), tracked(tmp_path),
             tracked(tmp_path, "queued")]
@@ -106,7 +106,7 @@ def test_the_stage_table_shows_each_stages_layers_while_the_run_goes(tmp_path):
 
 
 def test_the_whole_of_a_long_run_is_drawn_per_step_not_per_action(tmp_path):
-    from app.step_view import AGGREGATE_ABOVE
+    from app.figures.step_view import AGGREGATE_ABOVE
     from app.watch_view import watch_view
 
     n = AGGREGATE_ABOVE + 1
@@ -139,7 +139,7 @@ def chosen_by_label() -> dict[str, dict[str, str]]:
     import gradio as gr
 
     from app.failure_panel import build_failure_panel
-    from app.tab_run import build_run_tab
+    from app.tabs.run import build_run_tab
 
     with gr.Blocks() as demo:
         build_run_tab()
@@ -150,7 +150,7 @@ def chosen_by_label() -> dict[str, dict[str, str]]:
 
 @pytest.mark.parametrize("mode, word", MODES_AND_WORDS)
 def test_every_view_calls_a_failure_mode_by_its_one_word(mode, word):
-    from app.timeline import timeline_figure
+    from app.figures.timeline import timeline_figure
     from test_app_figures import FAILURE_RUN, recovery
     from zerolock_core.vocabulary import failure_choice, failure_word
 
@@ -179,14 +179,14 @@ LONGEST_CELLS = {"run": "20261203-085510-zerolock-K2", "started": "2026-12-03 08
 
 @pytest.mark.parametrize("column", COLUMNS)
 def test_each_runs_column_holds_its_longest_word(column):
-    from app.tab_runs import COLUMN_PX
+    from app.tabs.runs import COLUMN_PX
 
     words = [*column.split(), *LONGEST_CELLS.get(column, "").split()]
     assert COLUMN_PX[column] >= max(len(w) for w in words) * CHAR_PX + CELL_PADDING_PX
 
 
 def test_the_runs_columns_together_fit_the_table_on_a_1280_px_page():
-    from app.tab_runs import COLUMN_PX, TABLE_FITS_PX
+    from app.tabs.runs import COLUMN_PX, TABLE_FITS_PX
 
     assert list(COLUMN_PX) == COLUMNS and sum(COLUMN_PX.values()) <= TABLE_FITS_PX
 
@@ -198,8 +198,8 @@ PLOT_PX_AT_820, TITLE_CHAR_EM = 590, 0.6
 @pytest.mark.parametrize("measure", ["act_bytes", "inflight"])
 @pytest.mark.parametrize("peaks", [None, [2**20, 2**20]])  # the measured peaks ("measured peak per stage")
 def test_the_memory_charts_subplot_titles_do_not_meet_at_820_px(tmp_path, measure, peaks):
-    from app.layout import SUBTITLE_FONT_PX
-    from app.memory import memory_figure
+    from app.figures.layout import SUBTITLE_FONT_PX
+    from app.figures.memory import memory_figure
 
     events = [{"stage": s, "kind": "F", "mb": 0, "t0": 0, "t1": 10**6, "act_bytes": 2**20, "inflight": 1,
                "sent": 0, "recv": 0, "step": 0, "gen": 0} for s in range(2)]

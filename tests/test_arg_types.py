@@ -1,11 +1,11 @@
-"""The command line's value types (zerolock_core/arg_types.py), shared by `zerolock train` and `zerolock bench`."""
+"""The command line's value types (zerolock_core/config/arg_types.py), shared by `zerolock train` and `zerolock bench`."""
 from __future__ import annotations
 
 import argparse
 
 import pytest
 
-from zerolock_core.arg_types import bytes_arg, floats_arg, ints_arg
+from zerolock_core.config.arg_types import bytes_arg, floats_arg, ints_arg
 
 
 @pytest.mark.parametrize("text,expected", [

@@ -2,9 +2,9 @@
 import pytest
 import torch
 
-from zerolock_core.artifacts import load_trained_weights, save_final_weights
-from zerolock_core.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from zerolock_core.run_setup import build_run_setup
+from zerolock_core.rundir.artifacts import load_trained_weights, save_final_weights
+from zerolock_core.config.run_config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from zerolock_core.train.run_setup import build_run_setup
 
 
 @pytest.fixture(scope="module")

@@ -1,9 +1,9 @@
 """`balanced_boundaries`: contiguous chunks whose stage times are as even as they can be (a table)."""
 import pytest
 
-from zerolock_core.balance import ChunkCosts, balanced_boundaries
-from zerolock_core.chunks import chunk_bounds, planned_bounds
-from zerolock_core.field_words import ConfigError
+from zerolock_core.method.balance import ChunkCosts, balanced_boundaries
+from zerolock_core.method.chunks import chunk_bounds, planned_bounds
+from zerolock_core.config.field_words import ConfigError
 
 
 @pytest.mark.parametrize("costs,speeds,boundaries", [

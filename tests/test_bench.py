@@ -12,12 +12,12 @@ import pytest
 
 from benchmarks import BENCHMARKS
 from benchmarks.envelope import Probe, run_envelope, search_largest
-from benchmarks.image_export import png_export_error, save_figures
+from benchmarks.common.image_export import png_export_error, save_figures
 from benchmarks.memory import run_memory, stage_breakdown
-from benchmarks.pipeline_runs import PipelineRuns
-from benchmarks.settings import METHODS, BenchSettings
-from zerolock_core.config import LinkConfig
-from zerolock_core.recovery_phases import PHASES
+from benchmarks.common.pipeline_runs import PipelineRuns
+from benchmarks.common.settings import METHODS, BenchSettings
+from zerolock_core.config.run_config import LinkConfig
+from zerolock_core.runtime.recovery_phases import PHASES
 from zerolock_core.runtime.link_emulation import EmulatedHop, link_model
 from zerolock_core.schedule import LINK_PROFILES, Costs, LinkProfile, build_schedule, simulate
 
@@ -121,7 +121,7 @@ def test_link_profiles_match_the_paper_ends():
 def test_simulated_timeline_round_trips_through_the_measurement_code():
     """Treat a simulation as if it were measured: the costs read back equal the costs put in, and the
     prediction from them equals the 'measured' throughput."""
-    from benchmarks.prediction import predict
+    from benchmarks.common.prediction import predict
     from zerolock_core.schedule.spans import costs_from_spans, spans_from_sim, throughput, window_start
 
     per_stage = {  # W: the part of B a split backward (zb-h1) runs apart; the other methods never read it
@@ -201,7 +201,7 @@ def test_readout_line_item_is_well_formed():
 
 def test_random_llama_preset_builds_and_loads(tmp_path):
     from zerolock_core.models.random_llama import LlamaShape, build_random_llama
-    from zerolock_core.loading import load_causal_lm, load_tokenizer
+    from zerolock_core.models.loading import load_causal_lm, load_tokenizer
 
     shape = LlamaShape(layers=2, hidden=32, heads=4, kv_heads=2, intermediate=64, vocab=3000, max_positions=64)
     path = build_random_llama(tmp_path / "shape", shape)
@@ -227,7 +227,7 @@ def test_a_hung_png_export_falls_back_to_html_and_says_why(tmp_path, monkeypatch
     import plotly.graph_objects as go
     import plotly.io as pio
 
-    from benchmarks import image_export
+    from benchmarks.common import image_export
 
     monkeypatch.setattr(image_export, "png_export_error", lambda: None)
     monkeypatch.setattr(image_export, "EXPORT_TIMEOUT_S", 0.2)
@@ -345,7 +345,7 @@ def test_throughput_and_geometry_benches(runs):
     assert [r["method"] for r in rows] == list(METHODS)
     for r in rows:
         assert len(r["measured"]["active_fraction"]) == K and r["predicted"]["samples_per_s"] > 0
-        assert r["oversubscribed"] is (K > __import__("benchmarks.machine", fromlist=["cores"]).cores())
+        assert r["oversubscribed"] is (K > __import__("benchmarks.common.machine", fromlist=["cores"]).cores())
     assert set(t["results"][str(K)]["zerolock_vs"]) == set(METHODS) - {"zerolock"}  # every other method run
     assert "K" in throughput_text(t)
     g = run_geometry(SETTINGS, runs=runs, stages=K, batches=(B,), sizes=(B // M,), methods=METHODS)
@@ -372,7 +372,7 @@ def test_links_bench_pays_the_emulated_link(runs):
         simulate=False,
     )
     row = report["results"]["constrained"]["rows"][0]
-    from zerolock_core.run_dir import RunDir
+    from zerolock_core.rundir.run_dir import RunDir
     from zerolock_core.telemetry.events import read_events
 
     events, _ = read_events(RunDir(row["measured"]["run"]).event_files())
@@ -468,8 +468,8 @@ def test_readout_command_end_to_end(tmp_path, capsys):
 
 
 def test_repeats_run_round_robin_and_keep_the_best(tmp_path, monkeypatch):
-    from benchmarks.pipeline_runs import RunOutcome
-    from zerolock_core.metrics import Metrics
+    from benchmarks.common.pipeline_runs import RunOutcome
+    from zerolock_core.rundir.metrics import Metrics
 
     order: list[tuple[str, int]] = []
     speed = {("gpipe", 0): 10.0, ("gpipe", 1): 30.0, ("zerolock", 0): 25.0, ("zerolock", 1): 20.0}
@@ -495,7 +495,7 @@ def test_repeats_run_round_robin_and_keep_the_best(tmp_path, monkeypatch):
 
 
 def _recovery_report(tmp_path, *, steps: int, variants):
-    from benchmarks.publish import publish
+    from benchmarks.common.publish import publish
     from benchmarks.recovery import format_table, run_recovery
 
     report = run_recovery(BenchSettings(seq_len=16, steps=steps), out=tmp_path, stages=2, batch=4, microbatches=2,
@@ -680,7 +680,7 @@ def test_depth_command_end_to_end_on_tiny_writes_every_field_and_reruns_nothing(
     assert list(both["results"]) == ["topics K=2", "topics K=3"] and both["config"]["stages"] == [2, 3]
     assert len(both["parts"]) == 2 and "depth_by_k" in str(both["figures"])
     from benchmarks.depth import by_k_figure, merge_reports
-    from benchmarks.settings import BenchSettings
+    from benchmarks.common.settings import BenchSettings
 
     figure = by_k_figure(both)
     lines = {t.name: list(t.customdata) for t in figure.data}  # each point's K (x stands a little apart per arm)

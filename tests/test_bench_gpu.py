@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmarks.gpu_plan import SECTIONS, calibrated_budget, full_plan, tiny_plan
-from benchmarks import paper
+from benchmarks.gpu.plan import SECTIONS, calibrated_budget, full_plan, tiny_plan
+from benchmarks.common import paper
 
 REPO = Path(__file__).resolve().parents[1]
 UNIMPORTABLE = ("app", "gradio", "plotly", "kaleido")

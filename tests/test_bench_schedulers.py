@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.probe import PROBED, ProbedCosts, probe_costs
-from benchmarks.settings import BenchSettings
+from benchmarks.common.probe import PROBED, ProbedCosts, probe_costs
+from benchmarks.common.settings import BenchSettings
 from zerolock_core.schedule import Kind, LinkProfile, build_schedule, simulate
 
 SETTINGS = BenchSettings(seq_len=16, steps=2, threads=1)
@@ -69,7 +69,7 @@ REPEATS = {"1f1b": [10.0, 8.0, 12.0], "zb-h1": [11.0, 8.8, 6.0], "zerolock": [15
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     from benchmarks import schedulers
-    from benchmarks.pipeline_runs import PipelineRuns
+    from benchmarks.common.pipeline_runs import PipelineRuns
 
     def fake_measure_all(settings, *, runs, probes, cases):
         return [{"method": c["method"], "measured": measured_row(REPEATS[c["method"]])} for c in cases]
@@ -117,7 +117,7 @@ def test_the_report_names_its_model_and_simulates_every_method_at_every_k(report
 
 
 def test_dualpipe_v_is_skipped_with_its_reason_where_the_model_has_fewer_layers_than_chunks():
-    from benchmarks.measure import Probes
+    from benchmarks.common.measure import Probes
     from benchmarks.schedulers import dualpipe_v_row
 
     row = dualpipe_v_row(SETTINGS, Probes(settings=SETTINGS), devices=5, microbatch_size=2, baseline=1.0)
@@ -129,7 +129,7 @@ def test_dualpipe_v_is_skipped_with_its_reason_where_the_model_has_fewer_layers_
     (dict(batch=5, microbatches=2), "must be a multiple of --microbatches"),
 ])
 def test_bad_schedulers_arguments_are_one_line_value_errors(tmp_path, keywords, message):
-    from benchmarks.pipeline_runs import PipelineRuns
+    from benchmarks.common.pipeline_runs import PipelineRuns
     from benchmarks.schedulers import run_schedulers
 
     geometry = {"stages": 2, "batch": 4, "microbatches": 2, **keywords}

@@ -2,13 +2,13 @@
 import pytest
 import torch
 
-from zerolock_core.chunks import build_chunks, chunk_bounds
-from zerolock_core.config import ConfigError, ModelConfig
-from zerolock_core.loading import load_causal_lm
-from zerolock_core.objectives import task_cross_entropy
-from zerolock_core.readout_spec import ReadoutSpec
-from zerolock_core.reference_trainer import zerolock_microbatch
-from zerolock_core.stage_worker import StageWorker, answer_positions
+from zerolock_core.method.chunks import build_chunks, chunk_bounds
+from zerolock_core.config.run_config import ConfigError, ModelConfig
+from zerolock_core.models.loading import load_causal_lm
+from zerolock_core.method.objectives import task_cross_entropy
+from zerolock_core.config.readout_spec import ReadoutSpec
+from zerolock_core.train.reference_trainer import zerolock_microbatch
+from zerolock_core.train.stage_worker import StageWorker, answer_positions
 
 
 @pytest.mark.parametrize("layers,stages,boundaries,expected", [
@@ -28,7 +28,7 @@ def test_chunk_bounds(layers, stages, boundaries, expected):
     (8, (0.5, 1.0, 1.0), [(0, 1), (1, 5), (5, 8)]),  # times 2, 4, 3: the slowest at 4 as with 2, 3, 3
 ])
 def test_boundaries_auto_balances_the_stages_speeds(layers, speeds, expected):
-    from zerolock_core.balance import AUTO
+    from zerolock_core.method.balance import AUTO
 
     assert chunk_bounds(layers, 3, AUTO, speeds) == expected
 

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from zerolock_core.cli import main
-from zerolock_core.config import ConfigError, RunConfig, TrainConfig, replace
+from zerolock_core.config.run_config import ConfigError, RunConfig, TrainConfig, replace
 
 
 BAD_FLAGS = [
@@ -61,7 +61,7 @@ def test_config_round_trips_through_json():
 
 
 def test_boundaries_auto_round_trips_through_json():
-    from zerolock_core.arg_types import boundaries_arg
+    from zerolock_core.config.arg_types import boundaries_arg
 
     cfg = RunConfig(train=TrainConfig(runtime="pipeline", stages=3, stage_speed=(1.0, 0.4, 1.0)),
                     model=dataclasses.replace(RunConfig().model, boundaries=boundaries_arg("auto")))
@@ -85,7 +85,7 @@ def test_unknown_field_in_config_file_is_named():
 def test_warm_standby_auto_wants_a_core_the_stages_do_not_use(monkeypatch, mode, cores, stages, wanted):
     import os
 
-    from zerolock_core.runtime.run import Run
+    from zerolock_core.jobs.pipeline_job import Run
 
     monkeypatch.setattr(os, "cpu_count", lambda: cores)
     cfg = RunConfig(train=TrainConfig(runtime="pipeline", method="zerolock", stages=stages, batch=4, microbatches=2,

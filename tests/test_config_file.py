@@ -1,4 +1,4 @@
-"""Run configs as TOML files (zerolock_core/config_file.py, `zerolock train --config`): a written config
+"""Run configs as TOML files (zerolock_core/config/config_file.py, `zerolock train --config`): a written config
 reads back equal, a bad file is refused naming the file and the key, flags given beside a file
 override it, and every file in configs/ is a valid run."""
 from __future__ import annotations
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from zerolock_core.cli import main
-from zerolock_core.config import (ConfigError, DataConfig, LinkConfig, ModelConfig, ObjectiveConfig, RunConfig,
+from zerolock_core.config.run_config import (ConfigError, DataConfig, LinkConfig, ModelConfig, ObjectiveConfig, RunConfig,
                                   TrainConfig)
-from zerolock_core.config_file import dumps, loads, read_config_toml, write_config_toml
-from zerolock_core.preflight import preflight
+from zerolock_core.config.config_file import dumps, loads, read_config_toml, write_config_toml
+from zerolock_core.jobs.preflight import preflight
 
 REPO = Path(__file__).resolve().parents[1]
 PIPE = dict(runtime="pipeline", ckpt_every=2)
@@ -98,7 +98,7 @@ class Started(Exception):
 
 @pytest.fixture
 def started(monkeypatch):
-    from zerolock_core import job
+    from zerolock_core.jobs import job
 
     def start(cfg, **kwargs):
         raise Started(cfg)
@@ -176,7 +176,7 @@ def test_every_file_in_configs_is_a_valid_run_that_says_what_it_reproduces(path)
 
 
 def test_every_run_writes_a_config_toml_that_reproduces_it(tmp_path, started):
-    from zerolock_core.run_dir import RunDir
+    from zerolock_core.rundir.run_dir import RunDir
 
     run = RunDir(tmp_path / "run")
     run.prepare_fresh(dataclasses.replace(FILED, out=str(run.path)), overwrite=False).release()

@@ -13,14 +13,14 @@ import psutil
 import pytest
 import torch
 
-from zerolock_core.artifacts import load_final_weights
+from zerolock_core.rundir.artifacts import load_final_weights
 from zerolock_core.cli import main
-from zerolock_core.config import DataConfig, RunConfig, TrainConfig
-from zerolock_core.runtime import run as run_module
+from zerolock_core.config.run_config import DataConfig, RunConfig, TrainConfig
+from zerolock_core.jobs import pipeline_job as run_module
 from zerolock_core.runtime.processes import server_pid
-from zerolock_core.run_dir import RunDir
+from zerolock_core.rundir.run_dir import RunDir
 from zerolock_core.runtime.checkpoint import CheckpointStore
-from zerolock_core.runtime.run import Run
+from zerolock_core.jobs.pipeline_job import Run
 from zerolock_core.runtime.supervisor import StageSupervisor
 from test_fault_tolerance import assert_bitwise_equal
 
@@ -157,7 +157,7 @@ def _wait_for(moment: str, d: Path, proc) -> None:
 @pytest.fixture(scope="module")
 def unfailed_run(tmp_path_factory):
     """The same run with no stop: what a stopped-and-resumed one must equal bit for bit."""
-    from zerolock_core.job import train
+    from zerolock_core.jobs.job import train
 
     d = tmp_path_factory.mktemp("unfailed") / "run"
     train(cfg_for(d, steps=STOP_STEPS), progress=False)
@@ -235,7 +235,7 @@ def test_a_stop_during_a_recovery_records_it_and_says_where_resume_continues(tmp
 
 
 def test_after_the_coordinator_is_killed_the_stages_exit_and_resume_ends_bitwise_equal(tmp_path):
-    from zerolock_core.job import train
+    from zerolock_core.jobs.job import train
 
     base = tmp_path / "base"
     train(cfg_for(base, steps=8), progress=False)

@@ -5,11 +5,11 @@ import dataclasses
 import pytest
 import torch
 
-from zerolock_core import encoded_data_cache as cache
-from zerolock_core.config import DataConfig, RunConfig, TrainConfig
-from zerolock_core.run_dir import RunDir
-from zerolock_core.run_setup import DATA_SEED, build_run_setup, encoded_data, prepare
-from zerolock_core.loading import load_tokenizer
+from zerolock_core.rundir import encoded_data_cache as cache
+from zerolock_core.config.run_config import DataConfig, RunConfig, TrainConfig
+from zerolock_core.rundir.run_dir import RunDir
+from zerolock_core.train.run_setup import DATA_SEED, build_run_setup, encoded_data, prepare
+from zerolock_core.models.loading import load_tokenizer
 
 FIELDS = ("input_ids", "attention_mask", "labels", "label_index")
 
@@ -84,7 +84,7 @@ def test_a_fresh_run_in_the_same_directory_deletes_the_earlier_encoding(tmp_path
     ("failed", False, True),
 ])
 def test_the_encoding_is_dropped_only_when_the_run_is_finished_and_evaluated(tmp_path, state, evaluated, kept):
-    from zerolock_core.metrics import Metrics
+    from zerolock_core.rundir.metrics import Metrics
 
     cfg = cfg_in(tmp_path / "run")
     encoded_data(cfg, load_tokenizer("tiny"))

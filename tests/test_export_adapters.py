@@ -9,12 +9,12 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from zerolock_core.artifacts import load_trained_weights
+from zerolock_core.rundir.artifacts import load_trained_weights
 from zerolock_core.cli import main
-from zerolock_core.export_adapters import EXPORT_RECORD, MODEL_CARD, ExportTargets, export_run
-from zerolock_core.loading import load_causal_lm
-from zerolock_core.run_dir import RunDir
-from zerolock_core.run_setup import build_run_setup
+from zerolock_core.export.peft_export import EXPORT_RECORD, MODEL_CARD, ExportTargets, export_run
+from zerolock_core.models.loading import load_causal_lm
+from zerolock_core.rundir.run_dir import RunDir
+from zerolock_core.train.run_setup import build_run_setup
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*is_gradient_checkpointing")
 
@@ -173,8 +173,8 @@ def test_bad_inputs_are_refused_in_one_line_and_create_nothing(trained_run, tmp_
 def test_a_recovered_runs_adapter_equals_the_unfailed_runs(tmp_path):
     """A stage killed mid-run and recovered from its checkpoint leaves the same final/ weights as an unfailed
     run (the fault-tolerance oracle), so its exported adapter is the same tensors, byte for byte."""
-    from zerolock_core.config import DataConfig, RunConfig, TrainConfig
-    from zerolock_core.job import train
+    from zerolock_core.config.run_config import DataConfig, RunConfig, TrainConfig
+    from zerolock_core.jobs.job import train
 
     def run(name, failures):
         cfg = RunConfig(data=DataConfig(seq_len=32, eval_size=8),

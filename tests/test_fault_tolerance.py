@@ -15,18 +15,18 @@ import pytest
 import torch
 
 from app.recovery_text import recovery_text
-from app.timebase import time_origin, to_s
-from app.timeline import timeline_figure
-from zerolock_core.artifacts import load_final_weights
+from app.figures.timebase import time_origin, to_s
+from app.figures.timeline import timeline_figure
+from zerolock_core.rundir.artifacts import load_final_weights
 from zerolock_core.cli import recovery_lines
-from zerolock_core.recovery_phases import (INSTANTS, PHASES, field, phase_seconds, phases_from_instants, phases_text,
+from zerolock_core.runtime.recovery_phases import (INSTANTS, PHASES, field, phase_seconds, phases_from_instants, phases_text,
                                            seconds_text)
 from zerolock_core.telemetry.events import read_events
 from benchmarks.faults import (CI_CASES, DEADLINE_S, MATRIX_CASES, STEPS, case_config,
                                         run_with_deadline)
-from zerolock_core.config import ConfigError, DataConfig, RunConfig, TrainConfig
-from zerolock_core.run_dir import RunDir
-from zerolock_core.runtime.run import Run
+from zerolock_core.config.run_config import ConfigError, DataConfig, RunConfig, TrainConfig
+from zerolock_core.rundir.run_dir import RunDir
+from zerolock_core.jobs.pipeline_job import Run
 from zerolock_core.telemetry.activity import bubble_fraction, makespan_s, stage_stats
 from zerolock_core.telemetry.lifecycle import STARTUP_PHASES, read_lifecycle
 

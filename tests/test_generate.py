@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from zerolock_core.cli import main
-from zerolock_core.generation import MAX_NEW_TOKENS, Answer, GenerateRequest, generate_answers
+from zerolock_core.export.generation import MAX_NEW_TOKENS, Answer, GenerateRequest, generate_answers
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*is_gradient_checkpointing")
 

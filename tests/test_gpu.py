@@ -1,9 +1,9 @@
-"""The GPU checks (benchmarks/gpu_checks.py) under pytest: marked `gpu`, skipped where CUDA is not available
+"""The GPU checks (benchmarks/gpu/checks.py) under pytest: marked `gpu`, skipped where CUDA is not available
 (so the CPU suite skips them). `zerolock bench gpu` runs them with `-m gpu`; `ZEROLOCK_GPU_TESTS_DEVICE=cpu`
 runs the same checks on gloo, to keep their code working without a GPU."""
 import pytest
 
-from benchmarks.gpu_checks import CHECKS, CheckRuns, CheckShape, check_device
+from benchmarks.gpu.checks import CHECKS, CheckRuns, CheckShape, check_device
 
 DEVICE = check_device()
 pytestmark = [pytest.mark.gpu, pytest.mark.slow,

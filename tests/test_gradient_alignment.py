@@ -2,11 +2,11 @@
 import pytest
 import torch
 
-from zerolock_core.chunks import build_chunks
-from zerolock_core.config import ModelConfig
-from zerolock_core.gradient_alignment import gradient_cosines
-from zerolock_core.loading import load_causal_lm
-from zerolock_core.stage_worker import StageWorker
+from zerolock_core.method.chunks import build_chunks
+from zerolock_core.config.run_config import ModelConfig
+from zerolock_core.analysis.gradient_alignment import gradient_cosines
+from zerolock_core.models.loading import load_causal_lm
+from zerolock_core.train.stage_worker import StageWorker
 
 from test_chunks import make_batch
 

@@ -114,8 +114,8 @@ def import_cycles(imports: Callable[[str], set[str]] | None = None) -> list[list
 
 def test_the_import_graph_sees_every_package_and_relative_imports():
     assert {m.split(".")[0] for m in MODULES} == set(PACKAGES)
-    assert "zerolock_core.config" in module_level_imports("zerolock_core.cli")  # `from .config import ...`
-    assert "zerolock_core.threads" in module_level_imports("zerolock_core.runtime.stage_process")  # `from ..threads`
+    assert "zerolock_core.config.run_config" in module_level_imports("zerolock_core.cli")  # `from .config import ...`
+    assert "zerolock_core.train.threads" in module_level_imports("zerolock_core.runtime.stage_process")  # `from ..threads`
 
 
 @pytest.mark.parametrize("outside", ["app", "benchmarks"])
@@ -136,9 +136,9 @@ def test_the_dashboard_and_the_benchmarks_never_import_each_other(importer, impo
 def test_an_import_inside_a_function_is_seen(monkeypatch, tmp_path):
     """What the rules read: a lazy `from benchmarks.x import y` in an app function is an import of benchmarks."""
     lazy = tmp_path / "lazy.py"
-    lazy.write_text("def f():\n    from benchmarks.prediction import predict\n    return predict\n")
+    lazy.write_text("def f():\n    from benchmarks.common.prediction import predict\n    return predict\n")
     monkeypatch.setitem(MODULES, "app.lazy", lazy)
-    assert ("benchmarks.prediction", 2) in every_import("app.lazy")
+    assert ("benchmarks.common.prediction", 2) in every_import("app.lazy")
 
 
 def test_the_clis_hand_off_to_the_dashboard_and_benchmarks_is_lazy():
@@ -159,9 +159,9 @@ def test_a_cycle_is_found_when_there_is_one(monkeypatch):
 
 
 # the run config's modules, from the fields up: none may import a module above it, not even lazily
-CONFIG_MODULES = ("zerolock_core.setting", "zerolock_core.run_fields", "zerolock_core.field_words",
-                  "zerolock_core.alpha_ramp", "zerolock_core.config", "zerolock_core.preflight",
-                  "zerolock_core.config_file")
+CONFIG_MODULES = ("zerolock_core.config.setting", "zerolock_core.config.run_fields", "zerolock_core.config.field_words",
+                  "zerolock_core.config.alpha_ramp", "zerolock_core.config.run_config", "zerolock_core.jobs.preflight",
+                  "zerolock_core.config.config_file")
 
 
 def test_the_config_modules_are_in_no_cycle_not_even_through_an_import_inside_a_function():
@@ -182,8 +182,8 @@ def test_an_import_inside_a_function_closes_a_cycle(tmp_path, monkeypatch):
     lazy = write("lazy.py", "def validate(cfg):\n    from . import preflight\n    return preflight\n")
     typing_only = write("typing_only.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
                                           "    from .preflight import Field\n")
-    for config, cycles in [(lazy, [["zerolock_core.config", "zerolock_core.preflight"]]), (typing_only, [])]:
-        monkeypatch.setitem(globals(), "MODULES", {"zerolock_core.config": config,
-                                                   "zerolock_core.preflight": preflight})
+    for config, cycles in [(lazy, [["zerolock_core.config.run_config", "zerolock_core.jobs.preflight"]]), (typing_only, [])]:
+        monkeypatch.setitem(globals(), "MODULES", {"zerolock_core.config.run_config": config,
+                                                   "zerolock_core.jobs.preflight": preflight})
         assert import_cycles() == []  # no module-level cycle either way
         assert import_cycles(runtime_imports) == cycles

@@ -10,11 +10,11 @@ import plotly.graph_objects as go
 import pytest
 
 from app.form import configs_for
-from app.lesson_figures import HIGHLIGHT, PRESENTER_FONT_PX, PRESENTER_HEIGHT_PX, idle_gaps, lesson_figures, present
+from app.figures.lessons import HIGHLIGHT, PRESENTER_FONT_PX, PRESENTER_HEIGHT_PX, idle_gaps, lesson_figures, present
 from app.lessons import LESSONS, RECORDINGS, lesson, recording_name
-from app.tab_lessons import neighbour, show
-from zerolock_core.config import RunConfig
-from zerolock_core.run_dir import RunDir
+from app.tabs.lessons import neighbour, show
+from zerolock_core.config.run_config import RunConfig
+from zerolock_core.rundir.run_dir import RunDir
 
 
 def highlights(fig: go.Figure) -> int:
@@ -83,7 +83,7 @@ def test_an_unknown_lesson_is_refused_with_the_list():
 
 
 def test_the_lessons_tab_answers_an_unknown_step_in_one_line_not_an_error(tmp_path):
-    from app import tab_lessons
+    from app.tabs import lessons as tab_lessons
     from app.controller import EngineController
 
     text, figure, *_ = tab_lessons.show("nope")
@@ -97,7 +97,7 @@ def test_the_lessons_tab_answers_an_unknown_step_in_one_line_not_an_error(tmp_pa
 
 
 def test_compare_lists_the_recordings_and_opens_on_the_schedules_example_before_any_run(tmp_path):
-    from app import tab_compare
+    from app.tabs import compare as tab_compare
     from app.controller import EngineController
     from app.lessons import EXAMPLE_PREFIX, recorded_runs
 

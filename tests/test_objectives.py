@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from zerolock_core.objectives import consistency_kl, local_loss, task_cross_entropy
+from zerolock_core.method.objectives import consistency_kl, local_loss, task_cross_entropy
 
 
 def hand_kl(p, q):

@@ -1,4 +1,4 @@
-"""One palette, one meaning per colour family (zerolock_core/palette.py): no colour string in two families,
+"""One palette, one meaning per colour family (zerolock_core/viz/palette.py): no colour string in two families,
 each family in its own band of saturation / lightness, and the dashboard's and the benchmarks' figures
 take every colour from it."""
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any, Iterator
 
 import pytest
 
-from zerolock_core import palette
-from zerolock_core.palette import FAMILIES, KIND_COLOURS, METHOD_COLOURS, STAGE_RAMP, stage_colour
+from zerolock_core.viz import palette
+from zerolock_core.viz.palette import FAMILIES, KIND_COLOURS, METHOD_COLOURS, STAGE_RAMP, stage_colour
 
 HEX = re.compile(r"^#[0-9a-f]{6}$")
 
@@ -79,7 +79,7 @@ def test_the_reported_clashes_are_gone():
 
 
 def test_app_figures_use_no_colour_outside_the_palette():
-    """The figure modules take every colour from zerolock_core/palette.py (one definition of each colour)."""
+    """The figure modules take every colour from zerolock_core/viz/palette.py (one definition of each colour)."""
     app = Path(__file__).resolve().parents[1] / "app"
     for name in ("timeline.py", "memory.py", "compare_figures.py", "training_figures.py", "explain.py", "exports.py",
                  "simulated.py"):

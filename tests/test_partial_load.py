@@ -4,9 +4,9 @@ loaded model, tensor for tensor."""
 import pytest
 import torch
 
-from zerolock_core.chunks import build_chunks, chunk_bounds
-from zerolock_core.config import ModelConfig
-from zerolock_core.loading import Keep, load_causal_lm
+from zerolock_core.method.chunks import build_chunks, chunk_bounds
+from zerolock_core.config.run_config import ModelConfig
+from zerolock_core.models.loading import Keep, load_causal_lm
 from zerolock_core.models.partial_load import materialised_keys
 
 
@@ -53,7 +53,7 @@ def test_a_partial_model_without_the_needed_tensor_is_refused(tmp_path, tiny_ran
 
     from safetensors.torch import load_file, save_file
 
-    from zerolock_core.config import ConfigError
+    from zerolock_core.config.run_config import ConfigError
 
     broken = tmp_path / "broken"
     shutil.copytree(tiny_random_model_dir, broken)

@@ -6,13 +6,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from zerolock_core.artifacts import load_final_weights
-from zerolock_core.run_dir import RunDir
+from zerolock_core.rundir.artifacts import load_final_weights
+from zerolock_core.rundir.run_dir import RunDir
 from zerolock_core.telemetry.events import read_events
-from zerolock_core.config import DataConfig, ObjectiveConfig, RunConfig, TrainConfig
-from zerolock_core.reference_trainer import train_reference
-from zerolock_core.job import train
-from zerolock_core.runtime.run import Run
+from zerolock_core.config.run_config import DataConfig, ObjectiveConfig, RunConfig, TrainConfig
+from zerolock_core.train.reference_trainer import train_reference
+from zerolock_core.jobs.job import train
+from zerolock_core.jobs.pipeline_job import Run
 
 pytestmark = pytest.mark.slow
 
@@ -120,7 +120,7 @@ def test_metrics_events_and_trace(runs):
     ("zerolock", "L", {0, 1, 2}), ("gpipe", "B", {2}), ("1f1b", "B", {2}), ("pipedream", "B", {2})])
 def test_loss_events_carry_the_reported_losses(runs, method, kind, stages_with_loss):
     """The live loss curves (dashboard) come from these: each equals the curve in metrics.json."""
-    from app.live_loss import live_loss_curves
+    from app.figures.live_loss import live_loss_curves
 
     root, _ = runs
     events, _ = read_events(RunDir(root / method).event_files())
@@ -183,8 +183,8 @@ def test_pipeline_equals_the_reference_bitwise_for_each_readout_and_terminal(tmp
     ships nothing): the pipeline still performs exactly the reference's operations. terminal: only the last
     chunk trains, the others keep their initial weights and send the hidden state alone. 1f1b with an
     affine readout: BP given the readout's parameters on its last chunk (the fair control of a readout)."""
-    from zerolock_core.config import replace
-    from zerolock_core.run_setup import build_run_setup
+    from zerolock_core.config.run_config import replace
+    from zerolock_core.train.run_setup import build_run_setup
 
     def config(name, runtime):
         reference_method = "bp" if runtime == "reference" and method == "1f1b" else method

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from zerolock_core.cli import build_parser, config_from_args, main
-from zerolock_core.config import ConfigError, ObjectiveConfig, RunConfig, TrainConfig
-from zerolock_core.field_words import CLI, FORM, FieldError, render, whole
-from zerolock_core.preflight import gguf_layers, model_layers, preflight
+from zerolock_core.config.run_config import ConfigError, ObjectiveConfig, RunConfig, TrainConfig
+from zerolock_core.config.field_words import CLI, FORM, FieldError, render, whole
+from zerolock_core.jobs.preflight import gguf_layers, model_layers, preflight
 
 REPO = Path(__file__).resolve().parent.parent
 PIPE = ["--runtime", "pipeline", "--ckpt-every", "2"]
@@ -179,7 +179,7 @@ def test_a_field_error_crosses_processes_as_its_text():
 # ---- the CLI refuses before creating anything --------------------------------------------------
 @pytest.mark.parametrize("flags", [[*PIPE, "--stages", "20"], ["--lr", "inf"], ["--dataset", "csv:/no/such.csv"]])
 def test_the_cli_refuses_without_a_directory_or_a_process(flags, tmp_path, monkeypatch, capsys):
-    from zerolock_core import job
+    from zerolock_core.jobs import job
 
     def started(*args, **kwargs):
         raise AssertionError("a job was made")
@@ -254,7 +254,7 @@ def controller(tmp_path):
 
 @pytest.mark.parametrize("changes, shown", BAD_FORMS, ids=[str(c) for c, _ in BAD_FORMS])
 def test_bad_form_values_are_explained_and_start_nothing(changes, shown, controller, tmp_path):
-    from app.tab_run import start_runs
+    from app.tabs.run import start_runs
 
     message, started = start_runs(controller, **{**FORM_VALUES, **changes})
     assert not started and message.startswith("⚠️ **Cannot start:**")
@@ -286,7 +286,7 @@ SEVERAL_BAD_FORMS = [
 
 @pytest.mark.parametrize("changes, lines", SEVERAL_BAD_FORMS, ids=[str(c) for c, _ in SEVERAL_BAD_FORMS])
 def test_the_form_lists_every_mistake_at_once_one_line_each(changes, lines, controller):
-    from app.tab_run import start_runs
+    from app.tabs.run import start_runs
 
     message, started = start_runs(controller, **{**FORM_VALUES, **changes})
     assert not started and message.splitlines() == ["⚠️ **Cannot start:**", *(f"- {line}" for line in lines)]
@@ -328,8 +328,8 @@ def test_the_forms_readout_goes_to_zerolock_and_a_top_readout_not_to_the_methods
 
 def test_the_form_marks_the_recommended_readout_once_and_refuses_one_it_does_not_offer(controller):
     from app.form import READOUT_CHOICES
-    from app.tab_run import start_runs
-    from zerolock_core.readout_spec import RECOMMENDED_AT_DEPTH, ReadoutSpec
+    from app.tabs.run import start_runs
+    from zerolock_core.config.readout_spec import RECOMMENDED_AT_DEPTH, ReadoutSpec
 
     marked = [value for label, value in READOUT_CHOICES if "recommended" in label]
     assert marked == [RECOMMENDED_AT_DEPTH]
@@ -340,7 +340,7 @@ def test_the_form_marks_the_recommended_readout_once_and_refuses_one_it_does_not
 
 def test_the_inject_panel_names_the_watched_runs_stages(tmp_path):
     from app.failure_panel import inject, stage_control
-    from zerolock_core.runtime.run import Run
+    from zerolock_core.jobs.pipeline_job import Run
 
     run = Run(RunConfig(train=TrainConfig(runtime="pipeline", stages=2, batch=4, microbatches=2, ckpt_every=2),
                         out=str(tmp_path / "run")))
@@ -358,7 +358,7 @@ def test_the_inject_panel_names_the_watched_runs_stages(tmp_path):
 
 
 def test_explain_redraws_its_figures_with_the_reason_when_the_combination_is_invalid():
-    from app.tab_explain import draw
+    from app.tabs.explain import draw
 
     text, timeline, memory = draw(4, 2, "1f1b")
     assert text.startswith("⚠️") and "1f1b needs microbatches >= stages" in text
@@ -396,8 +396,8 @@ def test_no_text_of_the_dashboard_names_a_cli_flag_or_the_failure_spec():
 ])
 def test_the_runs_tab_says_why_a_run_cannot_be_resumed_in_its_own_words(tmp_path, case, said):
     from app.ui import build_app
-    from zerolock_core.metrics import Metrics
-    from zerolock_core.run_dir import RunDir
+    from zerolock_core.rundir.metrics import Metrics
+    from zerolock_core.rundir.run_dir import RunDir
 
     d = tmp_path / "runs" / "r1"
     d.mkdir(parents=True)

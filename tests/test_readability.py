@@ -4,13 +4,13 @@ import json
 import pytest
 import torch
 
-from zerolock_core.config import DataConfig, RunConfig, TrainConfig
-from zerolock_core.evaluation import evaluate_chunks
-from zerolock_core.palette import METHOD_COLOURS, NEUTRAL
-from zerolock_core.readability import (TranslatorFit, fit_translators, lens_scores, measured_curves,
+from zerolock_core.config.run_config import DataConfig, RunConfig, TrainConfig
+from zerolock_core.train.evaluation import evaluate_chunks
+from zerolock_core.viz.palette import METHOD_COLOURS, NEUTRAL
+from zerolock_core.analysis.readability import (TranslatorFit, fit_translators, lens_scores, measured_curves,
                                        readability_summary, suggest_boundaries)
-from zerolock_core.readability_figures import readability_figures
-from zerolock_core.run_setup import build_run_setup
+from zerolock_core.analysis.readability_figures import readability_figures
+from zerolock_core.train.run_setup import build_run_setup
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +50,8 @@ def test_fitting_translators_lowers_the_training_rows_loss(tiny_setup):
 def test_the_top_lens_at_every_chunk_end_equals_the_engines_top_last_readout_of_that_chunk(tiny_setup):
     """The lens through the model's own top N layers is what a chunk with `--readout top:last` reads (its
     evaluator's numbers), and where it stops (layer L − N) it is the frozen head's reading of layer L."""
-    from zerolock_core.config import ModelConfig
-    from zerolock_core.readability import pretrained_top, top_lens_scores
+    from zerolock_core.config.run_config import ModelConfig
+    from zerolock_core.analysis.readability import pretrained_top, top_lens_scores
 
     b = tiny_setup
     layers = 8
@@ -73,7 +73,7 @@ def test_the_top_lens_at_every_chunk_end_equals_the_engines_top_last_readout_of_
 
 def test_the_readability_table_and_figure_show_the_top_lens_where_it_reaches(tiny_setup):
     from benchmarks.readability import format_report
-    from zerolock_core.readability import measure_condition
+    from zerolock_core.analysis.readability import measure_condition
 
     b = tiny_setup
     condition = measure_condition(b.cfg, run_dir=None, fit=None, eval_size=24, top=True)
@@ -126,7 +126,7 @@ def test_the_summary_and_its_figures_draw_every_curve_in_the_palettes_colours():
 
 
 def test_the_readability_tab_opens_on_the_committed_study_and_keeps_a_measurement(tmp_path):
-    from app.tab_readability import RECORDED, recorded
+    from app.tabs.readability import RECORDED, recorded
 
     text, fig = recorded(None)
     report = json.loads(RECORDED.read_text())

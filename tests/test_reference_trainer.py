@@ -4,12 +4,12 @@ import json
 import pytest
 import torch
 
-from zerolock_core.artifacts import load_final_weights
-from zerolock_core.config import DataConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig
-from zerolock_core.objectives import task_cross_entropy
-from zerolock_core.reference_trainer import train_reference
-from zerolock_core.stage_worker import answer_positions
-from zerolock_core.run_setup import build_run_setup
+from zerolock_core.rundir.artifacts import load_final_weights
+from zerolock_core.config.run_config import DataConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig
+from zerolock_core.method.objectives import task_cross_entropy
+from zerolock_core.train.reference_trainer import train_reference
+from zerolock_core.train.stage_worker import answer_positions
+from zerolock_core.train.run_setup import build_run_setup
 
 
 def small_cfg(out=None, *, model="tiny", method="zerolock", stages=2, steps=3, alpha=(0.5,), **train):

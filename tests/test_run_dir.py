@@ -10,11 +10,11 @@ import sys
 import pytest
 
 from zerolock_core.cli import main
-from zerolock_core.config import ConfigError, DataConfig, RunConfig, TrainConfig, replace
-from zerolock_core.atomic_files import write_json_atomic
-from zerolock_core.metrics import Metrics
-from zerolock_core.run_dir import RunDir, RunInUse, check_resumable
-from zerolock_core.runtime.run import Run
+from zerolock_core.config.run_config import ConfigError, DataConfig, RunConfig, TrainConfig, replace
+from zerolock_core.rundir.atomic_files import write_json_atomic
+from zerolock_core.rundir.metrics import Metrics
+from zerolock_core.rundir.run_dir import RunDir, RunInUse, check_resumable
+from zerolock_core.jobs.pipeline_job import Run
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -116,7 +116,7 @@ def test_a_live_run_directory_refuses_a_second_writer_and_says_who_holds_it(tmp_
 
 def test_the_lock_goes_with_its_process_however_it_ends(tmp_path):
     d = tmp_path / "run"
-    code = ("import os, sys; from zerolock_core.run_dir import RunDir; l = RunDir(sys.argv[1]).lock(); "
+    code = ("import os, sys; from zerolock_core.rundir.run_dir import RunDir; l = RunDir(sys.argv[1]).lock(); "
             "print('locked', flush=True); sys.stdin.read(); os._exit(9)")
     proc = subprocess.Popen([sys.executable, "-c", code, str(d)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             text=True, cwd=REPO)

@@ -1,4 +1,4 @@
-"""Each run field is defined once (zerolock_core/run_fields.py): the CLI's flags, their mapping back to
+"""Each run field is defined once (zerolock_core/config/run_fields.py): the CLI's flags, their mapping back to
 the config, the words of the error messages and the dashboard form's defaults and labels all come
 from that one definition."""
 from __future__ import annotations
@@ -11,10 +11,10 @@ import pytest
 
 from app.form import RunForm, config_for
 from zerolock_core.cli import build_parser, config_from_args
-from zerolock_core.config import ConfigError, RunConfig, TrainConfig, replace
-from zerolock_core.field_words import CLI, FILE, FORM, render
-from zerolock_core.run_fields import FIELDS, RUN_FIELDS
-from zerolock_core.setting import value_text
+from zerolock_core.config.run_config import ConfigError, RunConfig, TrainConfig, replace
+from zerolock_core.config.field_words import CLI, FILE, FORM, render
+from zerolock_core.config.run_fields import FIELDS, RUN_FIELDS
+from zerolock_core.config.setting import value_text
 
 
 def train_parser() -> argparse.ArgumentParser:

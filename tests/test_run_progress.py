@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from zerolock_core.job import progress_words
-from zerolock_core.metrics import Metrics
+from zerolock_core.jobs.job import progress_words
+from zerolock_core.rundir.metrics import Metrics
 from zerolock_core.runtime.recovery_records import RecoveryBook
-from zerolock_core.config import RunConfig, TrainConfig
+from zerolock_core.config.run_config import RunConfig, TrainConfig
 from zerolock_core.telemetry.lifecycle import STARTUP_PHASES, StartupClock
 
 S = 10**9
@@ -84,8 +84,8 @@ def test_the_cli_summary_states_wall_train_eval_throughput_bubble_and_peaks():
 def resumed_run(tmp_path, monkeypatch):
     """A pipeline run resumed from its step-33 checkpoints, just started: the stage processes are not
     spawned (nor is the coordinator's loop), so its status is what the coordinator knows by itself."""
-    from zerolock_core.run_dir import RunDir
-    from zerolock_core.runtime import run as run_module
+    from zerolock_core.rundir.run_dir import RunDir
+    from zerolock_core.jobs import pipeline_job as run_module
     from zerolock_core.runtime.supervisor import StageSupervisor
 
     class Lock:
@@ -130,7 +130,7 @@ def test_a_resumed_run_says_the_step_it_is_at_from_the_first_moment(resumed_run,
 def test_a_resumed_runs_rate_counts_only_the_steps_it_trained(resumed_run, monkeypatch, stage_steps, per_step,
                                                                eta):
     from zerolock_core.runtime import protocol
-    from zerolock_core.runtime import run as run_module
+    from zerolock_core.jobs import pipeline_job as run_module
 
     for s, n in enumerate(stage_steps):
         resumed_run._store.set(protocol.stage_step(s), str(n))

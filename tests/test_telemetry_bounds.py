@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from zerolock_core.loss_curves import read_curves, summarise, write_curves
+from zerolock_core.rundir.loss_curves import read_curves, summarise, write_curves
 from zerolock_core.telemetry.trace import chrome_trace
 
 KINDS = ("F", "SF", "L")
@@ -62,7 +62,7 @@ def test_curves_jsonl_holds_every_step_and_reads_back(tmp_path):
 
 
 def test_events_go_to_one_file_per_segment_of_steps_and_a_cursor_pages_through_them(tmp_path):
-    from zerolock_core.run_dir import RunDir
+    from zerolock_core.rundir.run_dir import RunDir
     from zerolock_core.telemetry.events import SEGMENT_STEPS, Event, EventWriter, read_events
 
     rd = RunDir(tmp_path)
@@ -87,7 +87,7 @@ def test_events_go_to_one_file_per_segment_of_steps_and_a_cursor_pages_through_t
 
 
 def test_a_run_of_an_earlier_version_is_read_from_its_one_events_jsonl(tmp_path):
-    from zerolock_core.run_dir import RunDir
+    from zerolock_core.rundir.run_dir import RunDir
     from zerolock_core.telemetry.events import read_events
 
     (tmp_path / "events.jsonl").write_text('{"stage": 0, "kind": "F", "mb": 0, "t0": 0, "t1": 1}\n')

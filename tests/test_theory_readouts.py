@@ -358,7 +358,7 @@ torch = pytest.importorskip("torch")
 
 @pytest.fixture(scope="module")
 def small_cfg(tiny_random_model_dir):
-    from zerolock_core.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+    from zerolock_core.config.run_config import DataConfig, ModelConfig, RunConfig, TrainConfig
 
     return RunConfig(model=ModelConfig(model=tiny_random_model_dir),
                      data=DataConfig(seq_len=32, eval_size=16),
@@ -368,13 +368,13 @@ def small_cfg(tiny_random_model_dir):
 
 @pytest.fixture(scope="module")
 def small_setup(small_cfg):
-    from zerolock_core.run_setup import build_run_setup
+    from zerolock_core.train.run_setup import build_run_setup
 
     return build_run_setup(small_cfg)
 
 
 def test_chunk_readouts_on_engine_chunks(small_setup):
-    from zerolock_core.evaluation import evaluate_chunks
+    from zerolock_core.train.evaluation import evaluate_chunks
 
     setup = small_setup
     batch = R.eval_batch(setup.eval, 8)
@@ -401,9 +401,9 @@ def test_chunk_readouts_on_engine_chunks(small_setup):
 
 @pytest.mark.slow
 def test_readouts_of_a_trained_run_load_its_weights(small_cfg, tmp_path):
-    from zerolock_core.config import replace
-    from zerolock_core.reference_trainer import train_reference
-    from zerolock_core.run_setup import build_run_setup
+    from zerolock_core.config.run_config import replace
+    from zerolock_core.train.reference_trainer import train_reference
+    from zerolock_core.train.run_setup import build_run_setup
 
     cfg = replace(small_cfg, out=str(tmp_path / "run"))
     train_reference(cfg, progress=False)
@@ -433,7 +433,7 @@ def test_lemma3_on_engine_chunks(small_setup, direction):
 
 
 def test_run_surrogate_sgd_takes_the_theorem_steps(small_cfg):
-    from zerolock_core.run_setup import build_run_setup
+    from zerolock_core.train.run_setup import build_run_setup
 
     setup = build_run_setup(small_cfg)
     params = [p for c in setup.chunks for p in c.parameters() if p.requires_grad]

@@ -1,10 +1,10 @@
-"""The one thread policy (zerolock_core/threads.py): one thread a process by default, --threads as given,
+"""The one thread policy (zerolock_core/train/threads.py): one thread a process by default, --threads as given,
 0 for a fair share of the cores."""
 from __future__ import annotations
 
 import pytest
 
-from zerolock_core import threads
+from zerolock_core.train import threads
 
 
 @pytest.fixture(autouse=True)
@@ -38,8 +38,8 @@ def test_a_negative_thread_count_is_a_value_error():
 
 @pytest.mark.parametrize("requested,expected", [(None, 1), (0, 2), (2, 2)])
 def test_the_reference_trainer_computes_with_the_policys_threads(monkeypatch, requested, expected):
-    from zerolock_core.config import DataConfig, RunConfig, TrainConfig
-    from zerolock_core.reference_trainer import train_reference
+    from zerolock_core.config.run_config import DataConfig, RunConfig, TrainConfig
+    from zerolock_core.train.reference_trainer import train_reference
 
     monkeypatch.setattr(threads, "available_cores", lambda: 2)
     given = {} if requested is None else {"threads": requested}  # None: the default
@@ -50,7 +50,7 @@ def test_the_reference_trainer_computes_with_the_policys_threads(monkeypatch, re
 
 
 def test_a_stage_takes_one_thread_or_its_share_of_the_cores(monkeypatch):
-    from zerolock_core.config import RunConfig, TrainConfig
+    from zerolock_core.config.run_config import RunConfig, TrainConfig
     from zerolock_core.runtime.stage_process import stage_threads
 
     monkeypatch.setattr(threads, "available_cores", lambda: 8)

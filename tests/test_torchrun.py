@@ -15,7 +15,7 @@ import pytest
 
 from zerolock_core.cli import main
 from test_fault_tolerance import assert_bitwise_equal
-from benchmarks.machine import free_port
+from benchmarks.common.machine import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -9,8 +9,8 @@ import time
 import pytest
 import torch.distributed as dist
 
-from benchmarks.machine import free_port
-from zerolock_core.config import ConfigError
+from benchmarks.common.machine import free_port
+from zerolock_core.config.run_config import ConfigError
 from zerolock_core.runtime import protocol
 from zerolock_core.runtime.torchrun_entry import _join_session
 

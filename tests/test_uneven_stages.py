@@ -6,8 +6,8 @@ import pytest
 
 from benchmarks.faults import bitwise_equal, case_config, run_with_deadline
 from zerolock_core.cli import summary
-from zerolock_core.config import replace
-from zerolock_core.run_dir import RunDir
+from zerolock_core.config.run_config import replace
+from zerolock_core.rundir.run_dir import RunDir
 from zerolock_core.telemetry.events import read_events
 from zerolock_core.vocabulary import is_busy
 
@@ -75,7 +75,7 @@ def test_metrics_give_each_stage_its_busy_and_idle_seconds(runs):
 
 def test_a_straggler_from_the_dashboard_slows_its_stage_from_its_next_step(tmp_path):
     from benchmarks.faults import DEADLINE_S
-    from zerolock_core.runtime.run import Run
+    from zerolock_core.jobs.pipeline_job import Run
 
     run = Run(case_config(tmp_path, method="zerolock", stages=2, steps=12, ckpt_every=0)).start()
     while run.status()["steps_done"] < 1:

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from zerolock_core.config import DataConfig, ObjectiveConfig, RunConfig, TrainConfig, replace
+from zerolock_core.config.run_config import DataConfig, ObjectiveConfig, RunConfig, TrainConfig, replace
 from zerolock_core.data import Example, encode_split, load_task
 from zerolock_core.data.encoding import IGNORE_INDEX, label_first_tokens, prompt_frame
 from zerolock_core.data.user_task import FieldMap, held_back
-from zerolock_core.loading import load_tokenizer
+from zerolock_core.models.loading import load_tokenizer
 
 TOPICS = {"sport": ("match", "goal", "team"), "money": ("bank", "stock", "market"), "science": ("lab", "cell", "study")}
 
@@ -184,7 +184,7 @@ def test_a_bad_file_is_refused_in_one_line_before_anything_is_created(tmp_path, 
 ])
 def test_field_flags_that_contradict_each_other_are_refused(tmp_path, flags, message):
     from zerolock_core.cli import build_parser, config_from_args
-    from zerolock_core.config import ConfigError
+    from zerolock_core.config.run_config import ConfigError
 
     data = write_jsonl(tmp_path / "d.jsonl", qa_rows())
     args = build_parser().parse_args(["train", "--dataset", f"jsonl:{data}", *flags])
@@ -196,9 +196,9 @@ def test_field_flags_that_contradict_each_other_are_refused(tmp_path, flags, mes
 @pytest.mark.slow
 @pytest.mark.parametrize("task", ["classification", "response"])
 def test_the_pipeline_equals_the_reference_bitwise_on_a_users_file(tmp_path, task):
-    from zerolock_core.artifacts import load_final_weights
-    from zerolock_core.job import train
-    from zerolock_core.reference_trainer import train_reference
+    from zerolock_core.rundir.artifacts import load_final_weights
+    from zerolock_core.jobs.job import train
+    from zerolock_core.train.reference_trainer import train_reference
 
     if task == "classification":
         path = write_jsonl(tmp_path / "c.jsonl", class_rows())
@@ -254,8 +254,8 @@ def test_the_committed_example_files_are_what_the_script_makes_and_read_as_the_d
 
 
 def test_generate_puts_a_response_runs_prompts_in_its_own_frame_and_expects_the_response(tmp_path):
-    from zerolock_core.generation import GenerateRequest, generate_answers
-    from zerolock_core.reference_trainer import train_reference
+    from zerolock_core.export.generation import GenerateRequest, generate_answers
+    from zerolock_core.train.reference_trainer import train_reference
 
     path = write_jsonl(tmp_path / "qa.jsonl", qa_rows())
     cfg = RunConfig(data=DataConfig(dataset=f"jsonl:{path}", prompt_field="q", response_field="a", seq_len=32,

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from zerolock_core import schedule
-from zerolock_core.config import FAILURE_MODES
-from zerolock_core.palette import KIND_COLOURS, KIND_LABELS
+from zerolock_core.config.run_config import FAILURE_MODES
+from zerolock_core.viz.palette import KIND_COLOURS, KIND_LABELS
 from zerolock_core.schedule.action import COMPUTE_KINDS, RECV_KINDS, SCHEDULE_KINDS, SEND_KINDS, Action
 from zerolock_core.telemetry.activity import bubble_fraction, makespan_s, stage_stats
 from zerolock_core.vocabulary import BUSY_KINDS, KIND_CATEGORY, Category, Kind, is_busy

@@ -3,11 +3,11 @@ one whole backward trains."""
 import pytest
 import torch
 
-from zerolock_core.artifacts import load_final_weights
-from zerolock_core.config import DataConfig, ObjectiveConfig, RunConfig, TrainConfig
-from zerolock_core.job import train
-from zerolock_core.reference_trainer import train_reference
-from zerolock_core.run_dir import RunDir
+from zerolock_core.rundir.artifacts import load_final_weights
+from zerolock_core.config.run_config import DataConfig, ObjectiveConfig, RunConfig, TrainConfig
+from zerolock_core.jobs.job import train
+from zerolock_core.train.reference_trainer import train_reference
+from zerolock_core.rundir.run_dir import RunDir
 from zerolock_core.telemetry.events import read_events
 
 pytestmark = pytest.mark.slow

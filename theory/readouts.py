@@ -145,7 +145,7 @@ def chunk_readouts(chunks: Sequence[Any], batch: dict[str, "torch.Tensor"]) -> C
     """
     import torch
 
-    from zerolock_core.stage_worker import answer_positions
+    from zerolock_core.train.stage_worker import answer_positions
 
     if not chunks or getattr(chunks[0], "embed", None) is None:
         raise ValueError("chunks must start with the first chunk (the one holding the embedding)")
@@ -169,8 +169,8 @@ def chunk_readouts(chunks: Sequence[Any], batch: dict[str, "torch.Tensor"]) -> C
 
 def run_config(run_dir: str | Path) -> Any:
     """The ``RunConfig`` a run was made with (its run directory's config, or its record's)."""
-    from zerolock_core.config import ConfigError
-    from zerolock_core.run_dir import RunDir
+    from zerolock_core.config.run_config import ConfigError
+    from zerolock_core.rundir.run_dir import RunDir
 
     try:
         return RunDir(run_dir).saved_config()
@@ -180,8 +180,8 @@ def run_config(run_dir: str | Path) -> Any:
 
 def load_run_weights(chunks: Sequence[Any], run_dir: str | Path) -> None:
     """Load a run's ``final/chunk{k}.safetensors`` into ``chunks`` (every trainable tensor must be
-    there, every saved one must belong; see ``zerolock_core.artifacts.load_trained_weights``)."""
-    from zerolock_core.artifacts import load_trained_weights
+    there, every saved one must belong; see ``zerolock_core.rundir.artifacts.load_trained_weights``)."""
+    from zerolock_core.rundir.artifacts import load_trained_weights
 
     load_trained_weights(chunks, run_dir)
 
@@ -205,7 +205,7 @@ def readouts_of_run(
             the embedded datasets).
     """
     if setup is None:
-        from zerolock_core.run_setup import build_run_setup
+        from zerolock_core.train.run_setup import build_run_setup
 
         if cfg is None:
             if run_dir is None:

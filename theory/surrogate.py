@@ -137,8 +137,8 @@ def _alphas(chunks: Sequence[Any], alpha: float | Sequence[float]) -> list[float
 def _local_losses(chunks: Sequence[Any], mb: dict[str, "torch.Tensor"], alphas: Sequence[float],
                   direction: str, *, detach: bool) -> list["torch.Tensor"]:
     """Each chunk's engine local loss on ``mb`` (``detach=False``: gradients cross boundaries)."""
-    from zerolock_core.objectives import local_loss
-    from zerolock_core.stage_worker import answer_positions
+    from zerolock_core.method.objectives import local_loss
+    from zerolock_core.train.stage_worker import answer_positions
 
     omega, targets = answer_positions(mb)
     x, h_in, losses = mb["input_ids"], None, []
@@ -285,7 +285,7 @@ def run_surrogate_sgd(
     ``R^t``, Lemma 3). Modifies ``setup.chunks`` in place.
 
     Args:
-        setup: a ``zerolock_core.run_setup.RunSetup``.
+        setup: a ``zerolock_core.train.run_setup.RunSetup``.
         steps: ``T``.
         eta0, gamma: the schedule (both > 0).
         alpha: one value or one per chunk; default the setup's config.

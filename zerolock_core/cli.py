@@ -12,18 +12,18 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .config import ConfigError, RunConfig
-from .config_file import read_config_toml
-from .preflight import preflight
-from .recovery_phases import phases_text
-from .run_dir import RunDir
-from .run_fields import RUN_FIELDS, SECTIONS, RunField
-from .setting import value_text
-from .readout_spec import READOUT_CHOICES
-from .stop_signals import StopSignals
+from .config.run_config import ConfigError, RunConfig
+from .config.config_file import read_config_toml
+from .jobs.preflight import preflight
+from .runtime.recovery_phases import phases_text
+from .rundir.run_dir import RunDir
+from .config.run_fields import RUN_FIELDS, SECTIONS, RunField
+from .config.setting import value_text
+from .config.readout_spec import READOUT_CHOICES
+from .jobs.stop_signals import StopSignals
 
 if TYPE_CHECKING:
-    from .metrics import Metrics
+    from .rundir.metrics import Metrics
 
 
 class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -127,7 +127,7 @@ def _resume_config(a: argparse.Namespace) -> "RunConfig":
 
 def _run_dir_of(name: str) -> RunDir:
     """A run named on the command line: a directory, or else the id of a run under the runs folder."""
-    from .runs_root import DEFAULT_RUNS, NotARun, RunsRoot
+    from .rundir.runs_root import DEFAULT_RUNS, NotARun, RunsRoot
 
     if Path(name).is_dir():
         return RunDir(name)
@@ -153,7 +153,7 @@ def cmd_train(a: argparse.Namespace) -> int:
             raise ConfigError("--resume is for --runtime pipeline runs (a reference run has no checkpoints)")
     else:
         cfg = config_from_args(a, out=a.out, base=read_config_toml(a.config) if a.config else None)
-        from .runs_root import DEFAULT_RUNS
+        from .rundir.runs_root import DEFAULT_RUNS
 
         out = a.out or str(Path(DEFAULT_RUNS) / f"{cfg.train.method}-{time.strftime('%Y%m%d-%H%M%S')}")
         cfg = dataclasses.replace(cfg, out=out)
@@ -169,7 +169,7 @@ def cmd_train(a: argparse.Namespace) -> int:
         if metrics is None:
             exit_now(0)  # no destructors: a link torn down after its peer has gone can abort
         exit_now(_report_end(metrics, out))
-    from .job import make_job, run_to_end
+    from .jobs.job import make_job, run_to_end
 
     if a.stop_signals is not None and a.stop_signals.requested:  # during the imports and checks above
         print("zerolock: stopped before the run started: nothing was created", file=sys.stderr)
@@ -253,8 +253,8 @@ def time_lines(metrics: "Metrics") -> list[str]:
 
 
 def cmd_pretrain_tiny(a: argparse.Namespace) -> int:
-    from .loading import TINY_DIR
-    from .pretrain_tiny import TinyPreset, pretrain_tiny
+    from .models.loading import TINY_DIR
+    from .models.pretrain_tiny import TinyPreset, pretrain_tiny
 
     preset = TinyPreset(steps=a.steps, seed=a.seed)
     report = pretrain_tiny(a.out or TINY_DIR, preset, progress=not a.quiet)
@@ -264,7 +264,7 @@ def cmd_pretrain_tiny(a: argparse.Namespace) -> int:
 
 
 def cmd_export(a: argparse.Namespace) -> int:
-    from .export_adapters import ExportTargets, export_run
+    from .export.peft_export import ExportTargets, export_run
 
     targets = ExportTargets(peft=Path(a.peft) if a.peft else None, merged=Path(a.merged) if a.merged else None)
     result = export_run(_run_dir_of(a.run).path, targets)
@@ -275,7 +275,7 @@ def cmd_export(a: argparse.Namespace) -> int:
 
 
 def cmd_generate(a: argparse.Namespace) -> int:
-    from .generation import GenerateRequest, generate_answers
+    from .export.generation import GenerateRequest, generate_answers
 
     prompts = list(a.prompt)
     if a.file:
@@ -331,7 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(AutoModelForCausalLM.from_pretrained(OUT))")
     p.set_defaults(func=cmd_export)
 
-    from .generation import DEFAULT_NEW_TOKENS
+    from .export.generation import DEFAULT_NEW_TOKENS
 
     p = sub.add_parser("generate", help="the base and the fine-tuned model's greedy answers to prompts, side by side",
                        formatter_class=DefaultsHelpFormatter)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..config import ConfigError
+from ..config.run_config import ConfigError
 from .cache import build_lock, models_dir
 
 TINY_DIR = Path(__file__).resolve().parent.parent / "assets" / "tiny"

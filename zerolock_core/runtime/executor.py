@@ -19,12 +19,12 @@ from typing import Callable, Iterable, Iterator
 import torch
 import torch.distributed as dist
 
-from ..run_fields import LOCAL_METHODS, splits_backward
+from ..config.run_fields import LOCAL_METHODS, splits_backward
 from ..schedule import Action, Kind
-from ..stage_worker import StageWorker, StepLoss
+from ..train.stage_worker import StageWorker, StepLoss
 from ..telemetry import ActivationMeter, Event, EventWriter
 from ..vocabulary import is_busy
-from .. import boundary
+from ..method import boundary
 from . import protocol
 from .checkpoint import CheckpointStore, capture
 from .errors import BufferExhausted, LinkBroken, LinkRebuilt, MemoryBudgetExceeded, StopRequested

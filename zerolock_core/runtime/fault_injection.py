@@ -22,8 +22,8 @@ import time
 from dataclasses import dataclass
 import torch.distributed as dist
 
-from ..config import STRAGGLER, STRAGGLER_FACTOR, FailureSpec
-from ..run_dir import RunDir
+from ..config.run_config import STRAGGLER, STRAGGLER_FACTOR, FailureSpec
+from ..rundir.run_dir import RunDir
 from . import protocol
 
 SIGNAL_OF = {"kill": signal.SIGKILL, "stop": signal.SIGSTOP, "post-step": signal.SIGKILL,

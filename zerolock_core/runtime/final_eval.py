@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..artifacts import load_trained_weights
-from ..config import RunConfig
-from ..evaluation import evaluate_chunks
-from ..generation_eval import final_generation
-from ..atomic_files import write_json_atomic
-from ..metrics import eval_record
-from ..run_dir import RunDir
-from ..run_setup import build_run_setup
-from ..threads import pin_threads
+from ..rundir.artifacts import load_trained_weights
+from ..config.run_config import RunConfig
+from ..train.evaluation import evaluate_chunks
+from ..train.generation_eval import final_generation
+from ..rundir.atomic_files import write_json_atomic
+from ..rundir.metrics import eval_record
+from ..rundir.run_dir import RunDir
+from ..train.run_setup import build_run_setup
+from ..train.threads import pin_threads
 
 
 def evaluate_run(cfg_dict: dict[str, Any], run_dir: str) -> None:

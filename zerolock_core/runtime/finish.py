@@ -7,12 +7,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..artifacts import final_weight_steps
-from ..config import RunConfig
-from ..atomic_files import read_json, read_json_lines
-from ..loss_curves import curve_name, from_step_losses, summarise, write_curves
-from ..metrics import Metrics
-from ..run_dir import RunDir
+from ..rundir.artifacts import final_weight_steps
+from ..config.run_config import RunConfig
+from ..rundir.atomic_files import read_json, read_json_lines
+from ..rundir.loss_curves import curve_name, from_step_losses, summarise, write_curves
+from ..rundir.metrics import Metrics
+from ..rundir.run_dir import RunDir
 from ..telemetry import read_events, write_chrome_trace
 from ..telemetry.activity import bubble_fraction, makespan_s, stage_stats
 from .checkpoint import CheckpointStore

@@ -18,7 +18,7 @@ from typing import Callable
 
 import torch.distributed as dist
 
-from ..config import HEARTBEAT_INTERVAL_S as INTERVAL_S
+from ..config.run_config import HEARTBEAT_INTERVAL_S as INTERVAL_S
 from . import protocol
 from .processes import ORPHANED_EXIT
 

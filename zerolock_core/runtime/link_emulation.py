@@ -12,7 +12,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from ..config import LinkConfig
+from ..config.run_config import LinkConfig
 from ..schedule import LINK_PROFILES, LinkProfile
 
 

@@ -13,8 +13,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..atomic_files import read_json_lines
-from ..stage_worker import StepLoss
+from ..rundir.atomic_files import read_json_lines
+from ..train.stage_worker import StepLoss
 
 
 class LossLog:

@@ -33,8 +33,8 @@ START_METHODS = ("forkserver", "spawn")
 PRELOAD = (
     "torch", "torch.distributed", "transformers", "transformers.models.llama.modeling_llama",
     "transformers.models.auto.tokenization_auto", "peft", "safetensors.torch",
-    "zerolock_core.runtime.stage_process", "zerolock_core.runtime.final_eval", "zerolock_core.run_setup",
-    "zerolock_core.data", "zerolock_core.encoded_data_cache", "zerolock_core.chunks",
+    "zerolock_core.runtime.stage_process", "zerolock_core.runtime.final_eval", "zerolock_core.train.run_setup",
+    "zerolock_core.data", "zerolock_core.rundir.encoded_data_cache", "zerolock_core.method.chunks",
 )
 
 

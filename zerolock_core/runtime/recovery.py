@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import time
 
-from ..config import RunConfig
-from ..run_dir import RunDir
+from ..config.run_config import RunConfig
+from ..rundir.run_dir import RunDir
 from . import protocol
 from .checkpoint import CheckpointStore
 from .recovery_policy import Decision, Observed, StageView, decide

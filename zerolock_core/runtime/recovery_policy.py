@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..config import LOCAL_METHODS, PIPEDREAM_REFUSAL
+from ..config.run_config import LOCAL_METHODS, PIPEDREAM_REFUSAL
 
 
 @dataclass(kw_only=True, frozen=True)

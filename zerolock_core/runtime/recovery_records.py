@@ -10,9 +10,9 @@ from typing import Any, Callable
 
 import torch.distributed as dist
 
-from ..config import LOCAL_METHODS, STRAGGLER, STRAGGLER_FACTOR, FailureSpec, RunConfig
-from ..recovery_phases import INSTANTS, phases_from_instants
-from ..run_dir import RunDir
+from ..config.run_config import LOCAL_METHODS, STRAGGLER, STRAGGLER_FACTOR, FailureSpec, RunConfig
+from .recovery_phases import INSTANTS, phases_from_instants
+from ..rundir.run_dir import RunDir
 from . import protocol
 
 Getter = Callable[[str, Any, type], Any]

@@ -23,19 +23,19 @@ from typing import Any, Iterator
 import torch
 import torch.distributed as dist
 
-from ..artifacts import save_final_weights
-from ..atomic_files import write_json_atomic
-from ..run_dir import RunDir
-from ..config import LOCAL_METHODS, FailureSpec, RunConfig
-from ..determinism import apply_from_env
-from ..run_fields import schedule_of
-from ..threads import threads_for
+from ..rundir.artifacts import save_final_weights
+from ..rundir.atomic_files import write_json_atomic
+from ..rundir.run_dir import RunDir
+from ..config.run_config import LOCAL_METHODS, FailureSpec, RunConfig
+from ..train.determinism import apply_from_env
+from ..config.run_fields import schedule_of
+from ..train.threads import threads_for
 from ..schedule import Action, iter_stage_actions
-from ..stage_worker import StageWorker
+from ..train.stage_worker import StageWorker
 from ..telemetry import Event, EventWriter
 from ..telemetry.lifecycle import StartupClock, write_lifecycle
 from ..telemetry.process_memory import peak_rss_bytes
-from ..run_setup import build_run_setup
+from ..train.run_setup import build_run_setup
 from ..vocabulary import Kind
 from . import protocol
 from .checkpoint import CheckpointStore, restore

@@ -30,7 +30,7 @@ def standby_main(conn: Connection, prepare: tuple[Callable[..., Any], tuple[Any,
     import transformers  # noqa: F401
 
     from . import final_eval, stage_process  # noqa: F401
-    from .. import run_setup  # noqa: F401
+    from ..train import run_setup  # noqa: F401
 
     if prepare is not None:  # what any stage of the run starts with (run_setup.prepare: tokenizer, data)
         try:

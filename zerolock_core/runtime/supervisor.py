@@ -14,7 +14,7 @@ import time
 from multiprocessing.process import BaseProcess
 from typing import Any, Callable
 
-from ..config import RunConfig
+from ..config.run_config import RunConfig
 from . import protocol
 from .processes import start_process
 from .recovery_policy import StageView

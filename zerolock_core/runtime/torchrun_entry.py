@@ -34,11 +34,11 @@ from typing import Any
 
 import torch.distributed as dist
 
-from ..auto_boundaries import resolve_auto_boundaries
-from ..config import ConfigError, RunConfig, replace
-from ..atomic_files import read_json
-from ..metrics import Metrics
-from ..run_dir import RunDir, RunLock
+from ..method.auto_boundaries import resolve_auto_boundaries
+from ..config.run_config import ConfigError, RunConfig, replace
+from ..rundir.atomic_files import read_json
+from ..rundir.metrics import Metrics
+from ..rundir.run_dir import RunDir, RunLock
 from . import protocol
 from .finish import Ending, record, resumable_step, write_trace
 from .stage_process import STORE_TIMEOUT_S, StageLaunch, stage_main

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..atomic_files import read_json_lines
+from ..rundir.atomic_files import read_json_lines
 from ..vocabulary import Kind
 
 # the phases of a start-up, in order: importing torch and the engine, loading the stage's layers,

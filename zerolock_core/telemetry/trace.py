@@ -13,7 +13,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..atomic_files import write_text_atomic
+from ..rundir.atomic_files import write_text_atomic
 from ..vocabulary import Category, category
 
 DETAIL_STEPS = 200  # steps per stage drawn action by action at the end of the trace

@@ -1,0 +1,116 @@
+"""Readability tab: can the frozen head read the hidden state after every layer (logit lens, and a
+fitted translator per layer)? Computed on demand in the dashboard's process, with a progress bar;
+the figure is the one `zerolock bench readability` writes."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradio as gr
+
+from zerolock_core.data.registry import ACCEPTED_SPECS
+from zerolock_core.config.field_words import FORM
+from zerolock_core.models.presets import PRESETS
+
+SEQ_LEN = 64  # the examples' length: short, so a measurement takes seconds
+# what the tab shows before anything is measured: the committed study of the tiny model, pretrained and after
+# a 200-step fine-tune (the pretrained tiny model alone is unreadable at every layer: nothing to see)
+RECORDED = Path(__file__).resolve().parents[2] / "docs" / "results" / "readability-tiny.json"
+# by name only: a request never names a path (a model directory, a CSV) on the dashboard's machine
+MODELS = tuple(PRESETS)
+DATASETS = tuple(spec for spec in ACCEPTED_SPECS if ":" not in spec)
+
+
+@dataclass(kw_only=True)
+class ReadabilityTab:
+    inputs: list[gr.components.Component]
+    button: gr.Button
+    outputs: list[gr.components.Component]
+
+
+def build_readability_tab() -> ReadabilityTab:
+    gr.Markdown("Every ZeroLock chunk reads its hidden state out through the **frozen** final norm + LM head. "
+                "This measures whether the head can: label accuracy after each layer, read through the "
+                "frozen head (solid), through a small translator fitted per layer (dotted), and through the "
+                "model's own top layers (dash-dot: the Run form's readout top:last, the last chunk's layers at K, read by "
+                "every chunk before it). Dashed lines are the chunk boundaries at K; the grey dotted line is "
+                "always answering the most frequent label.")
+    with gr.Row():
+        model = gr.Dropdown(list(MODELS), value="tiny", label="model", elem_id="read-model")
+        dataset = gr.Dropdown(list(DATASETS), value="topics", label="dataset", elem_id="read-dataset")
+        stages = gr.Slider(1, 8, value=3, step=1, label="stages K (boundaries drawn)", elem_id="read-k")
+        examples = gr.Slider(32, 512, value=128, step=32, label="eval examples", elem_id="read-examples")
+        fit = gr.Checkbox(True, label="fit translators (slower)", elem_id="read-fit")
+        top = gr.Checkbox(True, label="read through the top layers (top:last)", elem_id="read-top")
+    button = gr.Button("Measure readability", variant="primary", elem_id="read-go")
+    text = gr.Markdown(elem_id="read-text")
+    plot = gr.Plot(show_label=False, elem_id="read-plot")
+    return ReadabilityTab(inputs=[model, dataset, stages, examples, fit, top], button=button, outputs=[text, plot])
+
+
+def measure(model: str, dataset: str, stages: float, examples: float, fit: bool, top: bool = True,
+            progress: gr.Progress = gr.Progress()) -> tuple:
+    from zerolock_core.analysis.readability import TranslatorFit, lens_config, measure_condition, readability_summary
+    from zerolock_core.analysis.readability_figures import readability_figures
+
+    k, n = int(stages), int(examples)
+    model, dataset = str(model or "").strip(), str(dataset or "").strip()
+    if model not in MODELS or dataset not in DATASETS:  # no path: the dashboard reads only its runs folder
+        return (f"⚠️ the dashboard measures its own models ({', '.join(MODELS)}) on its own datasets "
+                f"({', '.join(DATASETS)}); a model directory or a CSV file is measured from the command line "
+                "(`zerolock bench readability`)"), None
+    try:
+        cfg = lens_config(model=model, dataset=dataset, seq_len=SEQ_LEN, method="bp", stages=k, steps=1,
+                          eval_size=n, out=None, boundaries=None)
+    except ValueError as err:
+        return f"⚠️ {err}", None
+    translator = TranslatorFit(steps=100, examples=128) if fit else None
+    progress(0.0, desc="loading the model")
+
+    def bar(label: str):
+        return lambda done, total: progress(done / max(1, total), desc=label)
+
+    try:
+        condition = measure_condition(cfg, run_dir=None, fit=translator, eval_size=n, progress=bar,
+                                      top=bool(top))
+    except ValueError as err:  # ConfigError: a bad model / dataset name, a missing extra
+        return f"⚠️ {err}", None
+    summary = readability_summary({"pretrained": condition}, stages=k, boundaries=None)
+    lines = [f"**{model}** on **{dataset}**, {n} eval examples, {condition['seconds']:.0f} s. "
+             f"Majority class: {summary['chance']:.2f}; last layer: "
+             f"{condition['lens'][-1]['label_accuracy']:.2f} (frozen head)."]
+    if "top" in condition:
+        n_top, reach = condition["top_layers"], condition["top"]
+        lines.append(f"- through the top {n_top} layers ({FORM.value('readout', 'top:last')}): "
+                     + ", ".join(f"after layer {r['layer']}: {r['label_accuracy']:.2f}"
+                                 for r in reach if r["layer"] in summary["chunk_boundaries"])
+                     + " (the chunks before the last, at their ends)")
+    for curve, s in summary["suggestions"]["pretrained"].items():
+        where = "no cut works" if s["boundaries"] is None else \
+            FORM.value("boundaries", ",".join(str(b) for b in s["boundaries"])) if s["boundaries"] else "—"
+        lines.append(f"- cut suggestion ({'frozen head' if curve == 'lens' else 'translator'}): {where} — {s['why']}")
+    figure = readability_figures(summary, model=model, dataset=dataset, stages=k)["readability_label_accuracy"]
+    return "\n".join(lines), figure
+
+
+def recorded(current: object = None, path: Path = RECORDED) -> tuple:
+    """The committed readability study (`RECORDED`), shown when the tab opens and nothing was measured
+    yet; a measurement already on screen stays."""
+    from zerolock_core.analysis.readability_figures import readability_figures
+
+    if current:
+        return gr.skip(), gr.skip()
+    try:
+        report = json.loads(path.read_text())
+    except FileNotFoundError:
+        return "Press **Measure readability** (about a minute on 2 cores).", None
+    model, dataset = report["settings"]["model"], report["settings"]["dataset"]
+    last = {name: c["lens"][-1]["label_accuracy"] for name, c in report["conditions"].items()}
+    text = (f"**Recorded** by the project's readability study ({RECORDED.name}, {report['machine']}): "
+            f"{model} on {dataset}, pretrained and "
+            f"after {report['finetune_steps']} steps of fine-tuning. Through the frozen head at the last layer: "
+            + ", ".join(f"{name} {acc:.2f}" for name, acc in last.items())
+            + f" (majority class {report['chance']:.2f}). Press **Measure readability** for a live measurement.")
+    figure = readability_figures(report, model=model, dataset=dataset, stages=report["stages"])
+    return text, figure["readability_label_accuracy"]

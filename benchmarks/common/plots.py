@@ -1,0 +1,80 @@
+"""The figure pieces every benchmark draws with, in the colours of zerolock_core/viz/palette.py (a method's
+series in its colour, a second estimate of the same quantity fainter: `palette.estimate_colour`).
+
+plotly is imported on first use: `zerolock bench NAME --help` must not pay for it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+from zerolock_core.viz.palette import NEUTRAL, estimate_colour, method_colour
+
+# the simulated (or measured) value drawn as a dark cross over its method's bar
+CROSS = {"symbol": "x", "size": 10, "color": NEUTRAL["ink"]}
+# bar fill patterns: a second cue where bars of one method stack or stand side by side
+PATTERNS = ("", "/", ".", "x")
+
+
+def figure(traces: Iterable[Any] = (), **layout: Any):
+    """A figure of `traces` with `layout` (keywords of `update_layout`)."""
+    import plotly.graph_objects as go
+
+    return go.Figure(list(traces)).update_layout(**layout)
+
+
+def panels(titles: Sequence[str], **options: Any):
+    """One row of subplots, one per title (`options`: make_subplots keywords, e.g. shared_yaxes)."""
+    from plotly.subplots import make_subplots
+
+    return make_subplots(rows=1, cols=len(titles), subplot_titles=list(titles), **options)
+
+
+def bar(name: str, x: Iterable[Any], y: Iterable[Any], *, method: str | None = None, **options: Any):
+    """A bar trace; `method` colours it as that method everywhere."""
+    import plotly.graph_objects as go
+
+    if method is not None:
+        options.setdefault("marker_color", method_colour(method))
+    return go.Bar(name=name, x=list(x), y=list(y), **options)
+
+
+def method_bars(name: str, x: Sequence[Any], y: Iterable[Any], *, methods: Sequence[str] | None = None,
+                estimate: int = 0, pattern: int = 0, **options: Any):
+    """Bars over `x`, each in the colour of its method (`methods`, default x itself: one bar per method);
+    `estimate` > 0: the estimate-th other estimate of the quantity, fainter; `pattern`: its fill pattern."""
+    colours = [estimate_colour(method_colour(m), estimate) for m in (x if methods is None else methods)]
+    if pattern:
+        options["marker_pattern_shape"] = PATTERNS[pattern]
+    return bar(name, x, y, marker_color=colours, **options)
+
+
+def cross(name: str, x: Iterable[Any], y: Iterable[Any], *, group: str):
+    """Black crosses over the bars of offset group `group`: the other estimate of the same quantity."""
+    import plotly.graph_objects as go
+
+    return go.Scatter(name=name, x=list(x), y=list(y), mode="markers", offsetgroup=group, marker=CROSS)
+
+
+def curve(name: str, x: Iterable[Any], y: Iterable[Any], *, color: str | None = None, markers: bool = True,
+          **options: Any):
+    """A line (with markers unless `markers=False`); `color` sets the line's colour."""
+    import plotly.graph_objects as go
+
+    if color is not None:
+        options["line"] = {"color": color, **options.get("line", {})}
+    if markers:
+        options.setdefault("mode", "lines+markers")
+    return go.Scatter(name=name, x=list(x), y=list(y), **options)
+
+
+def bars_and_crosses(groups: list[tuple[str, list[str], tuple[str, list[Any]], tuple[str, list[Any]] | None]],
+                     title: str):
+    """Per (method, x, (name, bar heights), (name, crosses) or None): the method's bars, one estimate of the
+    samples/s, with the other estimate as dark crosses over them."""
+    traces = []
+    for m, x, (bar_name, bars), crosses in groups:
+        traces.append(bar(bar_name, x, bars, method=m, offsetgroup=m))
+        if crosses is not None:
+            traces.append(cross(crosses[0], x, crosses[1], group=m))
+    return figure(traces, barmode="group", scattermode="group", yaxis_title="samples/s", title=title)

@@ -1,0 +1,168 @@
+"""Per-action costs measured in this process, one stage after another, with the stages' thread count.
+
+The runtime runs exactly these `StageWorker` calls (forward, local step, BP backward, optimizer
+step); timing them here, one after another, gives each stage's costs for any K without stage
+processes competing for the cores. That is what the simulator needs for K > cores (docs/results.md, the fairness rule);
+the simulator benchmark checks these costs against a real run's events where K <= cores.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import torch
+
+from zerolock_core.config.run_config import replace
+from zerolock_core.config.run_fields import LOCAL_METHODS, splits_backward
+from zerolock_core.schedule import Costs, Kind
+from zerolock_core.method.split_backward import WeightGradient
+from zerolock_core.train.stage_worker import StageWorker
+from zerolock_core.train.run_setup import build_run_setup
+from .settings import BenchSettings
+from zerolock_core.schedule.dualpipe_v import DUALPIPE_V
+
+
+def probed_stage_costs(method: str, per_stage: dict[int, dict[str, float]]) -> dict[int, dict[str, float]]:
+    """The simulator's per-stage costs of `method` from probed seconds: ZeroLock's forward is the one without
+    an input gradient (F_local); zb-h1's backward is the split one as the runtime runs it (B_input, then W;
+    the simulator's B is a whole backward, of which W is the part run later). DualPipe-V (simulated only)
+    runs most of its backwards whole (torch's FULL_BACKWARD: B then W at once, one backward's cost) and
+    splits a few to fill its tail: whole B and the probed W, so a split one costs no more than a whole one
+    (optimistic for those few, exact for the rest)."""
+    def one(c: dict[str, float]) -> dict[str, float]:
+        out = {Kind.F: c["F_local"] if method in LOCAL_METHODS else c["F"], Kind.L: c["L"], Kind.B: c["B"],
+               Kind.STEP: c["STEP"]}
+        if splits_backward(method):
+            out[Kind.B], out[Kind.W] = c["B_input"] + c["W"], c["W"]
+        elif method == DUALPIPE_V:
+            out[Kind.W] = min(c["W"], c["B"])
+        return out
+
+    return {s: one(c) for s, c in per_stage.items()}
+
+
+PROBED = ("F_local", "L", "F", "B", "B_input", "W", "STEP")  # what `probe_costs` times per stage
+
+
+@dataclass(kw_only=True, frozen=True)
+class ProbedCosts:
+    # stage -> median seconds of F, F_local, L, B (a whole BP backward), B_input and W (that backward split
+    # as zb-h1 runs it: the input gradient, then the weights'), STEP
+    per_stage: dict[int, dict[str, float]]
+    hidden_bytes: int  # one micro-batch's hidden state on the wire
+    layers: list[list[int]]
+
+    def costs(self, method: str) -> Costs:
+        return Costs(
+            forward=0.0,
+            local=0.0,
+            backward=0.0,
+            step=0.0,
+            hidden_bytes=self.hidden_bytes,
+            grad_bytes=0 if method in LOCAL_METHODS else self.hidden_bytes,
+            per_stage=probed_stage_costs(method, self.per_stage),
+        )
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed(fn, device: torch.device) -> float:
+    """Seconds `fn()` takes, the device synchronised before and after."""
+    _sync(device)
+    t0 = time.perf_counter()
+    fn()
+    _sync(device)
+    return time.perf_counter() - t0
+
+
+@contextlib.contextmanager
+def pinned_threads(threads: int) -> Iterator[None]:
+    """torch's thread count set to `threads` (a stage's) while timing in this process, then restored."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def split_input_backward(w: StageWorker, mb: dict[str, torch.Tensor], h: torch.Tensor, grad: torch.Tensor | None,
+                         h_in: torch.Tensor) -> WeightGradient:
+    """B of zb-h1 on one stage, as runtime/executor.py's `_split_B` runs it: the last stage from its loss
+    (readout included), an inner one from `grad`, its output's gradient; stage 0 (token ids in) defers it all
+    to W, as the runtime does."""
+    if w.chunk.is_last:
+        root, _ = w.bp_loss(mb, h)
+        return w.input_backward(root, None, h_in)
+    return w.input_backward(h, grad, h_in)
+
+
+def in_process_config(settings: BenchSettings, *, method: str, stages: int, batch: int, microbatches: int):
+    """The run config of code that computes in this process and writes no run directory (out=None)."""
+    cfg = settings.pipeline(method=method, stages=stages, batch=batch, microbatches=microbatches, out=Path("unused"))
+    return replace(cfg, out=None)
+
+
+def probe_round(w: StageWorker, mb: dict[str, torch.Tensor], h_in: torch.Tensor | None,
+                device: torch.device) -> dict[str, float]:
+    """Seconds of every `PROBED` action of one stage on one micro-batch (`h_in`: what it receives; None on
+    stage 0, which reads the token ids)."""
+    first = h_in is None
+    times: dict[str, float] = {}
+    # ZeroLock: the received hidden state needs no gradient
+    inp = mb["input_ids"] if first else h_in.detach()
+    out: list[torch.Tensor] = []
+    times["F_local"] = timed(lambda: out.append(w.forward(mb, inp)), device)
+    times["L"] = timed(lambda: w.local_backward(mb, None if first else inp, out[0]), device)
+    # BP: the received hidden state needs its gradient (to send upstream)
+    inp = mb["input_ids"] if first else h_in.detach().requires_grad_(True)
+    times["F"] = timed(lambda: out.__setitem__(0, w.forward(mb, inp)), device)
+    h = out[0]
+    g = None if w.chunk.is_last else torch.randn_like(h)
+    times["B"] = timed(lambda: w.bp_loss_backward(mb, h) if g is None else w.bp_backward(h, g), device)
+    # zb-h1: a fresh forward (untimed), its backward split as the runtime's executor splits it
+    split_in = mb["input_ids"] if first else h_in.detach().requires_grad_(True)
+    h = w.forward(mb, split_in)
+    weight_grad: list[WeightGradient] = []
+    times["B_input"] = timed(lambda: weight_grad.append(split_input_backward(w, mb, h, g, split_in)), device)
+    times["W"] = timed(weight_grad[0], device)
+    times["STEP"] = timed(w.optimizer_step, device)
+    return times
+
+
+def probe_costs(settings: BenchSettings, *, stages: int, batch: int, microbatches: int,
+                repeats: int = 5) -> ProbedCosts:
+    """Median seconds of F, L (ZeroLock), B (BP), B_input and W (zb-h1's split backward) and STEP for every
+    stage of a K-way split. Round by round, every stage in each round: a burst of other work on a shared
+    machine then slows one round of every stage, which the median drops, not every repeat of one stage
+    (which would make that stage look slow to the simulator)."""
+    cfg = in_process_config(settings, method="zerolock", stages=stages, batch=batch, microbatches=microbatches)
+    with pinned_threads(settings.threads):
+        setup = build_run_setup(cfg)
+        device = torch.device(settings.device)
+        mb = {k: v.to(device) for k, v in setup.microbatches(0)[0].items()}
+        workers, received, x = [], [], None
+        for chunk in setup.chunks:
+            chunk.to(device)
+            workers.append(StageWorker(chunk=chunk, alpha=settings.alpha, consistency=settings.consistency,
+                                       microbatches=microbatches, lr=settings.lr, weight_decay=0.0))
+            received.append(x)
+            with torch.no_grad():
+                x = chunk(mb["input_ids"] if x is None else x, mb["attention_mask"])
+        times: dict[int, dict[str, list[float]]] = {s: {k: [] for k in PROBED} for s in range(stages)}
+        for _ in range(repeats + 1):  # the first round warms up and is dropped
+            for s, w in enumerate(workers):
+                for kind, seconds in probe_round(w, mb, received[s], device).items():
+                    times[s][kind].append(seconds)
+        per_stage = {s: {k: statistics.median(v[1:]) for k, v in t.items()} for s, t in times.items()}
+        hidden_bytes = x.numel() * x.element_size()  # the last chunk's output: a hidden state like every other
+        return ProbedCosts(per_stage=per_stage, hidden_bytes=hidden_bytes,
+                           layers=[list(c.layer_range) for c in setup.chunks])

@@ -1,0 +1,84 @@
+"""`zerolock generate`: what the fine-tuned model says, beside what its base model says, for a few prompts.
+
+A prompt is put to both models the way the run's task puts its texts (`data.encode_split`: BOS, the text cut
+to the run's sequence length, then a newline and the task's cue; or a prompt -> response run's chat template), and each answers greedily
+(`do_sample=False`, so the same run and prompt always give the same words). The fine-tuned model is the run's
+LoRA merged into a copy of the base in memory (`trained_model.load_trained_model`); nothing is written.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+# torch is imported where it is used: `zerolock --help` reads DEFAULT_NEW_TOKENS and must stay light
+DEFAULT_NEW_TOKENS = 8
+MAX_NEW_TOKENS = 256  # a look at the model, not a long text: the tiny model's window is 256 positions
+MAX_EVAL_ROWS = 200
+
+
+@dataclass(kw_only=True, frozen=True)
+class GenerateRequest:
+    prompts: tuple[str, ...] = ()  # texts of the user's (the task's cue is added to each)
+    eval_rows: int = 0  # and the first N rows of the run's eval split, with their expected answers
+    max_new_tokens: int = DEFAULT_NEW_TOKENS
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS:
+            raise ValueError(f"new tokens: {self.max_new_tokens} is not in 1..{MAX_NEW_TOKENS}")
+        if not 0 <= self.eval_rows <= MAX_EVAL_ROWS:
+            raise ValueError(f"eval rows: {self.eval_rows} is not in 0..{MAX_EVAL_ROWS}")
+        if any(not p.strip() for p in self.prompts):
+            raise ValueError("a prompt is empty: give some text")
+        if not self.prompts and not self.eval_rows:
+            raise ValueError("nothing to ask: give a prompt, or a number of eval rows")
+
+
+@dataclass(kw_only=True, frozen=True)
+class Answer:
+    prompt: str  # the text as given (or the eval row's), without the cue
+    base: str  # the base model's continuation
+    tuned: str  # the fine-tuned model's
+    expected: str | None  # an eval row's label word or response; None for a prompt of the user's
+
+
+def generate_answers(run: str | Path, request: GenerateRequest) -> list[Answer]:
+    from ..data import Example, encode_split, load_data
+    from ..data.encoding import prompt_ids
+    from ..models.loading import load_causal_lm
+    from ..train.run_setup import DATA_SEED
+    from .trained_model import load_trained_model
+
+    trained = load_trained_model(run)  # refuses a directory without a trained model before anything else
+    cfg, tokenizer = trained.cfg, trained.tokenizer
+    task = load_data(cfg.data, seed=DATA_SEED)  # the run's own file and fields
+    rows = task.eval[:request.eval_rows]
+    if len(rows) < request.eval_rows:
+        raise ValueError(f"eval rows: the run's eval split has {len(task.eval)} rows, not {request.eval_rows}")
+    # a prompt of the user's has no answer: any label word (or an empty response) encodes the same prompt
+    asked = [Example(text=p, label=0) if task.label_words else Example(text=p, response="") for p in request.prompts]
+    examples = asked + list(rows)
+    enc = encode_split(examples, tokenizer=tokenizer, cue=task.cue, label_words=task.label_words,
+                       seq_len=cfg.data.seq_len, chat_template=cfg.data.chat_template)
+    base, tuned = load_causal_lm(cfg.model.model), trained.peft_model.merge_and_unload()
+    answers = []
+    for i, ex in enumerate(examples):
+        ids = prompt_ids(enc.input_ids[i], enc.labels[i])
+        answers.append(Answer(prompt=ex.text, base=_greedy(base, tokenizer, ids, request.max_new_tokens),
+                              tuned=_greedy(tuned, tokenizer, ids, request.max_new_tokens),
+                              expected=None if i < len(asked) else
+                              ex.response if ex.response is not None else task.label_words[ex.label]))
+    return answers
+
+
+def _greedy(model, tokenizer, ids: torch.Tensor, max_new_tokens: int) -> str:
+    import torch
+
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    with torch.no_grad():
+        out = model.generate(input_ids=ids[None], attention_mask=torch.ones_like(ids)[None], do_sample=False,
+                             max_new_tokens=max_new_tokens, pad_token_id=pad)
+    return tokenizer.decode(out[0, ids.shape[0]:], skip_special_tokens=True)

@@ -1,0 +1,453 @@
+"""A run directory: every path in it, how one is made, reused or resumed, and who may write it.
+
+Nothing else in the project spells a run's file names: writers and readers ask a `RunDir` for the
+path of what they want. A run directory holds
+
+    config.toml / config.json   the run's config (the TOML reproduces it: `zerolock train --config`)
+    balance.json                what `--boundaries auto` measured and chose (auto_boundaries.py)
+    metrics.json                the run's record, written once at its end (`metrics.Metrics`)
+    events/NNNNNN.jsonl, lifecycle.jsonl, curves.jsonl, trace.json   telemetry (`telemetry/`)
+    eval.json, eval_progress.json                             the final evaluation
+    stages/stage{s}.json, stages/stage{s}.losses.jsonl        each stage's own report and losses
+    final/chunk{k}.safetensors                                the trained weights
+    checkpoints/stage{s}/step{N}/, checkpoint_log.jsonl       checkpoints and why one was skipped
+    injected/, exports/, dashboard.json, stderr.log           failure markers, exports, the app's notes
+
+Rules: nothing of an existing directory is deleted before the run's config is valid and its model
+can be found; a previous run is deleted only when asked (`overwrite`); `resume` keeps everything and
+refuses a directory of another config or a finished run. **One writer at a time**: every process
+that writes a run holds its lock (`RunLock`, an `flock` the kernel releases when the holder dies),
+so a second run, `--resume` or `--overwrite` of a live directory is refused before it touches
+anything.
+"""
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import re
+import shutil
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..config.run_config import ConfigError, RunConfig
+from ..config.field_words import FieldError
+from .atomic_files import read_json, write_json_atomic
+
+if TYPE_CHECKING:
+    from .metrics import Metrics
+
+_CONFIG_JSON, _CONFIG_TOML, _METRICS = "config.json", "config.toml", "metrics.json"
+_EVENTS_FILE, _LIFECYCLE, _CURVES, _TRACE = "events.jsonl", "lifecycle.jsonl", "curves.jsonl", "trace.json"
+_EVAL, _EVAL_PROGRESS, _CHECKPOINT_LOG = "eval.json", "eval_progress.json", "checkpoint_log.jsonl"
+_APP_RECORD, _STDERR, _ENCODED = "dashboard.json", "stderr.log", "encoded-data.pt"
+_BALANCE = "balance.json"
+_LOCK, _RESERVE = ".lock", ".reserve"
+_CHECKPOINTS, _STAGES, _FINAL, _INJECTED, _EXPORTS = "checkpoints", "stages", "final", "injected", "exports"
+_EVENTS = "events"
+# What a previous run leaves: the presence of any of these means "this directory holds a run".
+_RUN_FILES = (_CONFIG_JSON, _CONFIG_TOML, _METRICS, _EVENTS_FILE, _LIFECYCLE, _CURVES, _TRACE, _EVAL, _EVAL_PROGRESS,
+              _CHECKPOINT_LOG, _APP_RECORD, _STDERR, _ENCODED, _BALANCE)
+_RUN_DIRS = (_CHECKPOINTS, _STAGES, _FINAL, _INJECTED, _EXPORTS, _EVENTS)
+RESERVE_BYTES = 64 * 1024  # kept free for a failed run's metrics.json when the disk fills up
+_TEMPORARY = re.compile(r"^\..+\.tmp-(\d+)$")  # write_json_atomic's and save_final_weights' temporaries
+
+
+class RunInUse(ConfigError):
+    """Another live process writes this run directory."""
+
+
+class RunDir:
+    """The paths of one run directory (nothing is created by asking for a path)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RunDir) and other.path == self.path
+
+    def __hash__(self) -> int:
+        return hash(self.path)
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    # ---- files ---------------------------------------------------------------------------------
+    @property
+    def balance_json(self) -> Path:
+        return self.path / _BALANCE
+
+    @property
+    def config_json(self) -> Path:
+        return self.path / _CONFIG_JSON
+
+    @property
+    def config_toml(self) -> Path:
+        return self.path / _CONFIG_TOML
+
+    @property
+    def metrics(self) -> Path:
+        return self.path / _METRICS
+
+    @property
+    def events(self) -> Path:
+        """The folder of the event files: one per `telemetry.events.SEGMENT_STEPS` steps."""
+        return self.path / _EVENTS
+
+    def event_file(self, segment: int) -> Path:
+        return self.path / _EVENTS / f"{segment:06d}.jsonl"
+
+    def event_files(self) -> list[Path]:
+        """Every event file in order (a run of an earlier version: its one events.jsonl)."""
+        legacy = self.path / _EVENTS_FILE
+        return ([legacy] if legacy.exists() else []) + \
+            (sorted(self.events.glob("*.jsonl")) if self.events.is_dir() else [])
+
+    @property
+    def lifecycle(self) -> Path:
+        return self.path / _LIFECYCLE
+
+    @property
+    def curves(self) -> Path:
+        """The loss curves at full detail, one JSON line per step (metrics.json keeps a summary)."""
+        return self.path / _CURVES
+
+    @property
+    def trace(self) -> Path:
+        return self.path / _TRACE
+
+    @property
+    def eval(self) -> Path:
+        return self.path / _EVAL
+
+    @property
+    def eval_progress(self) -> Path:
+        """The final eval's {"phase": loading | scoring, "scored", "total"} while it runs."""
+        return self.path / _EVAL_PROGRESS
+
+    @property
+    def checkpoint_log(self) -> Path:
+        """Why the checkpoint loader skipped a checkpoint, one JSON line each."""
+        return self.path / _CHECKPOINT_LOG
+
+    @property
+    def app_record(self) -> Path:
+        """The dashboard's notes on a run it started: batch, method, when, how it ended."""
+        return self.path / _APP_RECORD
+
+    @property
+    def stderr_log(self) -> Path:
+        """The standard error of a run's child process (the reference trainer's, in the dashboard)."""
+        return self.path / _STDERR
+
+    # ---- folders -------------------------------------------------------------------------------
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / _CHECKPOINTS
+
+    def stage_checkpoints(self, stage: int) -> Path:
+        return self.path / _CHECKPOINTS / f"stage{stage}"
+
+    @property
+    def stages(self) -> Path:
+        return self.path / _STAGES
+
+    @property
+    def encoded_data(self) -> Path:
+        """The run's data made and encoded once (encoded_data_cache.py): a replacement stage reads it."""
+        return self.path / _ENCODED
+
+    def stage_report(self, stage: int) -> Path:
+        return self.path / _STAGES / f"stage{stage}.json"
+
+    def stage_losses(self, stage: int) -> Path:
+        """The stage's training losses, one JSON line per optimizer step (append-only)."""
+        return self.path / _STAGES / f"stage{stage}.losses.jsonl"
+
+    @property
+    def final(self) -> Path:
+        return self.path / _FINAL
+
+    def final_weights(self, chunk: int) -> Path:
+        return self.path / _FINAL / f"chunk{chunk}.safetensors"
+
+    def final_chunks(self) -> dict[int, Path]:
+        """Every chunk's final weights file, keyed by chunk index."""
+        found = sorted(self.final.glob("chunk*.safetensors")) if self.final.is_dir() else []
+        return {int(p.stem.removeprefix("chunk")): p for p in found}
+
+    def injected_marker(self, stage: int, label: str) -> Path:
+        """The file recording that failure `label` hit `stage` (it outlives the coordinator's store)."""
+        return self.path / _INJECTED / f"stage{stage}-{re.sub(r'[^0-9A-Za-z@-]', '_', label)}"
+
+    def export(self, name: str) -> Path:
+        """A file under exports/ (the folder is made)."""
+        folder = self.path / _EXPORTS
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder / name
+
+    # ---- what is there -------------------------------------------------------------------------
+    def holds_a_run(self) -> bool:
+        return bool(self.found())
+
+    def found(self) -> list[str]:
+        return [n for n in _RUN_FILES + _RUN_DIRS if (self.path / n).exists()]
+
+    def is_live(self) -> bool:
+        """A process holds the run's lock (it is training, resuming or evaluating it right now)."""
+        return RunLock.holder(self.path / _LOCK) is not None
+
+    def saved_config(self) -> RunConfig:
+        """The config the run was made with (config.json; a run's metrics.json where that is missing)."""
+        if self.config_json.exists():
+            try:
+                return RunConfig.from_dict(json.loads(self.config_json.read_text()))
+            except (ValueError, TypeError) as err:
+                raise ConfigError(f"{self.path}: its {_CONFIG_JSON} is not a valid run config ({err})") from None
+        metrics = self.read_metrics()
+        if metrics is not None and metrics.config:
+            return RunConfig.from_dict(metrics.config)
+        raise ConfigError(f"{self.path}: no run there (no {_CONFIG_JSON})")
+
+    def read_balance(self) -> dict[str, Any] | None:
+        """What `--boundaries auto` measured and chose for this run; None for a run of named or even boundaries."""
+        return read_json(self.balance_json)
+
+    def read_metrics(self) -> "Metrics | None":
+        """The run's record, or None while it has none (running, or killed before its end)."""
+        from .metrics import Metrics
+
+        data = read_json(self.metrics)
+        return None if data is None else Metrics.from_json(data)
+
+    # ---- writing -------------------------------------------------------------------------------
+    def write_config(self, cfg: RunConfig) -> None:
+        """The run's config: config.json (what `--resume` reads, `out` included) and config.toml, which
+        `zerolock train --config RUN/config.toml --out NEW` runs again."""
+        from ..config.config_file import write_config_toml
+
+        write_json_atomic(self.config_json, cfg.to_dict())
+        try:
+            write_config_toml(cfg, self.config_toml, comment=f"the config of the run in {self.path}; run it again "
+                                                            f"with `zerolock train --config {self.config_toml} --out DIR`")
+        except ModuleNotFoundError as err:  # tomli-w missing (a bare GPU machine, no internet): config.json suffices
+            if err.name != "tomli_w":
+                raise
+
+    def write_metrics(self, metrics: "Metrics") -> None:
+        """The one writer of metrics.json. When the disk is full, the record is written small (state,
+        reason, steps) into the space the run kept free for it (`RESERVE_BYTES`); if even that fails,
+        the error is raised (its message says so) and no temporary file is left behind."""
+        try:
+            write_json_atomic(self.metrics, metrics.to_json())
+        except OSError as err:
+            if err.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            self.release_reserve()
+            small = metrics.small(f"the disk is full: metrics.json was written without its telemetry ({err})")
+            write_json_atomic(self.metrics, small.to_json())
+        self.release_reserve()
+        if metrics.state == "finished" and metrics.eval is not None:
+            # nothing of this run reads its encoded data again (a later `generate` or resume encodes anew
+            # in seconds): megabytes per run that a runs folder would otherwise keep for ever
+            self.encoded_data.unlink(missing_ok=True)
+
+    def keep_reserve(self) -> None:
+        """Set aside a little disk space for the run's final record (see `write_metrics`)."""
+        path = self.path / _RESERVE
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                os.posix_fallocate(fd, 0, RESERVE_BYTES)
+            finally:
+                os.close(fd)
+        except OSError:  # no room even for this, or a filesystem without fallocate: nothing reserved
+            path.unlink(missing_ok=True)
+
+    def release_reserve(self) -> None:
+        (self.path / _RESERVE).unlink(missing_ok=True)
+
+    def sweep_temporaries(self) -> list[Path]:
+        """Remove the temporary files of writers that are gone (killed mid-write, or out of disk)."""
+        removed = []
+        for folder in (self.path, self.stages, self.final):
+            if not folder.is_dir():
+                continue
+            for p in folder.iterdir():
+                m = _TEMPORARY.match(p.name)
+                if m and not _alive(int(m.group(1))):
+                    p.unlink(missing_ok=True)
+                    removed.append(p)
+        return removed
+
+    # ---- making one ready ----------------------------------------------------------------------
+    def lock(self) -> "RunLock":
+        """This process becomes the run's one writer, or `RunInUse` says who is."""
+        _check_is_directory(self.path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        return RunLock(self.path / _LOCK)
+
+    def prepare_fresh(self, cfg: RunConfig, *, overwrite: bool, balance: dict[str, Any] | None = None) -> "RunLock":
+        """Lock the directory and make it ready for a new run: refuses a directory holding a previous run
+        unless `overwrite`. `balance`: what `--boundaries auto` measured (auto_boundaries.py), kept beside the
+        config. Returns the held lock (release it when the run has ended)."""
+        _check_is_directory(self.path)
+        check_model_found(cfg)
+        if self.holds_a_run() and not overwrite:
+            if self.is_live():
+                raise RunInUse(self._in_use())
+            raise ConfigError(f"--out {self.path} already holds a run ({', '.join(sorted(self.found()))}); "
+                              f"continue it with `zerolock train --resume {self.path}`, or pass --overwrite to "
+                              f"delete it and start again")
+        lock = self.lock()
+        try:
+            for name in _RUN_FILES:
+                (self.path / name).unlink(missing_ok=True)
+            for name in _RUN_DIRS:  # a replacement must never restore an earlier run's state
+                shutil.rmtree(self.path / name, ignore_errors=True)
+            self.sweep_temporaries()
+            self.write_config(cfg)
+            if balance is not None:
+                write_json_atomic(self.balance_json, balance)
+            self.keep_reserve()
+        except BaseException:
+            lock.release()
+            raise
+        return lock
+
+    def prepare_resume(self, cfg: RunConfig) -> "RunLock":
+        """Lock the directory of a crashed or stopped run and check it can be continued with `cfg`."""
+        _check_is_directory(self.path)
+        if not self.config_json.exists():
+            raise ConfigError(f"--resume {self.path}: no run to resume there (no {_CONFIG_JSON})")
+        lock = self.lock()
+        try:
+            check_resumable(self, cfg)
+            self.sweep_temporaries()
+            self.keep_reserve()
+        except BaseException:
+            lock.release()
+            raise
+        return lock
+
+    def _in_use(self) -> str:
+        holder = RunLock.holder(self.path / _LOCK) or "another process"
+        return (f"{self.path} is in use: {holder} is writing this run right now; wait for it to end or stop "
+                f"it (Ctrl-C, or Stop in the dashboard), then try again")
+
+
+class RunLock:
+    """An exclusive `flock` on the run's lock file, held for as long as a process writes the run. The
+    kernel drops it when the holder exits, however it exits: a crashed run is never left locked."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            holder = RunLock.holder(path) or "another process"
+            raise RunInUse(f"{path.parent} is in use: {holder} is writing this run right now; wait for it to "
+                           f"end or stop it (Ctrl-C, or Stop in the dashboard), then try again") from None
+        os.ftruncate(fd, 0)
+        words = f"process {os.getpid()} on {socket.gethostname()} (since {time.strftime('%H:%M:%S')}: " \
+                f"{' '.join(os.path.basename(a) if i == 0 else a for i, a in enumerate(sys.argv[:4]))})"
+        os.write(fd, words.encode())
+        self._fd: int | None = fd
+
+    @staticmethod
+    def holder(path: Path) -> str | None:
+        """Who holds the lock at `path` (its own words), or None when nobody does."""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return os.read(fd, 400).decode(errors="replace").strip() or "another process"
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return None
+        finally:
+            os.close(fd)
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    def __enter__(self) -> "RunLock":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _check_is_directory(d: Path) -> None:
+    if d.exists() and not d.is_dir():
+        raise ConfigError(f"--out {d}: exists and is not a directory")
+    for parent in d.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ConfigError(f"--out {d}: {parent} is not a directory")
+            break
+
+
+def check_model_found(cfg: RunConfig) -> None:
+    """The cheap part of loading the model, before anything is touched (a mistyped --model)."""
+    from ..models.loading import resolve_model
+
+    resolve_model(cfg.model.model)
+
+
+def check_resumable(d: RunDir, cfg: RunConfig) -> None:
+    """Refuses to resume a directory of a different config, or a finished and evaluated run."""
+    saved = {k: v for k, v in d.saved_config().to_dict().items() if k != "out"}
+    given = {k: v for k, v in cfg.to_dict().items() if k != "out"}
+    if saved != given:
+        diff = config_differences(saved, given)
+        raise ConfigError(f"--resume {d.path}: the run there has a different config ({'; '.join(diff[:6])}); "
+                          f"resume it with its own config (just `zerolock train --resume {d.path}`)")
+    metrics = d.read_metrics()
+    if metrics is not None and metrics.state == "finished":
+        raise FieldError("ckpt_every", lambda w: f"{w.resume(d.path)}: that run finished ({metrics.steps_done} "
+                                                 "steps); nothing to resume")
+    trained = metrics is not None and metrics.training_complete
+    if cfg.train.ckpt_every <= 0 and not trained:
+        raise FieldError("ckpt_every", lambda w: f"{w.resume(d.path)}: the run has no checkpoints (it was started "
+                                                 f"with {w.value('ckpt_every', 0)})")
+    check_model_found(cfg)
+
+
+def config_differences(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:
+    out = []
+    for key in sorted(set(a) | set(b)):
+        va, vb = a.get(key), b.get(key)
+        if isinstance(va, dict) and isinstance(vb, dict):
+            out += config_differences(va, vb, f"{prefix}{key}.")
+        elif va != vb:
+            out.append(f"{prefix}{key}: {va!r} there, {vb!r} here")
+    return out
