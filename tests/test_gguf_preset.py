@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from zerolock_core.config.run_config import ConfigError
-from zerolock_core.models.loading import TINY_DIR, load_causal_lm, load_tokenizer, resolve_model
+from zerolock_core.models.locations import TINY_DIR
+from zerolock_core.models.loading import load_causal_lm, load_tokenizer, resolve_model
 
 gguf = pytest.importorskip("gguf")
 

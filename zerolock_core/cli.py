@@ -253,7 +253,7 @@ def time_lines(metrics: "Metrics") -> list[str]:
 
 
 def cmd_pretrain_tiny(a: argparse.Namespace) -> int:
-    from .models.loading import TINY_DIR
+    from .models.locations import TINY_DIR
     from .models.pretrain_tiny import TinyPreset, pretrain_tiny
 
     preset = TinyPreset(steps=a.steps, seed=a.seed)

@@ -22,7 +22,7 @@ def require_gguf_package() -> None:
     try:
         import gguf  # noqa: F401
     except ImportError:
-        from .presets import REAL_MODEL_INSTALL
+        from .locations import REAL_MODEL_INSTALL
 
         raise ConfigError(f"reading a GGUF model needs the `gguf` package: {REAL_MODEL_INSTALL}") from None
 

