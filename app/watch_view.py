@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 from zerolock_core.rundir.metrics import shown_accuracy
 from zerolock_core.method.chunks import planned_bounds
 from zerolock_core.config.run_fields import stage_speeds
-from zerolock_core.jobs.preflight import model_layers
+from zerolock_core.train.preflight import model_layers
 
 from .controller import Tracked
 from .controller import failures as failures_of

@@ -63,7 +63,7 @@ def resolved_top(n: int | str, *, model: str, stages: int) -> int:
     if n != LAST:
         return int(n)
     from zerolock_core.method.chunks import chunk_bounds
-    from zerolock_core.jobs.preflight import model_layers
+    from zerolock_core.train.preflight import model_layers
 
     layers = model_layers(model)
     if layers is None:

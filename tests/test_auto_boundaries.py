@@ -7,11 +7,11 @@ import pytest
 import torch
 
 from benchmarks.faults import bitwise_equal, case_config, run_with_deadline
-from zerolock_core.method import auto_boundaries
+from zerolock_core.train import auto_boundaries
 from zerolock_core.method.balance import AUTO, ChunkCosts
 from zerolock_core.method.chunks import planned_bounds, weighed_readout_layers
 from zerolock_core.config.run_config import replace
-from zerolock_core.method.layer_costs import measure_chunk_costs
+from zerolock_core.train.layer_costs import measure_chunk_costs
 from zerolock_core.train.reference_trainer import train_reference
 from zerolock_core.rundir.run_dir import RunDir
 
@@ -58,7 +58,7 @@ def test_boundaries_that_are_not_auto_are_left_as_they_are(tmp_path):
 def test_a_resumed_run_keeps_its_boundaries_without_measuring(tmp_path, monkeypatch, made_with):
     def no_measuring(*_, **__):
         raise AssertionError("a resumed run measured")
-    monkeypatch.setattr("zerolock_core.method.layer_costs.measure_chunk_costs", no_measuring)
+    monkeypatch.setattr("zerolock_core.train.layer_costs.measure_chunk_costs", no_measuring)
     cfg = auto_config(tmp_path)
     made = replace(cfg, model={"boundaries": made_with})
     resolved, record = auto_boundaries.resolve_auto_boundaries(cfg, made_with=made)

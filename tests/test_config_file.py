@@ -13,7 +13,7 @@ from zerolock_core.cli import main
 from zerolock_core.config.run_config import (ConfigError, DataConfig, LinkConfig, ModelConfig, ObjectiveConfig, RunConfig,
                                   TrainConfig)
 from zerolock_core.config.config_file import dumps, loads, read_config_toml, write_config_toml
-from zerolock_core.jobs.preflight import preflight
+from zerolock_core.train.preflight import preflight
 
 REPO = Path(__file__).resolve().parents[1]
 PIPE = dict(runtime="pipeline", ckpt_every=2)

@@ -160,7 +160,7 @@ def test_a_cycle_is_found_when_there_is_one(monkeypatch):
 
 # the run config's modules, from the fields up: none may import a module above it, not even lazily
 CONFIG_MODULES = ("zerolock_core.config.setting", "zerolock_core.config.run_fields", "zerolock_core.config.field_words",
-                  "zerolock_core.config.alpha_ramp", "zerolock_core.config.run_config", "zerolock_core.jobs.preflight",
+                  "zerolock_core.config.alpha_ramp", "zerolock_core.config.run_config", "zerolock_core.train.preflight",
                   "zerolock_core.config.config_file")
 
 
@@ -182,8 +182,8 @@ def test_an_import_inside_a_function_closes_a_cycle(tmp_path, monkeypatch):
     lazy = write("lazy.py", "def validate(cfg):\n    from . import preflight\n    return preflight\n")
     typing_only = write("typing_only.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
                                           "    from .preflight import Field\n")
-    for config, cycles in [(lazy, [["zerolock_core.config.run_config", "zerolock_core.jobs.preflight"]]), (typing_only, [])]:
+    for config, cycles in [(lazy, [["zerolock_core.config.run_config", "zerolock_core.train.preflight"]]), (typing_only, [])]:
         monkeypatch.setitem(globals(), "MODULES", {"zerolock_core.config.run_config": config,
-                                                   "zerolock_core.jobs.preflight": preflight})
+                                                   "zerolock_core.train.preflight": preflight})
         assert import_cycles() == []  # no module-level cycle either way
         assert import_cycles(runtime_imports) == cycles

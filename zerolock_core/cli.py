@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from .config.run_config import ConfigError, RunConfig
 from .config.config_file import read_config_toml
-from .jobs.preflight import preflight
+from .train.preflight import preflight
 from .runtime.recovery_phases import phases_text
 from .rundir.run_dir import RunDir
 from .config.run_fields import RUN_FIELDS, SECTIONS, RunField

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch.distributed as dist
 
-from ..method.auto_boundaries import resolve_auto_boundaries
+from ..train.auto_boundaries import resolve_auto_boundaries
 from ..config.run_config import FAILURE_MODES, PIPEDREAM_REFUSAL, STRAGGLER, RunConfig
 from .job import JobBase
 from ..rundir.metrics import STATES, Metrics

@@ -74,7 +74,7 @@ class ReferenceJob(JobBase):
         self._stop, self._phase, self._steps = ctx.Event(), ctx.Value("i", STARTING), ctx.Value("i", 0)
 
     def start(self) -> "ReferenceJob":
-        from ..method.auto_boundaries import resolve_auto_boundaries
+        from ..train.auto_boundaries import resolve_auto_boundaries
 
         self.cfg, balance = resolve_auto_boundaries(self.cfg)
         self._lock = self.rd.prepare_fresh(self.cfg, overwrite=self.overwrite, balance=balance)

@@ -34,7 +34,7 @@ from typing import Any
 
 import torch.distributed as dist
 
-from ..method.auto_boundaries import resolve_auto_boundaries
+from ..train.auto_boundaries import resolve_auto_boundaries
 from ..config.run_config import ConfigError, RunConfig, replace
 from ..rundir.atomic_files import read_json
 from ..rundir.metrics import Metrics

@@ -15,7 +15,7 @@ from typing import Any, Callable
 import torch
 
 from ..rundir.artifacts import save_final_weights
-from ..method.auto_boundaries import resolve_auto_boundaries
+from .auto_boundaries import resolve_auto_boundaries
 from ..config.run_config import LOCAL_METHODS, RunConfig
 from .evaluation import evaluate_chunks
 from ..rundir.loss_curves import GLOBAL, LossCurves, curve_name, summarise, write_curves

@@ -154,7 +154,7 @@ def check_dataset(cfg: RunConfig) -> None:
 
 def load_data_task(cfg: RunConfig):
     from ..data.registry import load_data
-    from ..train.run_setup import DATA_SEED
+    from .run_setup import DATA_SEED
 
     return load_data(cfg.data, seed=DATA_SEED)
 

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import torch
 
-from .balance import ChunkCosts
+from ..method.balance import ChunkCosts
 from ..config.run_config import RunConfig, TrainConfig
 
 WARMUP, REPEATS = 1, 5
@@ -49,10 +49,10 @@ class MeasuredCosts:
 def measure_chunk_costs(cfg: RunConfig, *, repeats: int = REPEATS) -> MeasuredCosts:
     """Time every piece of the model's chunks on one micro-batch of `cfg`'s training data, with the torch
     threads one stage of the run takes (threads.py); this process's thread count is restored after."""
-    from ..train.run_setup import build_run_setup
-    from ..train.stage_worker import answer_positions
-    from ..train.threads import threads_for
-    from .objectives import task_cross_entropy
+    from .run_setup import build_run_setup
+    from .stage_worker import answer_positions
+    from .threads import threads_for
+    from ..method.objectives import task_cross_entropy
 
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1 (got {repeats})")
@@ -75,7 +75,7 @@ def measure_chunk_costs(cfg: RunConfig, *, repeats: int = REPEATS) -> MeasuredCo
     threads = threads_for(cfg.train.threads, sharing=cfg.train.stages)
     torch.set_num_threads(threads)
     try:
-        from .chunks import run_layers
+        from ..method.chunks import run_layers
 
         with torch.no_grad():
             inputs = [chunk.embed(ids)]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .balance import AUTO, ChunkCosts, is_auto
+from ..method.balance import AUTO, ChunkCosts, is_auto
 from ..config.run_config import RunConfig, replace
 
 
@@ -26,9 +26,9 @@ def resolve_auto_boundaries(cfg: RunConfig, *, made_with: RunConfig | None = Non
         return cfg, None
     if made_with is not None:
         return replace(cfg, model={"boundaries": made_with.model.boundaries}), None
-    from .chunks import planned_bounds
+    from ..method.chunks import planned_bounds
     from .layer_costs import measure_chunk_costs
-    from ..jobs.preflight import preflight
+    from .preflight import preflight
 
     preflight(cfg)  # a mistyped model, a readout `auto` cannot balance: said before anything loads
     m, t = cfg.model, cfg.train
@@ -44,7 +44,7 @@ def resolve_auto_boundaries(cfg: RunConfig, *, made_with: RunConfig | None = Non
 
 def _stage_seconds(costs: ChunkCosts, bounds: list[tuple[int, int]], cfg: RunConfig) -> list[float]:
     """Each stage's modelled seconds per micro-batch on its device: what the split evened out."""
-    from .chunks import weighed_readout_layers
+    from ..method.chunks import weighed_readout_layers
     from ..config.run_fields import every_chunk_trains
 
     extras = costs.extras(len(bounds), every_chunk_reads_out=every_chunk_trains(cfg.train.method),
