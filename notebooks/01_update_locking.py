@@ -33,13 +33,11 @@
 import os
 import pathlib
 import re
-import sys
 
 root = pathlib.Path.cwd().resolve()
 while not (root / "pyproject.toml").exists() and root != root.parent:
     root = root.parent
 os.chdir(root)
-sys.path.insert(0, str(root))
 
 import plotly.graph_objects as go
 

@@ -39,13 +39,11 @@
 # %%
 import os
 import pathlib
-import sys
 
 root = pathlib.Path.cwd().resolve()
 while not (root / "pyproject.toml").exists() and root != root.parent:
     root = root.parent
 os.chdir(root)
-sys.path.insert(0, str(root))
 
 import numpy as np
 import plotly.graph_objects as go

@@ -33,7 +33,6 @@
 # %%
 import os
 import pathlib
-import sys
 import tempfile
 import time
 import warnings
@@ -43,7 +42,6 @@ root = pathlib.Path.cwd().resolve()
 while not (root / "pyproject.toml").exists() and root != root.parent:
     root = root.parent
 os.chdir(root)
-sys.path.insert(0, str(root))
 
 import numpy as np
 import plotly.graph_objects as go

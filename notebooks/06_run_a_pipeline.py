@@ -35,7 +35,6 @@
 # %%
 import os
 import pathlib
-import sys
 import tempfile
 import time
 import warnings
@@ -45,7 +44,6 @@ root = pathlib.Path.cwd().resolve()
 while not (root / "pyproject.toml").exists() and root != root.parent:
     root = root.parent
 os.chdir(root)
-sys.path.insert(0, str(root))
 
 import torch
 

@@ -34,7 +34,7 @@
 #
 # The mechanics run on the embedded tiny model (K = 3: layers 0–2, 3–5, 6–7; about half a minute on
 # one core); the evidence on a real model is read from the committed SmolLM2-135M results
-# (`zerolock bench depth`, [docs/results.md](../docs/results.md#local-objectives-at-depth-the-pilot)).
+# (`zerolock bench depth`, [docs/results-depth.md](../docs/results-depth.md#local-objectives-at-depth-the-pilot)).
 # Chunks are numbered from 0, as the engine does. Every check is an `assert`.
 
 # %%
@@ -42,7 +42,6 @@ import json
 import os
 import pathlib
 import statistics
-import sys
 import tempfile
 import time
 import warnings
@@ -53,7 +52,6 @@ root = pathlib.Path.cwd().resolve()
 while not (root / "pyproject.toml").exists() and root != root.parent:
     root = root.parent
 os.chdir(root)
-sys.path.insert(0, str(root))
 
 import numpy as np
 import plotly.graph_objects as go
@@ -132,7 +130,7 @@ for name, cond in readability["conditions"].items():
 # in the last layer's basis — a different job from the one BP gives it (feed the layers after it).
 #
 # The embedded tiny model is kinder: only 8 narrow layers, and after a short fine-tune the head reads it
-# from layer 3 on (docs/results.md). It is where we run the mechanics, not where the failure shows. We
+# from layer 3 on (docs/results-quality.md). It is where we run the mechanics, not where the failure shows. We
 # train it briefly with BP (40 steps), to have weights that a real run could reach:
 
 # %%

@@ -158,32 +158,114 @@ def test_a_cycle_is_found_when_there_is_one(monkeypatch):
     assert import_cycles() == [["zerolock_core.a", "zerolock_core.b"]]
 
 
-# the run config's modules, from the fields up: none may import a module above it, not even lazily
-CONFIG_MODULES = ("zerolock_core.config.setting", "zerolock_core.config.run_fields", "zerolock_core.config.field_words",
-                  "zerolock_core.config.alpha_ramp", "zerolock_core.config.run_config", "zerolock_core.train.preflight",
-                  "zerolock_core.config.config_file")
-
-
-def test_the_config_modules_are_in_no_cycle_not_even_through_an_import_inside_a_function():
-    """An import inside a function hides a cycle from the module-level check (config.validate once
-    imported preflight, which imports config)."""
-    assert set(CONFIG_MODULES) <= set(MODULES)
-    assert [c for c in import_cycles(runtime_imports) if set(c) & set(CONFIG_MODULES)] == []
+def test_no_import_circle_exists_not_even_through_an_import_inside_a_function():
+    """Among every module of the engine, the dashboard and the benchmarks, lazy imports included (an
+    import inside a function hides a cycle from the module-level check: config.validate once imported
+    preflight, which imports config)."""
+    assert import_cycles(runtime_imports) == []
 
 
 def test_an_import_inside_a_function_closes_a_cycle(tmp_path, monkeypatch):
-    """The finder itself, on source: config importing preflight inside a function, preflight importing
-    config at the top, is a cycle; the same import under `if TYPE_CHECKING:` is none."""
+    """The finder itself, on source: a module importing another inside a function, the other importing it
+    at the top, is a cycle; the same import under `if TYPE_CHECKING:` is none."""
     def write(name: str, text: str) -> Path:
         (tmp_path / name).write_text(text)
         return tmp_path / name
 
-    preflight = write("preflight.py", "from .config import RunConfig\n")
-    lazy = write("lazy.py", "def validate(cfg):\n    from . import preflight\n    return preflight\n")
+    checks = write("checks.py", "from .settings import RunConfig\n")
+    lazy = write("lazy.py", "def validate(cfg):\n    from . import checks\n    return checks\n")
     typing_only = write("typing_only.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                                          "    from .preflight import Field\n")
-    for config, cycles in [(lazy, [["zerolock_core.config.run_config", "zerolock_core.train.preflight"]]), (typing_only, [])]:
-        monkeypatch.setitem(globals(), "MODULES", {"zerolock_core.config.run_config": config,
-                                                   "zerolock_core.train.preflight": preflight})
+                                          "    from .checks import Field\n")
+    for settings, cycles in [(lazy, [["zerolock_core.room.checks", "zerolock_core.room.settings"]]), (typing_only, [])]:
+        monkeypatch.setitem(globals(), "MODULES", {"zerolock_core.room.settings": settings,
+                                                   "zerolock_core.room.checks": checks})
         assert import_cycles() == []  # no module-level cycle either way
         assert import_cycles(runtime_imports) == cycles
+
+
+# The engine's rooms, bottom up: a module may import (lazily too) its own room, any room of a lower
+# level, and a leaf (a module that imports nothing of the engine: the vocabularies, balance's DP, the
+# atomic file writes, the thread policy). The folder list is the map; this order is its reading.
+ROOM_LEVELS: tuple[frozenset[str], ...] = tuple(frozenset(level.split()) for level in (
+    "schedule viz",  # schedules as data and their simulator; what every view shares
+    "config",  # the run's settings: nothing above it, not even lazily
+    "data",
+    "models",  # presets, loading; the tiny model is pretrained on data/'s corpus
+    "rundir method",
+    "telemetry",
+    "train",  # a chunk's training, the run's set-up, preflight and measured costs
+    "runtime analysis export",  # the pipeline's processes; studies; what a run gives back
+    "jobs",  # the lifecycle over both runtimes: runtime/ never imports jobs/
+    "cli",  # the entry points at the root
+))
+ENTRY_POINTS = {"zerolock_core", "zerolock_core.__main__", "zerolock_core.cli"}
+MAX_ROOT_MODULES = 12
+
+
+def engine_room(module: str) -> str:
+    """The room of an engine module: its subpackage, or the module's own name at the root."""
+    return "cli" if module in ENTRY_POINTS else module.split(".")[1]
+
+
+def is_leaf(module: str) -> bool:
+    return not any(m.startswith("zerolock_core") for m in runtime_imports(module))
+
+
+def level_of(room: str) -> int | None:
+    return next((i for i, level in enumerate(ROOM_LEVELS) if room in level), None)
+
+
+def engine_modules() -> list[str]:
+    return [m for m in MODULES if m.split(".")[0] == "zerolock_core"]
+
+
+def test_every_room_of_the_engine_has_a_level_or_is_a_leaf():
+    unplaced = sorted({engine_room(m) for m in engine_modules()
+                       if level_of(engine_room(m)) is None and not is_leaf(m)})
+    assert unplaced == []
+
+
+def test_the_engines_root_holds_the_entry_points_and_a_few_leaves():
+    root = [m for m in engine_modules() if m.count(".") == 1 and MODULES[m].name != "__init__.py"]
+    assert len(root) <= MAX_ROOT_MODULES, root
+    assert [m for m in root if m not in ENTRY_POINTS and not is_leaf(m)] == []
+
+
+def test_every_room_says_what_lives_there():
+    rooms = sorted({p.parent for p in (ROOT / "zerolock_core").rglob("*.py")} - {ROOT / "zerolock_core"})
+    silent = [str(r.relative_to(ROOT)) for r in rooms if not ast.get_docstring(ast.parse((r / "__init__.py").read_text()))]
+    assert silent == []
+
+
+def test_no_room_imports_a_room_above_it_not_even_lazily():
+    offending = []
+    for m in engine_modules():
+        here = level_of(engine_room(m))
+        for target in runtime_imports(m):
+            if target.split(".")[0] != "zerolock_core" or engine_room(target) == engine_room(m) or is_leaf(target):
+                continue
+            there = level_of(engine_room(target))
+            if here is None or there is None or there >= here:
+                offending.append(f"{m} ({engine_room(m)}) imports {target} ({engine_room(target)})")
+    assert offending == []
+
+
+@pytest.mark.parametrize("importer, imported_room", [("config", room) for room in
+                                                     ("rundir", "method", "train", "runtime", "jobs", "data", "models")]
+                         + [("runtime", "jobs"), ("train", "jobs"), ("train", "runtime"), ("method", "train")])
+def test_the_rooms_rules_named_in_the_issue(importer, imported_room):
+    """The rules a newcomer reads first, spelled out: config/ imports nothing else of the engine but leaves;
+    runtime/ never imports jobs/; a chunk's training knows nothing of the processes that run it."""
+    offending = [f"{m} imports {t}" for m in engine_modules() if engine_room(m) == importer
+                 for t in runtime_imports(m) if t.startswith("zerolock_core.") and engine_room(t) == imported_room
+                 and not is_leaf(t)]
+    assert offending == []
+
+
+def test_a_room_that_imports_upward_is_found(monkeypatch, tmp_path):
+    """The rule itself: a runtime module importing the jobs, even inside a function, is reported."""
+    upward = tmp_path / "upward.py"
+    upward.write_text("def f():\n    from ..jobs.job import make_job\n    return make_job\n")
+    monkeypatch.setitem(MODULES, "zerolock_core.runtime.upward", upward)
+    assert "zerolock_core.jobs.job" in runtime_imports("zerolock_core.runtime.upward")
+    assert level_of("jobs") > level_of("runtime")

@@ -81,10 +81,9 @@ def test_the_reported_clashes_are_gone():
 def test_app_figures_use_no_colour_outside_the_palette():
     """The figure modules take every colour from zerolock_core/viz/palette.py (one definition of each colour)."""
     app = Path(__file__).resolve().parents[1] / "app"
-    for name in ("timeline.py", "memory.py", "compare_figures.py", "training_figures.py", "explain.py", "exports.py",
-                 "simulated.py"):
-        text = (app / name).read_text()
-        assert not re.findall(r"#[0-9A-Fa-f]{6}\b", text), f"{name} has its own colour literal"
+    for path in [*sorted((app / "figures").glob("*.py")), app / "explain.py", app / "exports.py"]:
+        text = path.read_text()
+        assert not re.findall(r"#[0-9A-Fa-f]{6}\b", text), f"{path.name} has its own colour literal"
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,7 +92,8 @@ COLOUR_LITERAL = re.compile(r"#[0-9A-Fa-f]{3}(?:[0-9A-Fa-f]{3})?\b|rgba?\(|"
                             r"[\"'](?:black|white|red|green|blue|gr[ae]y|orange|purple|yellow|pink|brown)[\"']")
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "benchmarks").glob("*.py")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted((ROOT / "benchmarks").rglob("*.py")),
+                         ids=lambda p: str(p.relative_to(ROOT)))
 def test_benchmarks_write_no_colour_outside_the_palette(path):
     assert not COLOUR_LITERAL.findall(path.read_text()), f"{path.name} has its own colour literal"
 

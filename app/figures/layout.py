@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from zerolock_core.viz.palette import FRAME
+
 TITLE_PX, LEGEND_PX, SUBTITLE_PX = 34, 30, 26
-_GRID = "#E5ECF6"
+_GRID = FRAME["grid"]
 _AXIS = dict(gridcolor=_GRID, linecolor=_GRID, zerolinecolor=_GRID, automargin=True, ticks="")
-# The look of plotly's "plotly_white", layout only: the full template carries defaults for every
-# trace type and costs tens of ms to copy into each figure, which a 2 Hz live view cannot afford.
-LIGHT = dict(layout=dict(paper_bgcolor="white", plot_bgcolor="white", font=dict(color="#2a3f5f"), xaxis=_AXIS,
+# The look of plotly's "plotly_white", layout only (its colours: palette.FRAME).
+LIGHT = dict(layout=dict(paper_bgcolor="white", plot_bgcolor="white", font=dict(color=FRAME["text"]), xaxis=_AXIS,
                          yaxis=_AXIS, hoverlabel=dict(align="left")))
 
 

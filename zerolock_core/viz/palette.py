@@ -134,6 +134,13 @@ NEUTRAL: dict[str, str] = {
     "boundary": "#BBBBBB",  # chunk boundaries (readability figures)
 }
 
+# --- the frame every figure sits in: plotly_white's look written out (app/figures/layout.py; the template
+# itself costs tens of ms to copy into each figure, which a 2 Hz live view cannot afford) -----------------
+FRAME: dict[str, str] = {
+    "grid": "#E5ECF6",  # grid, axis and zero lines
+    "text": "#2a3f5f",  # titles, ticks, legends
+}
+
 # A benchmark's second estimate of what it measured (a bound, the textbook or paper value, a simulation,
 # another implementation) is a translucent tint of the measurement's colour: the same family, fainter.
 ESTIMATE_ALPHAS: tuple[float, ...] = (0.45, 0.2)
