@@ -1,2 +1,2 @@
-"""A training job's lifecycle: preflight, start, progress, stop and end, one interface over both runtimes
-(the pipeline's coordinator and the single-process reference)."""
+"""A training job's lifecycle: start, progress, stop and end, one interface over both runtimes (the
+pipeline's coordinator and the single-process reference), and Ctrl-C / SIGTERM as a stop request."""

@@ -1,2 +1,2 @@
 """The method itself: a model cut into chunks, what crosses a boundary, the local objective, the split
-backward, and where the cuts go (balance, measured layer costs, `--boundaries auto`)."""
+backward of zero-bubble schedules, and where the cuts go (balance.py's exact DP over chunk costs)."""

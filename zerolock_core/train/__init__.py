@@ -1,2 +1,3 @@
-"""What trains a chunk: the stage worker's forward / local step / backward, the single-process reference
-trainer, a run's set-up, evaluation, determinism and the thread policy."""
+"""What trains a chunk, and a run's set-up: the stage worker's forward / local step / backward, the
+single-process reference trainer, the run's set-up and its preflight (everything checked before anything
+exists), measured layer costs and `--boundaries auto`, evaluation, determinism and the thread policy."""
