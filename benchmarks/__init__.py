@@ -32,7 +32,7 @@ BENCHMARKS = {
     "hetero": ("benchmarks.hetero", "uneven stages (one 2.5x slower): even vs balanced boundaries, ZeroLock and 1F1B"),
     "threads": ("benchmarks.threads", "the reference trainer's samples/s per thread count, alone and beside a run"),
     "gpu": ("benchmarks.gpu.check", "the GPU check: GPU tests, E1, envelope, E2 on one CUDA machine, a JSON per section"),
-    "readme": ("benchmarks.readme", "rewrite the results blocks of README.md and docs/results.md from docs/results/*.json"),
+    "readme": ("benchmarks.readme", "rewrite the results blocks of README.md and docs/results-*.md from docs/results/*.json"),
 }
 
 

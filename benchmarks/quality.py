@@ -217,7 +217,7 @@ def _arguments(a: argparse.Namespace, out: Path) -> dict[str, Any]:
                 boundaries=a.boundaries)
 
 
-# lr 5e-3: the reference fine-tune of docs/results.md, which learns the embedded task in 200 steps;
+# lr 5e-3: the reference fine-tune of docs/results-quality.md, which learns the embedded task in 200 steps;
 # one run of each pipeline config: accuracy is deterministic
 EXPERIMENT = Experiment(name="quality", run=run_quality, figures=figures, format_report=format_report,
                         arguments=_arguments, steps=200, seq_len=64, defaults={"lr": 5e-3},

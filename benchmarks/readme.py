@@ -1,6 +1,6 @@
 """`zerolock bench readme`: the documentation's results blocks, regenerated from the committed result files.
 
-A block in a page (README.md, docs/results.md: `PAGES`) is
+A block in a page (README.md and the results pages docs/results-*.md: `PAGES`) is
 
     <!-- results: NAME -->
     ...what the benchmark's own formatter prints for docs/results/NAME.json...
@@ -25,9 +25,12 @@ from typing import Any, Callable
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "docs" / "results"
 README = REPO / "README.md"
-RESULTS_PAGE = REPO / "docs" / "results.md"
+RESULTS_PAGE = REPO / "docs" / "results.md"  # the index of the results pages (no blocks of its own)
+# the results pages by topic, each a section group of the index's Contents; a block moves with its section
+TOPIC_PAGES: tuple[Path, ...] = tuple(REPO / "docs" / f"results-{topic}.md" for topic in (
+    "memory-throughput", "schedules", "quality", "depth", "recovery", "dashboard"))
 # every page with results blocks: what `zerolock bench readme` writes and `--check` checks
-PAGES: tuple[Path, ...] = (README, RESULTS_PAGE)
+PAGES: tuple[Path, ...] = (README, RESULTS_PAGE, *TOPIC_PAGES)
 BLOCK = re.compile(r"(<!-- results: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /results: (?P=name) -->)", re.S)
 
 # the benchmark module whose formatter prints each result file, that formatter's name, and whether
@@ -64,18 +67,18 @@ SUMMARIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "schedulers-verdict": ("schedulers", "format_verdict", ("schedulers", "schedulers-smollm2")),
 }
 
-# where the headline table's rows point: sections of docs/results.md, relative to README.md (the page
+# where the headline table's rows point: sections of the results pages, relative to README.md (the page
 # the headline block is in; the link test checks that every target and heading exists)
 HEADLINE_LINKS = {
-    "memory": "docs/results.md#memory-paper-fig-4",
-    "throughput": "docs/results.md#throughput-vs-stages-paper-fig-6a",
-    "links": "docs/results.md#link-sensitivity-paper-fig-6b",
-    "envelope": "docs/results.md#batch-envelope",
-    "recovery": "docs/results.md#recovery-paper-e2",
-    "quality": "docs/results.md#quality-paper-fig-3",
-    "quality-tiny-1000": "docs/results.md#does-the-tiny-models-gap-close",
-    "quality-smollm2": "docs/results.md#the-quality-claim-on-a-real-model",
-    "hetero": "docs/results.md#uneven-stages-paper-e3",
+    "memory": "docs/results-memory-throughput.md#memory-paper-fig-4",
+    "throughput": "docs/results-memory-throughput.md#throughput-vs-stages-paper-fig-6a",
+    "links": "docs/results-memory-throughput.md#link-sensitivity-paper-fig-6b",
+    "envelope": "docs/results-memory-throughput.md#batch-envelope",
+    "recovery": "docs/results-recovery.md#recovery-paper-e2",
+    "quality": "docs/results-quality.md#quality-paper-fig-3",
+    "quality-tiny-1000": "docs/results-quality.md#does-the-tiny-models-gap-close",
+    "quality-smollm2": "docs/results-quality.md#the-quality-claim-on-a-real-model",
+    "hetero": "docs/results-memory-throughput.md#uneven-stages-paper-e3",
 }
 
 

@@ -25,7 +25,7 @@
 # * where to cut $K$ chunks so every chunk ends where the head can read.
 #
 # On the embedded tiny model this is quick; `zerolock bench readability --model smollm2-135m` runs
-# the same on a real pretrained model (docs/results.md says what it found). Every check is an `assert`.
+# the same on a real pretrained model (docs/results-quality.md says what it found). Every check is an `assert`.
 
 # %%
 import torch

@@ -546,15 +546,17 @@ def test_bench_faults_refuses_pipedream_up_front_and_tabulates_outcomes(tmp_path
 
 def test_the_results_blocks_of_every_page_are_what_the_committed_result_files_give():
     """Every `<!-- results: NAME -->` block of every page `zerolock bench readme` writes (README.md,
-    docs/results.md) equals what it writes from docs/results/NAME.json: no number in them that no
-    committed file holds."""
-    from benchmarks.readme import PAGES, README, RESULTS_PAGE, blocks, regenerate
+    the results pages docs/results-*.md) equals what it writes from docs/results/NAME.json: no number in
+    them that no committed file holds; and every page of the repository with a block is one it writes."""
+    from benchmarks.readme import PAGES, README, REPO, RESULTS_PAGE, TOPIC_PAGES, blocks, regenerate
 
-    assert set(PAGES) == {README, RESULTS_PAGE}
-    assert blocks(README.read_text()) == ["headline", "depth-verdict", "schedulers-verdict"], \
-        "the README keeps three small generated tables: the headline and the verdicts of the depth study and " \
-        "of the schedulers"
-    assert len(blocks(RESULTS_PAGE.read_text())) >= 10
+    assert PAGES == (README, RESULTS_PAGE, *TOPIC_PAGES)
+    assert blocks(README.read_text()) == ["headline"], "the README keeps one generated table: the headline"
+    assert blocks(RESULTS_PAGE.read_text()) == [], "the results index holds no block: each moves with its section"
+    assert all(blocks(page.read_text()) for page in TOPIC_PAGES), "a results page without a block"
+    assert sum(len(blocks(page.read_text())) for page in TOPIC_PAGES) >= 10
+    with_blocks = {page for page in [*REPO.glob("*.md"), *(REPO / "docs").glob("*.md")] if blocks(page.read_text())}
+    assert with_blocks <= set(PAGES), f"pages with results blocks that `zerolock bench readme` misses: {with_blocks}"
     for page in PAGES:
         text = page.read_text()
         assert regenerate(text) == text, f"{page.name}: results blocks are stale: run `zerolock bench readme`"

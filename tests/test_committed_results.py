@@ -1,5 +1,5 @@
-"""The committed result files (docs/results/*.json, what the results tables of docs/results.md and the
-README's headline table are generated from) hold
+"""The committed result files (docs/results/*.json, what the results tables of docs/results-*.md and
+the README's headline table are generated from) hold
 what the schedules imply: relations between their numbers, not their printed text. A benchmark that
 regressed, or a result file edited by hand into something impossible, fails here."""
 from __future__ import annotations

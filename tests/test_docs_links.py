@@ -1,6 +1,7 @@
-"""Every relative link and image of the repository's Markdown pages (README.md, docs/*.md,
-notebooks/README.md) points at a file inside the repository, and every `#anchor` at a heading of its
-page; no page points outside the repository."""
+"""Every relative link and image of the repository's Markdown pages (README.md, CONTRIBUTING.md,
+docs/*.md, notebooks/README.md) points at a file inside the repository, and every `#anchor` at a
+heading of its page; no page points outside the repository. The front door stays short: the README
+within 200 lines, each docs page within 600."""
 from __future__ import annotations
 
 import re
@@ -9,7 +10,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PAGES = sorted([REPO / "README.md", *(REPO / "docs").glob("*.md"), *(REPO / "notebooks").glob("*.md")])
+PAGES = sorted([REPO / "README.md", REPO / "CONTRIBUTING.md", *(REPO / "docs").glob("*.md"),
+                *(REPO / "notebooks").glob("*.md")])
+README_LINES, DOCS_PAGE_LINES = 200, 600
 
 # [text](target) and ![alt](target), the text may hold one level of brackets; an optional "title"
 LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\[\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
@@ -69,8 +72,30 @@ def relative(page: Path) -> list[str]:
 
 def test_the_pages_are_found_and_have_links():
     names = {p.relative_to(REPO).as_posix() for p in PAGES}
-    assert {"README.md", "docs/results.md", "notebooks/README.md"} <= names
+    assert {"README.md", "CONTRIBUTING.md", "docs/results.md", "docs/results-quality.md",
+            "notebooks/README.md"} <= names
     assert len(relative(REPO / "README.md")) >= 10
+
+
+def test_the_readme_is_a_short_front_door():
+    lines = len((REPO / "README.md").read_text().splitlines())
+    assert lines <= README_LINES, f"README.md has {lines} lines (at most {README_LINES}): move detail to docs/"
+
+
+@pytest.mark.parametrize("page", sorted((REPO / "docs").glob("*.md")), ids=lambda p: p.name)
+def test_every_docs_page_is_within_its_length(page):
+    lines = len(page.read_text().splitlines())
+    assert lines <= DOCS_PAGE_LINES, f"docs/{page.name} has {lines} lines (at most {DOCS_PAGE_LINES}): split it by topic"
+
+
+def test_the_readme_links_every_results_page_and_the_results_index_too():
+    """A topic page is reachable from the front door and from the results index's Contents."""
+    topics = {p.name for p in (REPO / "docs").glob("results-*.md")}
+    assert topics, "no results pages"
+    readme = {t.partition("#")[0] for t in relative(REPO / "README.md")}
+    index = {t.partition("#")[0] for t in relative(REPO / "docs" / "results.md")}
+    assert {f"docs/{name}" for name in topics} <= readme
+    assert topics <= index
 
 
 @pytest.mark.parametrize("heading,anchor", [
