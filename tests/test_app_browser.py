@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -79,13 +78,25 @@ def page(tmp_path):
         demo.close()
 
 
+# resolves after the browser has painted twice: what the page just drew is on screen
+NEXT_FRAMES = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(() => done(true))))"
+
+
 def shot(page, tmp_path: Path, name: str) -> None:
     """The whole page, every part of it drawn: the Watch tab draws only what is on screen, so the
     window is made as tall as the page for a moment (and gets a tick to draw what came into view)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     path = tmp_path / f"{name}.png"
     size = page.viewport_size
     page.set_viewport_size({"width": size["width"], "height": page.evaluate("document.body.scrollHeight")})
-    page.wait_for_timeout(2500)
+    if page.locator("#watch-status:visible").count():
+        try:  # the next figures tick, asked for what the taller window shows
+            with page.expect_response(lambda r: r.url.endswith("/watch_figures"), timeout=30_000):
+                pass
+        except PlaywrightTimeout:
+            pass  # an ended run's view asks for nothing more: what is drawn is all there is
+    page.wait_for_function(NEXT_FRAMES)
     page.screenshot(path=str(path), full_page=True)
     page.set_viewport_size(size)
     ARTIFACTS.mkdir(exist_ok=True)
@@ -122,7 +133,8 @@ def test_run_shows_bars_for_every_stage_then_stop(page, tmp_path):
     asked: list[list[str]] = []
     page.on("request", lambda r: asked.append(json.loads(r.post_data)["data"][3])
             if r.url.endswith("/watch_figures") else None)
-    page.wait_for_timeout(7000)  # a figures tick at least
+    with page.expect_request(lambda r: r.url.endswith("/watch_figures"), timeout=60_000):
+        pass  # a figures tick at least
     assert asked and not any("table" in parts for parts in asked), asked
     page.locator("#stage-table").scroll_into_view_if_needed()
     page.wait_for_function("() => [...document.querySelectorAll('#stage-table td:nth-child(3)')]"
@@ -141,7 +153,6 @@ def test_run_shows_bars_for_every_stage_then_stop(page, tmp_path):
     page.click("#tab-watch-button")
     page.wait_for_selector("#watch-status >> text=stopped", timeout=120_000)
     assert "step 400 / 400" not in page.inner_text("#watch-status")
-    time.sleep(1)  # let the last redraw settle before the screenshot
     shot(page, tmp_path, "browser-3-stopped")
 
 
@@ -186,6 +197,15 @@ FAILURE_VIEW = """sel => {
 }"""
 
 
+def wait_for_redraw(page, sel: str, timeout_ms: int = 120_000) -> None:
+    """Wait on the page's state, not the clock: until the plot in `sel` has been drawn again (Plotly.react
+    gives the same plot div a new `_fullData` array on every draw)."""
+    page.evaluate("sel => { window.__zlDrawnBefore = document.querySelector(sel + ' .js-plotly-plot')._fullData; }", sel)
+    page.wait_for_function("sel => { const gd = document.querySelector(sel + ' .js-plotly-plot'); "
+                           "return gd && gd._fullData && gd._fullData !== window.__zlDrawnBefore; }",
+                           arg=sel, timeout=timeout_ms)
+
+
 def inside(view, x0, x1) -> bool:
     lo, hi = view["range"]
     return lo <= x0 and x1 <= hi
@@ -212,7 +232,7 @@ def test_a_scheduled_failure_is_pinned_in_view_then_an_injected_one_too(page, tm
     page.wait_for_function(f"() => {{ const v = ({FAILURE_VIEW})('#timeline'); return v && v.kills.length > 0 "
                            "&& v.replays.some(r => r[2] === 1); }", timeout=300_000)
     page.wait_for_selector("#recovery-line >> text=local recovery", timeout=120_000)
-    time.sleep(2.5)  # the next redraw, with the recovery closed
+    wait_for_redraw(page, "#timeline")  # the next redraw, with the recovery closed
     view = page.evaluate(FAILURE_VIEW, "#timeline")
     assert page.locator("#watch-window input[value='around the last failure']").is_checked()
     assert [stage for _, stage in view["kills"]] == [1], view
@@ -236,7 +256,7 @@ def test_a_scheduled_failure_is_pinned_in_view_then_an_injected_one_too(page, tm
                            "|| []).length === 2", timeout=120_000)
     line = page.inner_text("#recovery-line")
     assert "stage 1 kill" in line and "stage 0 kill" in line and "replay" in line, line
-    time.sleep(2.5)
+    wait_for_redraw(page, "#timeline")
     view = page.evaluate(FAILURE_VIEW, "#timeline")
     assert any(stage == 0 and inside(view, x, x) for x, stage in view["kills"]), view
     shot(page, tmp_path, "browser-7-second-failure-pinned")
@@ -367,14 +387,13 @@ def test_an_uploaded_jsonl_is_previewed_trained_exported_and_tried(page, tmp_pat
     page.get_by_label("steps", exact=True).fill("5")
     page.click("#run-button")
     page.wait_for_selector("#run-message >> text=Started 1 run", state="attached", timeout=60_000)
+    page.click("#tab-watch-button")  # the run just started is the watched one: its status says when it ends
+    page.wait_for_selector("#watch-status >> text=finished", timeout=240_000)
     page.click("#tab-runs-button")
-    # the Runs tab lists the run; Refresh until it is finished (the table is redrawn from the runs folder)
-    for _ in range(240):
-        if "finished" in page.inner_text(f"#{RUNS_TABLE}"):
-            break
-        page.get_by_role("button", name="Refresh").click()
-        page.wait_for_timeout(1000)
-    assert "finished" in page.inner_text(f"#{RUNS_TABLE}")
+    # the Runs tab lists the run, finished (the table is redrawn from the runs folder on Refresh)
+    page.get_by_role("button", name="Refresh").click()
+    page.wait_for_function("id => document.getElementById(id).innerText.includes('finished')", arg=RUNS_TABLE,
+                           timeout=60_000)
     # the run picker holds the newest run (the only one)
     page.wait_for_function("() => document.querySelector('#runs-pick input').value !== ''", timeout=30_000)
     page.get_by_label("PEFT adapter (zip)").check()
