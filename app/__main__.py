@@ -2,7 +2,7 @@
 import argparse
 import sys
 
-from zerolock_core.config.run_config import ConfigError
+from zerolock_core.config.field_words import ConfigError
 
 from .cli_command import register
 

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from zerolock_core.config.run_config import RunConfig, replace
+from zerolock_core.jobs.base import TERMINAL as JOB_ENDS
+from zerolock_core.jobs.base import JobState
 from zerolock_core.jobs.job import Job, make_job
 from zerolock_core.rundir.atomic_files import read_json, write_json_atomic
 from zerolock_core.rundir.metrics import Metrics
@@ -26,7 +28,7 @@ from zerolock_core.telemetry.lifecycle import read_lifecycle
 
 from .run_data import load_run
 
-TERMINAL = ("finished", "stopped", "failed", "cancelled")
+TERMINAL = (*JOB_ENDS, "cancelled")  # a job's ends, and the app's: stopped before it started
 
 
 @dataclass(kw_only=True)
@@ -41,7 +43,7 @@ class Tracked:
     events: list[dict[str, Any]] = field(default_factory=list)
     lifecycle: list[dict[str, Any]] = field(default_factory=list)  # STARTUP spans (telemetry/lifecycle.py)
     cursor: Cursor = field(default_factory=dict)  # how far its event files have been read
-    state: str = "queued"
+    state: str = "queued"  # a JobState's name, or the app's own: queued, cancelled, interrupted
     metrics: Metrics | None = None
     error: str = ""  # why it could not start
     inject_note: str = ""  # what the Inject panel last said about this run (failure_panel.py)
@@ -100,31 +102,37 @@ class Tracked:
             if size != self._lifecycle_size:  # a few lines per run: reread whole when it grew
                 self.lifecycle, self._lifecycle_size = read_lifecycle(self.rd.lifecycle), size
             if self.engine is not None:
-                self.state = self.engine.state if self.state != "cancelled" else self.state
+                self.state = str(self.engine.state) if self.state != "cancelled" else self.state  # a JobState's name
                 if self.engine.done and self.metrics is None:
                     self.metrics = self.engine.metrics or self.rd.read_metrics()
 
     def status(self) -> dict[str, Any]:
-        st = self.engine.status() if self.engine is not None else {}
+        """The dashboard's status of this run (its /status API): the app's own fields and its job's
+        `JobStatus` fields — the ones the CLI's progress words read —, None or empty where no job runs
+        (a queued run, or one reopened from disk: its metrics say what it recorded)."""
+        job = self.engine.status() if self.engine is not None else None
         if self.metrics is not None:  # an ended job's own count
-            st["steps_done"] = self.metrics.steps_done
+            steps_done = self.metrics.steps_done
+        else:
+            steps_done = job.steps_done if job is not None else None
 
-        def fault_records(key: str, recorded: str) -> list[dict[str, Any]]:
-            """A live run's engine says (its status `key`); an ended run read back from disk, its metrics
-            (`recorded`); a run with neither, none."""
-            if self.engine is not None:
-                return list(st.get(key) or [])
-            return list(getattr(self.metrics, recorded) or []) if self.metrics is not None else []
+        def recorded(live: list[dict[str, Any]] | None, on_disk: str) -> list[dict[str, Any]]:
+            """A live run's engine says (its status); an ended run read back from disk, its metrics
+            (`on_disk`); a run with neither, none."""
+            if job is not None:
+                return list(live or [])
+            return list(getattr(self.metrics, on_disk) or []) if self.metrics is not None else []
 
         return {"name": self.name, "method": self.method, "batch": self.batch, "dir": str(self.dir),
                 "state": self.state, "stages": self.stages, "events": len(self.events),
-                "steps_done": st.get("steps_done"), "total_steps": self.cfg["train"]["steps"],
-                "elapsed_s": st.get("elapsed_s"), "eta_s": st.get("eta_s"), "s_per_step": st.get("s_per_step"),
-                "stage_states": st.get("stage_states", []), "eval_progress": st.get("eval_progress"),
-                "recoveries": fault_records("recoveries", "recovery"),
-                "open_recoveries": st.get("open_recoveries", []),
-                "stragglers": fault_records("stragglers", "stragglers"),
-                "error": st.get("error") or self.error, "stopping": bool(st.get("stopping"))}
+                "steps_done": steps_done, "total_steps": self.cfg["train"]["steps"],
+                "elapsed_s": job.elapsed_s if job else None, "eta_s": job.eta_s if job else None,
+                "s_per_step": job.s_per_step if job else None,
+                "stage_states": job.stage_states if job else [], "eval_progress": job.eval_progress if job else None,
+                "recoveries": recorded(job and job.recoveries, "recovery"),
+                "open_recoveries": job.open_recoveries if job else [],
+                "stragglers": recorded(job and job.stragglers, "stragglers"),
+                "error": (job.error if job else "") or self.error, "stopping": bool(job and job.stopping)}
 
 
 def failures(status: dict[str, Any]) -> list[dict[str, Any]]:
@@ -206,7 +214,7 @@ class EngineController:
             try:
                 engine.start()
             except Exception as err:  # a refused directory (nothing touched), a process that could not start
-                tracked.state, tracked.error = "failed", str(err)
+                tracked.state, tracked.error = JobState.FAILED.value, str(err)
                 continue
             tracked.cfg = engine.cfg.to_dict()  # `--boundaries auto` is resolved (measured) as the job starts
             self._write_record(tracked, started=True)

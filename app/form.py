@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from zerolock_core.config.run_config import (CONSISTENCY_DIRECTIONS, FAILURE_MODES, LINK_PROFILE_NAMES, ConfigError, DataConfig,
+from zerolock_core.config.run_config import (CONSISTENCY_DIRECTIONS, FAILURE_MODES, LINK_PROFILE_NAMES, DataConfig,
                                   LinkConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig)
-from zerolock_core.config.field_words import FieldError, check_field, number, qualified, raise_all, whole
+from zerolock_core.config.field_words import ConfigError, FieldError, check_field, number, qualified, raise_all, whole
 from zerolock_core.train.preflight import preflight
 from zerolock_core.config.readout_spec import RECOMMENDED_AT_DEPTH, ReadoutSpec
 from zerolock_core.config.setting import value_text

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from zerolock_core.rundir.run_dir import RunDir
+
 from .form import RunForm
 
 RECORDINGS = Path(__file__).resolve().parent / "recordings"  # shipped with the app: small, no weights
@@ -43,7 +45,7 @@ def recorded_runs() -> dict[str, Path]:
     """Compare's name of every recording shipped -> its folder (a fixed set: a request can only pick one)."""
     if not RECORDINGS.is_dir():
         return {}
-    return {f"{EXAMPLE_PREFIX}{p.name}": p for p in sorted(RECORDINGS.iterdir()) if (p / "metrics.json").is_file()}
+    return {f"{EXAMPLE_PREFIX}{p.name}": p for p in sorted(RECORDINGS.iterdir()) if RunDir(p).metrics.is_file()}
 
 
 def recording_name(form: RunForm, method: str) -> str:

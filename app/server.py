@@ -5,7 +5,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from zerolock_core.config.run_config import ConfigError
+from zerolock_core.config.field_words import ConfigError
 from zerolock_core.viz.poll_interval import DEFAULT_POLL_S, check_poll
 from zerolock_core.rundir.runs_root import DEFAULT_RUNS
 

@@ -7,6 +7,7 @@ from typing import Any, Collection
 
 import plotly.graph_objects as go
 
+from zerolock_core.jobs.base import JobState
 from zerolock_core.rundir.metrics import shown_accuracy
 from zerolock_core.method.chunks import planned_bounds
 from zerolock_core.config.run_fields import stage_speeds
@@ -26,19 +27,22 @@ from .figures.timeline import LABEL_MAX_BARS, failure_window, timeline_figure
 
 TABLE_COLUMNS = ["stage", "layers", "steps", "computing %", "peak act. MiB", "peak in-flight mb",
                  "sent MiB", "received MiB"]
-STATE_WORDS = {
+STATE_WORDS = {  # a job's states (JobState), and the app's own: queued, stopping, cancelled, interrupted
     "queued": "queued",
-    "starting": "starting: every stage process loads the model and its chunk",
-    "running": "running",
-    "recovering": "recovering: a failed stage restarts from its checkpoint",
-    "finishing": "training ended; evaluating the final weights",
+    JobState.STARTING: "starting: every stage process loads the model and its chunk",
+    JobState.RUNNING: "running",
+    JobState.RECOVERING: "recovering: a failed stage restarts from its checkpoint",
+    JobState.FINISHING: "training ended; evaluating the final weights",
     "stopping": "stopping",
-    "finished": "finished",
-    "stopped": "stopped",
-    "failed": "failed",
+    JobState.FINISHED: "finished",
+    JobState.STOPPED: "stopped",
+    JobState.FAILED: "failed",
     "cancelled": "cancelled (stopped before it started)",
     "interrupted": "interrupted (no metrics.json: the app ended while it ran)",
 }
+
+
+COUNTING = (JobState.RUNNING, JobState.RECOVERING, JobState.STARTING, "stopping")  # the states that show a step count
 
 
 @dataclass(kw_only=True)
@@ -76,12 +80,13 @@ def outage_words(open_recoveries: list[dict[str, Any]]) -> str:
 
 
 def state_words(t: Tracked, st: dict[str, Any]) -> str:
-    """The state, with what each waiting phase is waiting for."""
+    """The state, with what each waiting phase is waiting for: the job's status fields the CLI's
+    `progress_words` reads (open recoveries, stage phases, eval progress), in the dashboard's words."""
     if st.get("open_recoveries"):
         return outage_words(st["open_recoveries"])
-    if t.state == "starting" and st.get("stage_states"):
+    if t.state == JobState.STARTING and st.get("stage_states"):
         return "starting: " + ", ".join(f"stage {s} {phase}" for s, phase in enumerate(st["stage_states"]))
-    if t.state == "finishing" and st.get("eval_progress"):
+    if t.state == JobState.FINISHING and st.get("eval_progress"):
         ev = st["eval_progress"]
         if ev.get("total"):
             return f"training ended; evaluating the final weights: {ev['scored']} / {ev['total']} examples"
@@ -93,9 +98,9 @@ def status_markdown(t: Tracked, st: dict[str, Any], *, position: str = "") -> st
     m = t.metrics
     parts = [f"**{title_of(t)}**", state_words(t, st)]
     reason = (m.reason if m else "") or st.get("reason")
-    if t.state in ("failed", "stopped") and reason:
+    if t.state in (JobState.FAILED, JobState.STOPPED) and reason:
         parts.append(f"({reason})")
-    if st.get("steps_done") is not None and t.state in ("running", "recovering", "starting", "stopping"):
+    if st.get("steps_done") is not None and t.state in COUNTING:
         parts.append(f"step {st['steps_done']} / {st['total_steps']}")
         if st.get("s_per_step") is not None:  # training time only: start-up and outages left out
             parts.append(f"{st['s_per_step']:.2f} s/step")

@@ -18,8 +18,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from zerolock_core.rundir.artifacts import load_final_weights, write_json_atomic
-from zerolock_core.config.run_config import ConfigError, DataConfig, RunConfig, TrainConfig
+from zerolock_core.rundir.artifacts import load_final_weights
+from zerolock_core.rundir.atomic_files import write_json_atomic
+from zerolock_core.config.field_words import ConfigError
+from zerolock_core.config.run_config import DataConfig, RunConfig, TrainConfig
 from zerolock_core.runtime.recovery_phases import PHASES, field, phase_columns
 from zerolock_core.rundir.run_dir import RunDir
 from .common.machine import load_average
@@ -128,7 +130,7 @@ def resume_latency(root: Path, baseline: Path) -> dict[str, Any]:
                             stderr=subprocess.DEVNULL)
     t0 = time.monotonic()
     try:
-        while not all(2 in CheckpointStore(RunDir(d).checkpoints, stage=s).verified_steps() for s in range(3)):
+        while not all(2 in CheckpointStore(RunDir(d), stage=s).verified_steps() for s in range(3)):
             if proc.poll() is not None or time.monotonic() - t0 > DEADLINE_S:
                 return {"outcome": "no checkpoints before the run ended"}
             time.sleep(0.05)

@@ -32,7 +32,7 @@ def fail_one_run(cfg: RunConfig, *, stage: int, step: int, mode: str) -> dict[st
     is ready: the question is what a ready standby saves), wait for the end; its metrics."""
     run = Run(cfg, overwrite=True).start()  # a benchmark owns its results directory
     try:
-        while run.status()["steps_done"] < step or (run.wants_standby and not run.standby_ready):
+        while run.status().steps_done < step or (run.wants_standby and not run.standby_ready):
             if run.done:
                 raise RuntimeError(f"the run ended before the failure could be injected at step {step} "
                                    f"(standby ready: {run.standby_ready}); give it more --steps")

@@ -57,10 +57,10 @@ def _load(settings: BenchSettings, out: Path):
     run = Run(settings.pipeline(method="zerolock", stages=2, batch=8, microbatches=4, steps=100_000, out=out),
               overwrite=True).start()
     deadline = time.monotonic() + 300
-    while run.status()["state"] != "running":
+    while run.status().state != "running":
         if run.done or time.monotonic() > deadline:
             run.stop(timeout=60)
-            raise RuntimeError(f"the pipeline beside the trainers did not start: {run.status().get('reason', '')}")
+            raise RuntimeError(f"the pipeline beside the trainers did not start: {run.status().reason}")
         time.sleep(0.5)
     return run
 

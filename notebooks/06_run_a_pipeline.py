@@ -74,9 +74,9 @@ def run_and_watch(cfg, *, poll_s=0.5, timeout_s=300):
     t0, cursor, seen, last_state = time.perf_counter(), None, [], None
     while not run.done:
         st = run.status()
-        if st["state"] != last_state:
-            print(f"{time.perf_counter() - t0:6.1f} s  {st['state']:<10} steps per stage {st['stage_steps']}")
-            last_state = st["state"]
+        if st.state != last_state:
+            print(f"{time.perf_counter() - t0:6.1f} s  {st.state:<10} steps per stage {st.stage_steps}")
+            last_state = st.state
         new, cursor = run.events(cursor)
         seen += new
         if time.perf_counter() - t0 > timeout_s:

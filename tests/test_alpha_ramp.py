@@ -2,7 +2,8 @@
 import pytest
 
 from zerolock_core.config.alpha_ramp import AlphaRamp
-from zerolock_core.config.run_config import ConfigError, ObjectiveConfig, RunConfig, TrainConfig
+from zerolock_core.config.field_words import ConfigError
+from zerolock_core.config.run_config import ObjectiveConfig, RunConfig, TrainConfig
 
 
 @pytest.mark.parametrize("text,steps,expected", [

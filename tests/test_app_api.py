@@ -19,7 +19,8 @@ from app.form import RunForm, config_for
 from app.plotly_asset import plotly_path, plotly_version
 from app.server import ServeOptions, check_binding
 from app.ui import build_app
-from zerolock_core.config.run_config import ConfigError, RunConfig, replace
+from zerolock_core.config.field_words import ConfigError
+from zerolock_core.config.run_config import RunConfig, replace
 from zerolock_core.telemetry.events import read_events
 from zerolock_core.rundir.metrics import Metrics
 from zerolock_core.jobs.reference_job import ReferenceJob

@@ -4,6 +4,7 @@ import json
 import pytest
 import torch
 
+from zerolock_core.rundir.run_dir import RunDir
 from zerolock_core.runtime.checkpoint import MANIFEST, META, TENSORS, Checkpoint, CheckpointStore, capture, restore
 
 
@@ -13,7 +14,7 @@ def ckpt(step, value=None):
 
 
 def test_newest_verified_checkpoint_is_loaded(tmp_path):
-    store = CheckpointStore(tmp_path, stage=1, keep=3)
+    store = CheckpointStore(RunDir(tmp_path), stage=1, keep=3)
     for s in (1, 2, 3):
         store.save(ckpt(s))
     got = store.load_latest()
@@ -48,7 +49,7 @@ def corrupt_meta(d):
 ])
 def test_corrupted_newest_falls_back_to_previous_and_says_so(tmp_path, corrupt, reason):
     messages = []
-    store = CheckpointStore(tmp_path, stage=0, keep=3, log=messages.append)
+    store = CheckpointStore(RunDir(tmp_path), stage=0, keep=3, log=messages.append)
     store.save(ckpt(1))
     newest = store.save(ckpt(2))
     corrupt(newest)
@@ -58,7 +59,7 @@ def test_corrupted_newest_falls_back_to_previous_and_says_so(tmp_path, corrupt, 
 
 
 def test_a_crash_before_the_manifest_leaves_no_checkpoint(tmp_path):
-    store = CheckpointStore(tmp_path, stage=0)
+    store = CheckpointStore(RunDir(tmp_path), stage=0)
     store.save(ckpt(1))
 
     class Crash(Exception):
@@ -74,7 +75,7 @@ def test_a_crash_before_the_manifest_leaves_no_checkpoint(tmp_path):
 
 
 def test_only_the_last_few_are_kept(tmp_path):
-    store = CheckpointStore(tmp_path, stage=0, keep=2)
+    store = CheckpointStore(RunDir(tmp_path), stage=0, keep=2)
     for s in range(1, 6):
         store.save(ckpt(s))
     assert store.steps_on_disk() == [4, 5]
@@ -91,7 +92,7 @@ def test_nothing_is_unpickled(tmp_path, monkeypatch):
         monkeypatch.setattr(pickle, name, refuse)
     monkeypatch.setattr(torch, "load", refuse)
     monkeypatch.setattr(torch, "save", refuse)
-    store = CheckpointStore(tmp_path, stage=0)
+    store = CheckpointStore(RunDir(tmp_path), stage=0)
     d = store.save(ckpt(1))
     assert sorted(p.name for p in d.iterdir()) == sorted([TENSORS, META, MANIFEST])
     assert store.load_latest().step == 1

@@ -3,7 +3,8 @@ import pytest
 import torch
 
 from zerolock_core.method.chunks import build_chunks, chunk_bounds
-from zerolock_core.config.run_config import ConfigError, ModelConfig
+from zerolock_core.config.field_words import ConfigError
+from zerolock_core.config.run_config import ModelConfig
 from zerolock_core.models.loading import load_causal_lm
 from zerolock_core.method.objectives import task_cross_entropy
 from zerolock_core.config.readout_spec import ReadoutSpec

@@ -5,7 +5,8 @@ import json
 import pytest
 
 from zerolock_core.cli import main
-from zerolock_core.config.run_config import ConfigError, RunConfig, TrainConfig, replace
+from zerolock_core.config.field_words import ConfigError
+from zerolock_core.config.run_config import RunConfig, TrainConfig, replace
 
 
 BAD_FLAGS = [

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from zerolock_core.cli import main
-from zerolock_core.config.run_config import (ConfigError, DataConfig, LinkConfig, ModelConfig, ObjectiveConfig, RunConfig,
+from zerolock_core.config.field_words import ConfigError
+from zerolock_core.config.run_config import (DataConfig, LinkConfig, ModelConfig, ObjectiveConfig, RunConfig,
                                   TrainConfig)
 from zerolock_core.config.config_file import dumps, loads, read_config_toml, write_config_toml
 from zerolock_core.train.preflight import preflight

@@ -145,7 +145,7 @@ def _wait_for(moment: str, d: Path, proc) -> None:
             return rd.config_json.exists()
         if moment == "eval":
             return rd.eval_progress.exists()
-        return all(2 in CheckpointStore(rd.checkpoints, stage=s).verified_steps() for s in range(2))
+        return all(2 in CheckpointStore(rd, stage=s).verified_steps() for s in range(2))
     while not reached():
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() - t0 < DEADLINE_S, f"the run never reached {moment}"
@@ -217,11 +217,11 @@ def test_a_stop_during_a_recovery_records_it_and_says_where_resume_continues(tmp
     run = Run(cfg_for(tmp_path, steps=STOP_STEPS, warm_standby="off")).start()
     try:
         t0 = time.monotonic()
-        while run.status()["steps_done"] < 4:
+        while run.status().steps_done < 4:
             assert not run.done and time.monotonic() - t0 < DEADLINE_S
             time.sleep(0.05)
         run.inject_failure(1, "kill")
-        while 1 not in run.status()["recovering"]:
+        while 1 not in run.status().recovering:
             assert not run.done and time.monotonic() - t0 < DEADLINE_S
             time.sleep(0.02)
         metrics = run.stop(timeout=DEADLINE_S)

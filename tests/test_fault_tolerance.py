@@ -24,7 +24,8 @@ from zerolock_core.runtime.recovery_phases import (INSTANTS, PHASES, field, phas
 from zerolock_core.telemetry.events import read_events
 from benchmarks.faults import (CI_CASES, DEADLINE_S, MATRIX_CASES, STEPS, case_config,
                                         run_with_deadline)
-from zerolock_core.config.run_config import ConfigError, DataConfig, RunConfig, TrainConfig
+from zerolock_core.config.field_words import ConfigError
+from zerolock_core.config.run_config import DataConfig, RunConfig, TrainConfig
 from zerolock_core.rundir.run_dir import RunDir
 from zerolock_core.jobs.pipeline_job import Run
 from zerolock_core.telemetry.activity import bubble_fraction, makespan_s, stage_stats
@@ -178,9 +179,9 @@ def test_a_failure_while_a_replacement_starts_restarts_it_again_and_ends_bitwise
     waited in the backend's connect until the replacement timed out)."""
     run = Run(cfg_for(tmp_path)).start()
     try:
-        _until(run, lambda s: s["steps_done"] >= 2, "step 2")
+        _until(run, lambda s: s.steps_done >= 2, "step 2")
         run.inject_failure(1, "kill")
-        _until(run, lambda s: 1 in s["recovering"] and s["stage_states"][1] in STARTUP_PHASES,
+        _until(run, lambda s: 1 in s.recovering and s.stage_states[1] in STARTUP_PHASES,
                "stage 1's replacement to start")
         run.inject_failure(0, "kill")
         metrics = run.wait(timeout=DEADLINE_S)
@@ -201,7 +202,7 @@ def test_a_failure_while_a_replacement_starts_restarts_it_again_and_ends_bitwise
 def test_a_stopped_stage_is_detected_and_never_comes_back(tmp_path):
     run = Run(cfg_for(tmp_path, steps=STEPS)).start()
     t0 = time.monotonic()
-    while run.status()["steps_done"] < 2:
+    while run.status().steps_done < 2:
         assert not run.done and time.monotonic() - t0 < DEADLINE_S
         time.sleep(0.05)
     victim = run._sup.procs[1]

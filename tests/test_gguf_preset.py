@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from zerolock_core.config.run_config import ConfigError
+from zerolock_core.config.field_words import ConfigError
 from zerolock_core.models.locations import TINY_DIR
 from zerolock_core.models.loading import load_causal_lm, load_tokenizer, resolve_model
 

@@ -53,7 +53,7 @@ def test_a_partial_model_without_the_needed_tensor_is_refused(tmp_path, tiny_ran
 
     from safetensors.torch import load_file, save_file
 
-    from zerolock_core.config.run_config import ConfigError
+    from zerolock_core.config.field_words import ConfigError
 
     broken = tmp_path / "broken"
     shutil.copytree(tiny_random_model_dir, broken)

@@ -144,7 +144,7 @@ def test_every_method_finishes(tmp_path, method, stages):
 
 def test_stop_mid_run_ends_every_process_with_valid_metrics(tmp_path):
     run = Run(cfg_for(tmp_path, runtime="pipeline", method="zerolock", steps=10_000)).start()
-    while run.status()["steps_done"] < 1:
+    while run.status().steps_done < 1:
         assert not run.done, run.metrics
         time.sleep(0.1)
     metrics = run.stop()
@@ -154,21 +154,21 @@ def test_stop_mid_run_ends_every_process_with_valid_metrics(tmp_path):
     assert on_disk["state"] == "stopped"
     assert 1 <= on_disk["steps_done"] < 10_000
     assert json.loads(json.dumps(metrics.to_json())) == on_disk
-    assert run.status()["steps_done"] == on_disk["steps_done"]  # the final count, not the store's default
+    assert run.status().steps_done == on_disk["steps_done"]  # the final count, not the store's default
 
 
 def test_a_stop_after_the_last_step_ends_stopped_and_resume_only_evaluates(tmp_path):
     """A stop that arrives once every step is trained (before or during the final eval) skips the eval
     and says so; `--resume` then runs just the eval and ends the run finished, its training record kept."""
     run = Run(cfg_for(tmp_path, runtime="pipeline", method="zerolock", steps=STEPS)).start()
-    while run.status()["steps_done"] < STEPS and run.state != "finishing":
+    while run.status().steps_done < STEPS and run.state != "finishing":
         assert not run.done, run.metrics
         time.sleep(0.02)
     run.stop()
     assert run.state == "stopped" and run.metrics.training_complete and run.metrics.eval is None
     assert "--resume" in run.metrics.eval_skipped
     status = run.status()
-    assert status["steps_done"] == STEPS and status["stage_steps"] == [STEPS] * 3
+    assert status.steps_done == STEPS and status.stage_steps == [STEPS] * 3
     trained = json.loads((tmp_path / "metrics.json").read_text())
     resumed = Run(cfg_for(tmp_path, runtime="pipeline", method="zerolock", steps=STEPS), resume=True).start()
     metrics = resumed.wait(timeout=300)

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from zerolock_core.cli import build_parser, config_from_args, main
-from zerolock_core.config.run_config import ConfigError, ObjectiveConfig, RunConfig, TrainConfig
-from zerolock_core.config.field_words import CLI, FORM, FieldError, render, whole
+from zerolock_core.config.run_config import ObjectiveConfig, RunConfig, TrainConfig
+from zerolock_core.config.field_words import CLI, FORM, ConfigError, FieldError, render, whole
 from zerolock_core.train.preflight import gguf_layers, model_layers, preflight
 
 REPO = Path(__file__).resolve().parent.parent

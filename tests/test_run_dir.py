@@ -10,7 +10,8 @@ import sys
 import pytest
 
 from zerolock_core.cli import main
-from zerolock_core.config.run_config import ConfigError, DataConfig, RunConfig, TrainConfig, replace
+from zerolock_core.config.field_words import ConfigError
+from zerolock_core.config.run_config import DataConfig, RunConfig, TrainConfig, replace
 from zerolock_core.rundir.atomic_files import write_json_atomic
 from zerolock_core.rundir.metrics import Metrics
 from zerolock_core.rundir.run_dir import RunDir, RunInUse, check_resumable

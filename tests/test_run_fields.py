@@ -11,8 +11,8 @@ import pytest
 
 from app.form import RunForm, config_for
 from zerolock_core.cli import build_parser, config_from_args
-from zerolock_core.config.run_config import ConfigError, RunConfig, TrainConfig, replace
-from zerolock_core.config.field_words import CLI, FILE, FORM, render
+from zerolock_core.config.run_config import RunConfig, TrainConfig, replace
+from zerolock_core.config.field_words import CLI, FILE, FORM, ConfigError, render
 from zerolock_core.config.run_fields import FIELDS, RUN_FIELDS
 from zerolock_core.config.setting import value_text
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from zerolock_core.jobs.base import JobStatus
 from zerolock_core.jobs.job import progress_words
 from zerolock_core.rundir.metrics import Metrics
 from zerolock_core.runtime.recovery_records import RecoveryBook
@@ -13,8 +14,7 @@ S = 10**9
 
 
 def status(**kw):
-    return {"state": "running", "elapsed_s": 75.0, "stage_states": [], "open_recoveries": [],
-            "eval_progress": None, "s_per_step": None, "eta_s": None, **kw}
+    return JobStatus(**{"state": "running", "total_steps": 80, "elapsed_s": 75.0, **kw})
 
 
 @pytest.mark.parametrize("st,expected", [
@@ -116,7 +116,7 @@ def test_a_resumed_run_says_the_step_it_is_at_from_the_first_moment(resumed_run,
     for s, n in enumerate(stage_steps or []):
         resumed_run._store.set(protocol.stage_step(s), str(n))
     st = resumed_run.status()
-    assert st["steps_done"] == done
+    assert st.steps_done == done
     t = Tracked(name="run", rd=resumed_run.rd, cfg=resumed_run.cfg.to_dict(), method="zerolock", batch="",
                 engine=resumed_run, state=resumed_run.state)
     assert f"step {done} / 80" in status_markdown(t, t.status())
@@ -137,4 +137,4 @@ def test_a_resumed_runs_rate_counts_only_the_steps_it_trained(resumed_run, monke
     resumed_run.state, resumed_run._t_running = "running", 100.0
     monkeypatch.setattr(run_module.time, "monotonic", lambda: 110.0)  # a fixed clock: 10 s of training
     st = resumed_run.status()
-    assert (st["s_per_step"], st["eta_s"]) == (per_step, eta)
+    assert (st.s_per_step, st.eta_s) == (per_step, eta)

@@ -10,7 +10,7 @@ import pytest
 import torch.distributed as dist
 
 from benchmarks.common.machine import free_port
-from zerolock_core.config.run_config import ConfigError
+from zerolock_core.config.field_words import ConfigError
 from zerolock_core.runtime import protocol
 from zerolock_core.runtime.torchrun_entry import _join_session
 

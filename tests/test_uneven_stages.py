@@ -78,7 +78,7 @@ def test_a_straggler_from_the_dashboard_slows_its_stage_from_its_next_step(tmp_p
     from zerolock_core.jobs.pipeline_job import Run
 
     run = Run(case_config(tmp_path, method="zerolock", stages=2, steps=12, ckpt_every=0)).start()
-    while run.status()["steps_done"] < 1:
+    while run.status().steps_done < 1:
         assert not run.done
         time.sleep(0.05)
     run.inject_failure(1, "slow")

@@ -184,7 +184,7 @@ def test_a_bad_file_is_refused_in_one_line_before_anything_is_created(tmp_path, 
 ])
 def test_field_flags_that_contradict_each_other_are_refused(tmp_path, flags, message):
     from zerolock_core.cli import build_parser, config_from_args
-    from zerolock_core.config.run_config import ConfigError
+    from zerolock_core.config.field_words import ConfigError
 
     data = write_jsonl(tmp_path / "d.jsonl", qa_rows())
     args = build_parser().parse_args(["train", "--dataset", f"jsonl:{data}", *flags])

@@ -169,7 +169,7 @@ def chunk_readouts(chunks: Sequence[Any], batch: dict[str, "torch.Tensor"]) -> C
 
 def run_config(run_dir: str | Path) -> Any:
     """The ``RunConfig`` a run was made with (its run directory's config, or its record's)."""
-    from zerolock_core.config.run_config import ConfigError
+    from zerolock_core.config.field_words import ConfigError
     from zerolock_core.rundir.run_dir import RunDir
 
     try:

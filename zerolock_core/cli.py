@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .config.run_config import ConfigError, RunConfig
+from .config.field_words import ConfigError
+from .config.run_config import RunConfig
 from .config.config_file import read_config_toml
 from .train.preflight import preflight
 from .runtime.recovery_phases import phases_text

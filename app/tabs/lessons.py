@@ -7,8 +7,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from zerolock_core.config.run_config import ConfigError
-from zerolock_core.config.field_words import FORM, render
+from zerolock_core.config.field_words import FORM, ConfigError, render
 
 from ..controller import EngineController
 from ..form import configs_for

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import gradio as gr
 
-from zerolock_core.config.run_config import FAILURE_MODES, ConfigError
-from zerolock_core.config.field_words import FORM, render
+from zerolock_core.config.run_config import FAILURE_MODES
+from zerolock_core.config.field_words import FORM, ConfigError, render
 from zerolock_core.vocabulary import failure_choice
 
 from ..controller import EngineController

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
+from zerolock_core.rundir.atomic_files import write_json_atomic
+
 from .image_export import save_figures
 
 
@@ -18,8 +20,6 @@ def publish(
     png: bool = True,
 ) -> str:
     """Writes out/NAME.json (+ figures) and returns the text to print."""
-    from zerolock_core.rundir.artifacts import write_json_atomic  # imports torch: not for `--help`
-
     report["figures"] = save_figures(figures(report), out, png=png)
     write_json_atomic(out / f"{name}.json", report)
     fig = report["figures"]

@@ -23,8 +23,8 @@ from typing import Any
 
 from ..rundir.atomic_files import write_text_atomic
 from ..method.balance import AUTO
-from .run_config import ConfigError, RunConfig, upgrade_sections
-from .field_words import FILE, render
+from .run_config import RunConfig, upgrade_sections
+from .field_words import FILE, ConfigError, render
 from .run_fields import RUN_FIELDS, SECTIONS
 
 if sys.version_info >= (3, 11):

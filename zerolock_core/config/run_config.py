@@ -24,7 +24,7 @@ from .run_fields import (CONSISTENCY_DIRECTIONS, LINK_PROFILE_NAMES, LOCAL_METHO
 __all__ = ["CONSISTENCY_DIRECTIONS", "FAILURE_MODES", "HEARTBEAT_INTERVAL_S", "LINK_PROFILE_NAMES", "LOCAL_METHODS",
            "METHODS_BY_RUNTIME", "MIN_HEARTBEAT_TIMEOUT_S", "PIPEDREAM_REFUSAL", "STRAGGLER", "STRAGGLER_FACTOR",
            "WARM_STANDBY",
-           "ConfigError", "DataConfig", "FailureSpec", "LinkConfig", "ModelConfig", "ObjectiveConfig", "RunConfig",
+           "DataConfig", "FailureSpec", "LinkConfig", "ModelConfig", "ObjectiveConfig", "RunConfig",
            "TrainConfig", "replace", "upgrade_sections", "validate"]
 
 FAILURE_MODES = ("kill", "stop", "post-step", "mid-ckpt", STRAGGLER)

@@ -5,9 +5,10 @@
     job.request_stop()    # safe from a signal handler; job.stop() also waits
     metrics = job.wait()  # the run's `Metrics` once it has ended
 
-`Run` (runtime/run.py) is the pipeline runtime's job, `ReferenceJob` (reference_job.py) the
-reference trainer's. Both hold the run directory's lock while they run and end with a record in
-metrics.json, however they end. The CLI, the dashboard and the benchmarks all go through
+`Run` (pipeline_job.py) is the pipeline runtime's job, `ReferenceJob` (reference_job.py) the
+reference trainer's; both are `JobBase`s (base.py: the lifecycle, `JobState`, `JobStatus`), which
+import neither this module nor each other. Both hold the run directory's lock while they run and end
+with a record in metrics.json, however they end. The CLI, the dashboard and the benchmarks all go through
 `make_job`; `run_to_end` is the CLI's way to drive one (a progress bar; Ctrl-C and SIGTERM stop the
 run, never lost — see stop_signals.py).
 """
@@ -15,13 +16,15 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
-from typing import Any, Protocol
+from typing import Protocol
 
 from ..method.balance import is_auto
 from ..config.run_config import RunConfig
-from ..rundir.metrics import STATES, Metrics
+from ..rundir.metrics import Metrics
 from ..rundir.run_dir import RunDir
+from .base import JobState, JobStatus
+from .pipeline_job import Run
+from .reference_job import ReferenceJob
 from .stop_signals import StopSignals
 
 POLL_S = 0.2
@@ -31,45 +34,17 @@ STILL_STOPPING = "still stopping (the run ends with its record; stages that do n
 
 class Job(Protocol):
     cfg: RunConfig
-    state: str
+    state: JobState
     metrics: Metrics | None
 
     def start(self) -> "Job": ...
-    def status(self) -> dict[str, Any]: ...
+    def status(self) -> JobStatus: ...
     def request_stop(self) -> None: ...
     def stop(self, *, wait: bool = True, timeout: float | None = 60.0) -> Metrics | None: ...
     def wait(self, timeout: float | None = None) -> Metrics | None: ...
 
     @property
     def done(self) -> bool: ...
-
-
-class JobBase:
-    """What both jobs share: a stop request that is only recorded (safe from a signal handler: the job's
-    own thread acts on it within a tick), and the end — the thread's — that `wait` waits for."""
-    state: str
-    metrics: Metrics | None
-    _stop_requested_at: float | None = None
-    _thread: threading.Thread | None = None
-
-    def request_stop(self) -> None:
-        """Ask the job to stop: every stage finishes its current action and saves; a final eval under way
-        is skipped (`--resume` runs it later). Idempotent."""
-        if self._stop_requested_at is None:
-            self._stop_requested_at = time.monotonic()
-
-    def stop(self, *, wait: bool = True, timeout: float | None = 60.0) -> Metrics | None:
-        self.request_stop()
-        return self.wait(timeout) if wait else None
-
-    def wait(self, timeout: float | None = None) -> Metrics | None:
-        if self._thread is not None:
-            self._thread.join(timeout)
-        return self.metrics
-
-    @property
-    def done(self) -> bool:
-        return self.state in STATES
 
 
 class JobFailed(RuntimeError):
@@ -81,11 +56,7 @@ def make_job(cfg: RunConfig, *, overwrite: bool = False, resume: bool = False) -
     if cfg.train.runtime == "reference":
         if resume:
             raise ValueError("--resume is for --runtime pipeline runs (a reference run has no checkpoints)")
-        from .reference_job import ReferenceJob
-
         return ReferenceJob(cfg, overwrite=overwrite)
-    from .pipeline_job import Run
-
     return Run(cfg, overwrite=overwrite, resume=resume)
 
 
@@ -120,8 +91,7 @@ def run_to_end(job: Job, *, progress: bool = True, signals: StopSignals | None =
                     bar.write(STILL_STOPPING, file=sys.stderr)
                 said = signals.received
             st = job.status()
-            if st.get("steps_done") is not None:
-                bar.n = st["steps_done"]
+            bar.n = st.steps_done
             bar.set_postfix_str(progress_words(st))
             bar.refresh()
             job.wait(POLL_S)
@@ -142,7 +112,7 @@ def train(cfg: RunConfig, *, progress: bool = True, overwrite: bool = False, res
     """Run `cfg` to its end (the benchmarks' and tests' one call). Returns the record of a finished or
     stopped run; raises JobFailed for a failed one."""
     metrics = run_to_end(make_job(cfg, overwrite=overwrite, resume=resume), progress=progress)
-    if metrics.state == "failed":
+    if metrics.state == JobState.FAILED:
         raise JobFailed(f"{cfg.train.runtime} run failed: {metrics.reason or 'unknown error'} "
                         f"(details: {RunDir(cfg.out).metrics})")
     return metrics
@@ -153,23 +123,24 @@ def _clock(seconds: float) -> str:
     return f"{m:02d}:{s:02d}" if m < 60 else f"{m // 60}:{m % 60:02d}:{s:02d}"
 
 
-def progress_words(st: dict[str, Any]) -> str:
-    """One line for a job's status (the CLI's progress bar; the dashboard says the same in its words)."""
-    state, elapsed = st["state"], _clock(st.get("elapsed_s") or 0.0)
-    if st.get("stopping"):
+def progress_words(st: JobStatus) -> str:
+    """One line for a job's status (the CLI's progress bar; the dashboard's status line reads the same
+    fields, `app/watch_view.state_words`). A pure function of the status."""
+    elapsed = _clock(st.elapsed_s or 0.0)
+    if st.stopping:
         return f"stopping: every stage finishes its current action and saves; elapsed {elapsed}"
-    if state == "starting":
-        phases = ", ".join(f"{s}: {p}" for s, p in enumerate(st.get("stage_states", [])))
+    if st.state == JobState.STARTING:
+        phases = ", ".join(f"{s}: {p}" for s, p in enumerate(st.stage_states))
         return f"starting {elapsed}" + (f" ({phases})" if phases else "")
-    if st.get("open_recoveries"):
+    if st.open_recoveries:
         down = "; ".join(f"stage {r['stage']} down — {'rolling every stage back' if r['kind'] == 'global' else 'restarting'}"
-                         f" ({r['down_s']:.1f} s)" for r in st["open_recoveries"])
+                         f" ({r['down_s']:.1f} s)" for r in st.open_recoveries)
         return f"{down}; elapsed {elapsed}"
-    if state == "finishing":
-        ev = st.get("eval_progress")
+    if st.state == JobState.FINISHING:
+        ev = st.eval_progress
         if ev and ev.get("total"):
             return f"evaluating the final weights: {ev['scored']}/{ev['total']} examples; elapsed {elapsed}"
         return f"evaluating the final weights ({(ev or {}).get('phase', 'starting')}); elapsed {elapsed}"
-    if st.get("s_per_step") is not None:
-        return f"{state}, {st['s_per_step']:.2f} s/step, ETA {_clock(st['eta_s'])}, elapsed {elapsed}"
-    return f"{state}, elapsed {elapsed}"
+    if st.s_per_step is not None:
+        return f"{st.state}, {st.s_per_step:.2f} s/step, ETA {_clock(st.eta_s)}, elapsed {elapsed}"
+    return f"{st.state}, elapsed {elapsed}"

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
-import threading
 import time
 import traceback
 from typing import Any
@@ -26,9 +25,8 @@ import torch.distributed as dist
 
 from ..train.auto_boundaries import resolve_auto_boundaries
 from ..config.run_config import FAILURE_MODES, PIPEDREAM_REFUSAL, STRAGGLER, RunConfig
-from .job import JobBase
-from ..rundir.metrics import STATES, Metrics
-from ..rundir.run_dir import RunDir, RunLock
+from ..rundir.metrics import Metrics
+from .base import STOPPED_ON_REQUEST, TERMINAL, JobBase, JobState, JobStatus
 from ..train.run_setup import prepare as prepare_run
 from ..telemetry.events import Cursor, read_events
 from ..runtime import protocol
@@ -40,40 +38,25 @@ from ..runtime.stage_process import stage_main
 from ..runtime.store_view import StoreView
 from ..runtime.supervisor import StageSupervisor
 
-TERMINAL = STATES
-TRANSITIONS = {
-    "created": {"starting", "finishing"},  # finishing: the start itself failed, or only the eval is left
-    "starting": {"running", "recovering", "finishing", "failed"},
-    "running": {"recovering", "finishing", "failed"},
-    "recovering": {"running", "recovering", "finishing", "failed"},
-    "finishing": set(TERMINAL),
-}
 TICK_S = 0.05
-STOPPED_ON_REQUEST = "stopped on request"
 
 
 class Run(JobBase):
+    THREAD_NAME = "zerolock-coordinator"
+
     def __init__(self, cfg: RunConfig, *, stop_grace_s: float = 10.0, overwrite: bool = False,
                  resume: bool = False) -> None:
         if cfg.train.runtime != "pipeline":
             raise ValueError("Run drives --runtime pipeline runs")
         if not cfg.out:
             raise ValueError("a pipeline run needs an output directory (out)")
-        self.cfg, self.rd = cfg, RunDir(cfg.out)
-        self.dir = self.rd.path
+        super().__init__(cfg, overwrite=overwrite, resume=resume)
         self.K = cfg.train.stages
         self.stop_grace_s = stop_grace_s
-        self.overwrite, self.resume = overwrite, resume
-        self.state = "created"
-        self.reason = ""  # why the run failed (or was stopped), one line
-        self.metrics: Metrics | None = None
         self._store: StoreView | None = None
         self._sup: StageSupervisor | None = None
         self._recovery: Recovery | None = None
-        self._lock_file: RunLock | None = None
         self._stop_sent = False
-        self._lock = threading.RLock()
-        self._t_start = 0.0
         self._t_start_ns = 0
         self._t_running: float | None = None
         self._errors: dict[str, str] = {}
@@ -87,46 +70,41 @@ class Run(JobBase):
     def recoveries(self) -> list[dict[str, Any]]:
         return self._book.closed
 
-    # ---- control --------------------------------------------------------------------------------
-    def start(self) -> "Run":
-        """Lock and check the directory, then spawn every stage. A bad or busy directory raises
-        ConfigError before anything is touched; a failure after that ends the run `failed` (metrics.json
-        says why) instead of raising."""
-        if self.state != "created":
-            raise RuntimeError(f"run already {self.state}")
-        if self.resume:
-            if self.rd.config_json.exists():  # auto resumes with the boundaries its run was made with
-                self.cfg, _ = resolve_auto_boundaries(self.cfg, made_with=self.rd.saved_config())
-            self._lock_file = self.rd.prepare_resume(self.cfg)
-        else:
-            self.cfg, balance = resolve_auto_boundaries(self.cfg)  # measured once, here: every stage builds these
-            self._lock_file = self.rd.prepare_fresh(self.cfg, overwrite=self.overwrite, balance=balance)
-        self._t_start, self._t_start_ns = time.monotonic(), time.monotonic_ns()
+    # ---- control (JobBase.start: the directory, then the launch) ----------------------------------
+    def _take_directory(self):
+        """A resumed run keeps its directory (and an auto run the boundaries it was made with)."""
+        if not self.resume:
+            return super()._take_directory()
+        if self.rd.config_json.exists():
+            self.cfg, _ = resolve_auto_boundaries(self.cfg, made_with=self.rd.saved_config())
+        return self.rd.prepare_resume(self.cfg)
+
+    def _started(self) -> None:
+        self._t_start_ns = time.monotonic_ns()
         _LIVE_RUNS.add(self)
-        try:
-            previous = self.rd.read_metrics() if self.resume else None
-            if previous is not None and previous.training_complete:
-                self._eval_only = previous  # every step is trained: only the final eval is left
-                self._set_state("finishing")
-            else:
-                self._store = StoreView(dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False))
-                self._sup = StageSupervisor(self.cfg, self._store, run_dir=str(self.dir), target=stage_main)
-                self._recovery = Recovery(self.cfg, self._store, self._sup, self._book)
-                if self.resume:
-                    self._resume_step = resumable_step(self.cfg, self.rd)
-                    self._sup.start_at(self._resume_step)
-                self._set_state("starting")
-                for s in range(self.K):
-                    if self._stop_requested_at is not None:
-                        break  # Ctrl-C while the stages start: start no more of them
-                    self._sup.spawn(self._sup.launch(s, restore_step=self._resume_step))
-        except Exception as err:  # e.g. a process could not be spawned: end cleanly, say why
-            self._fail(f"coordinator: could not start the run: {type(err).__name__}: {err}", traceback.format_exc())
-            self._end()
-            return self
-        self._thread = threading.Thread(target=self._watch, name="zerolock-coordinator", daemon=True)
-        self._thread.start()
-        return self
+
+    def _launch(self) -> None:
+        """The rendezvous store and the supervisor, then every stage's process."""
+        previous = self.rd.read_metrics() if self.resume else None
+        if previous is not None and previous.training_complete:
+            self._eval_only = previous  # every step is trained: only the final eval is left
+            self._set_state(JobState.FINISHING)
+            return
+        self._store = StoreView(dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False))
+        self._sup = StageSupervisor(self.cfg, self._store, run_dir=str(self.dir), target=stage_main)
+        self._recovery = Recovery(self.cfg, self._store, self._sup, self._book)
+        if self.resume:
+            self._resume_step = resumable_step(self.cfg, self.rd)
+            self._sup.start_at(self._resume_step)
+        self._set_state(JobState.STARTING)
+        for s in range(self.K):
+            if self._stop_requested_at is not None:
+                break  # Ctrl-C while the stages start: start no more of them
+            self._sup.spawn(self._sup.launch(s, restore_step=self._resume_step))
+
+    def _launch_failed(self, err: BaseException) -> None:
+        """e.g. a process could not be spawned: end cleanly, say why."""
+        self._fail(f"coordinator: could not start the run: {type(err).__name__}: {err}", traceback.format_exc())
 
     def inject_failure(self, stage: int, mode: str = "kill") -> None:
         """Fail a stage now: kill (SIGKILL), stop (SIGSTOP), post-step (die right after its next
@@ -145,7 +123,7 @@ class Run(JobBase):
         if recovers and self.cfg.train.ckpt_every <= 0:
             raise ValueError("this run writes no checkpoints to recover from")
         with self._lock:
-            if self.state not in ("starting", "running", "recovering") or self._stop_requested_at is not None \
+            if not JobState(self.state).live or self._stop_requested_at is not None \
                     or self._sup is None:
                 raise ValueError(f"the run is {'stopping' if self._stop_requested_at else self.state}")
             if recovers and self._sup.restarts[stage] >= self.cfg.train.max_restarts:
@@ -166,33 +144,30 @@ class Run(JobBase):
     def _get(self, key: str, default: Any, cast: Any) -> Any:
         return default if self._store is None else self._store.get(key, default, cast)
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> JobStatus:
         steps = [self._get(protocol.stage_step(s), 0, int) for s in range(self.K)]
         states = [self._get(protocol.stage_state(s), "starting", str) for s in range(self.K)]
         if self.metrics is not None:  # the run's own record
             steps = [self.metrics.steps_done] * self.K
         elif self._eval_only is not None:
             steps = [self._eval_only.steps_done] * self.K
-        elapsed = time.monotonic() - self._t_start if self._t_start else 0.0
         done = min(steps) if steps else 0
         trained = done - (self._resume_step or 0)  # the steps this process trained (a resumed run began later)
         eta = per_step = None
         downtime = self._book.downtime_s()
-        if self._t_running is not None and trained > 0 and self.state in ("running", "recovering"):
+        if self._t_running is not None and trained > 0 and self.state in (JobState.RUNNING, JobState.RECOVERING):
             # seconds per step of training only: start-up and outages are left out
             per_step = max(0.0, time.monotonic() - self._t_running - downtime) / trained
             eta = per_step * (self.cfg.train.steps - done)
-        return {"state": self.state, "stage_states": states, "stage_steps": steps, "steps_done": done,
-                "total_steps": self.cfg.train.steps, "elapsed_s": elapsed, "eta_s": eta, "s_per_step": per_step,
-                "startup_s": (self._t_running - self._t_start) if self._t_running is not None else None,
-                "downtime_s": downtime, "dir": str(self.dir), "recoveries": list(self.recoveries),
-                "recovering": self._book.open_stages(), "open_recoveries": self._book.open_records(),
-                "stragglers": self._book.stragglers(self._get),
-                "eval_progress": self._eval_progress(), "reason": self.reason,
-                "stopping": self._stop_requested_at is not None and self.state not in TERMINAL}
+        return self._status(
+            stage_states=states, stage_steps=steps, steps_done=done, eta_s=eta, s_per_step=per_step,
+            startup_s=(self._t_running - self._t_start) if self._t_running is not None else None,
+            downtime_s=downtime, recoveries=list(self.recoveries), recovering=self._book.open_stages(),
+            open_recoveries=self._book.open_records(), stragglers=self._book.stragglers(self._get),
+            eval_progress=self._eval_progress())
 
     def _eval_progress(self) -> dict[str, Any] | None:
-        if self.state != "finishing" or not self._evaluating:
+        if self.state != JobState.FINISHING or not self._evaluating:
             return None
         from ..rundir.atomic_files import read_json
 
@@ -214,13 +189,6 @@ class Run(JobBase):
         return mode == "on" or (mode == "auto" and (os.cpu_count() or 1) > self.K)
 
     # ---- state ----------------------------------------------------------------------------------
-    def _set_state(self, new: str) -> None:
-        with self._lock:
-            if new == self.state:
-                return
-            assert new in TRANSITIONS.get(self.state, ()), f"run state {self.state} -> {new}"
-            self.state = new
-
     def _fail(self, reason: str, detail: str = "") -> None:
         """Record the first reason the run fails (later ones are consequences)."""
         with self._lock:
@@ -268,10 +236,11 @@ class Run(JobBase):
                 # a stage still starting has nothing to save: it need not finish loading first
                 self._sup.kill([s for s in range(self.K) if states[s] in protocol.STARTING_STATES
                                 or self._sup.procs[s] is None])
-            if self.state == "starting" and all(x in ("running", "done") for x in states):
-                self._set_state("running")
+            if self.state == JobState.STARTING and all(x in ("running", "done") for x in states):
+                self._set_state(JobState.RUNNING)
                 self._t_running = now
-            if not stopping and self.state == "running" and self.cfg.train.ckpt_every > 0 and self.wants_standby \
+            if not stopping and self.state == JobState.RUNNING and self.cfg.train.ckpt_every > 0 \
+                    and self.wants_standby \
                     and not self._book.open_stages():
                 # only once every stage runs: its imports must not slow their start (and the run's encoded data
                 # is in its directory by then, for the standby to read ahead)
@@ -284,7 +253,7 @@ class Run(JobBase):
             failed = self._sup.failed_stages(now, states, injected=lambda s: self._book.fired_on(
                 s, self._store.raw) is not None)
             if failed and not stopping:
-                self._set_state("recovering")
+                self._set_state(JobState.RECOVERING)
                 ended = self._recovery.handle(failed, states)
                 if ended is not None:
                     reason, errors = ended
@@ -292,8 +261,8 @@ class Run(JobBase):
                     self._fail(reason)
                     self._sup.kill_all()
                 return False
-            if self.state == "recovering" and not self._book.open_stages():
-                self._set_state("running")
+            if self.state == JobState.RECOVERING and not self._book.open_stages():
+                self._set_state(JobState.RUNNING)
             if self.cfg.train.ckpt_every > 0 and not stopping and \
                     all(self._get(protocol.actions_done(s), "", str) for s in range(self.K)):
                 self._store.set(protocol.COMPLETE, "1")
@@ -308,33 +277,31 @@ class Run(JobBase):
                 self._sup.kill_all()
             return False
 
-    # ---- the end --------------------------------------------------------------------------------
-    def _end(self) -> None:
-        """Whatever happened: no process left, metrics.json written, a terminal state, the lock released."""
+    # ---- the end (JobBase._end: no process left, the record written, the lock released) -----------
+    def _ending(self) -> None:
         with self._lock:
-            if self.state not in ("finishing",) + TERMINAL:
-                self._set_state("finishing")
-        try:
-            self._end_processes()
-            metrics = self._finish()
-        except Exception as err:  # the record itself could not be made: say so in the smallest one
-            self.reason = self.reason or f"coordinator: ending the run: {type(err).__name__}: {err}"
-            metrics = Metrics(config=self.cfg.to_dict(), state="failed", reason=self.reason,
-                              errors={**self._errors, "coordinator": traceback.format_exc()})
-        try:
-            self.rd.write_metrics(metrics)
-        except Exception as err:  # the directory went away: the record stays in memory
-            metrics.errors["coordinator"] = f"coordinator: could not write metrics.json: {err}"
-        self.rd.sweep_temporaries()
-        with self._lock:
-            if self._sup is not None:
-                self._sup.standby.drop()
-            if self._store is not None:
-                self._store.close()
-            self.metrics = metrics
-            self.state = metrics.state
-        if self._lock_file is not None:
-            self._lock_file.release()
+            if self.state not in (JobState.FINISHING, *TERMINAL):
+                self._set_state(JobState.FINISHING)
+
+    def _record(self) -> Metrics:
+        self._end_processes()
+        return self._finish()
+
+    def _record_failed(self, err: Exception) -> str:
+        self.reason = self.reason or f"coordinator: ending the run: {type(err).__name__}: {err}"
+        self._errors["coordinator"] = traceback.format_exc()
+        return self.reason
+
+    def _failure_errors(self, reason: str) -> dict[str, str]:
+        return dict(self._errors)
+
+    def _close(self) -> None:
+        if self._sup is not None:
+            self._sup.standby.drop()
+        if self._store is not None:
+            self._store.close()
+
+    def _ended(self) -> None:
         _LIVE_RUNS.discard(self)
 
     def _end_processes(self) -> None:
@@ -352,20 +319,21 @@ class Run(JobBase):
     def _finish(self) -> Metrics:
         """The state, the final eval (unless stopped), the trace and the record."""
         complete = self._training_complete()
-        state = "failed" if self._errors else ("finished" if complete else
-                                               "stopped" if self.reason == STOPPED_ON_REQUEST else "failed")
-        if state == "failed" and not self._errors:
+        stopped = self.reason == STOPPED_ON_REQUEST
+        state = JobState.FAILED if self._errors else (
+            JobState.FINISHED if complete else JobState.STOPPED if stopped else JobState.FAILED)
+        if state == JobState.FAILED and not self._errors:
             states = [self._get(protocol.stage_state(s), "", str) for s in range(self.K)]
             self.reason = self.reason or f"the stages ended without finishing ({', '.join(states)})"
             self._errors["run"] = self.reason
         eval_, skipped, eval_s = None, "", 0.0
-        if state == "finished" and self._stop_requested_at is not None:
-            state, self.reason = "stopped", STOPPED_ON_REQUEST
+        if state == JobState.FINISHED and self._stop_requested_at is not None:
+            state, self.reason = JobState.STOPPED, STOPPED_ON_REQUEST
             skipped = f"stopped before the final eval: every step is trained; `zerolock train --resume {self.dir}` " \
                       f"evaluates it"
-        elif state == "finished" and not self.cfg.train.final_eval:
+        elif state == JobState.FINISHED and not self.cfg.train.final_eval:
             skipped = "not evaluated (final_eval is off)"
-        elif state == "finished":
+        elif state == JobState.FINISHED:
             t_eval = time.monotonic()
             self._evaluating = True
             eval_, skipped, failed = evaluate_in_child(self.cfg, self.rd, start=self._start_eval,
@@ -373,14 +341,15 @@ class Run(JobBase):
             self._evaluating = False
             eval_s = time.monotonic() - t_eval
             if failed:
-                state, self.reason = "failed", skipped
+                state, self.reason = JobState.FAILED, skipped
                 self._errors["eval"] = skipped
             elif eval_ is None:
-                state, self.reason = "stopped", STOPPED_ON_REQUEST
-        elif state == "stopped":
+                state, self.reason = JobState.STOPPED, STOPPED_ON_REQUEST
+        elif state == JobState.STOPPED:
             skipped = self._stopped_note()
         if self._eval_only is not None:  # a resumed run that only lacked its eval keeps its training record
-            return dataclasses.replace(self._eval_only, state=state, reason=self.reason if state != "finished" else "",
+            return dataclasses.replace(self._eval_only, state=str(state),
+                                       reason=self.reason if state != JobState.FINISHED else "",
                                        eval=eval_, eval_skipped=skipped, eval_s=eval_s,
                                        total_s=self._eval_only.total_s + time.monotonic() - self._t_start,
                                        errors={**self._eval_only.errors, **self._errors})
@@ -388,17 +357,17 @@ class Run(JobBase):
             write_trace(self.rd, self.K)
         except Exception as err:
             self._errors.setdefault("coordinator", f"coordinator: writing the trace: {type(err).__name__}: {err}")
-            state = "failed"
+            state = JobState.FAILED
             self.reason = self.reason if self.reason and self.reason != STOPPED_ON_REQUEST else \
                 f"coordinator: writing the trace failed: {err}"
         return record(self.cfg, self.rd, Ending(
-            state=state, reason=self.reason, errors=self._errors, eval=eval_, eval_skipped=skipped,
+            state=str(state), reason=self.reason, errors=self._errors, eval=eval_, eval_skipped=skipped,
             since_ns=self._t_start_ns, start_step=self._resume_step or 0,
             known_steps=[self._get(protocol.stage_step(s), 0, int) for s in range(self.K)],
             setup_s=(self._t_running - self._t_start) if self._t_running else 0.0,
             total_s=time.monotonic() - self._t_start, eval_s=eval_s, downtime_s=self._book.downtime_s(),
             recovery=self._book.close_all_open("the run was stopped during the recovery")
-            if state != "finished" else list(self.recoveries),
+            if state != JobState.FINISHED else list(self.recoveries),
             restarts=list(self._sup.restarts) if self._sup else [0] * self.K,
             failures_not_injected=self._book.not_injected(self._get, state),
             stragglers=self._book.stragglers(self._get),

@@ -5,24 +5,24 @@ bar, the dashboard's web server — never trains in its own threads and can alwa
 The job holds the run directory's lock for the child's whole life. A stop request is passed to the
 child, which ends at the next step boundary and writes a `stopped` record; a child that does not end
 within the grace is killed, and so is one whose parent died. A child that fails leaves a `failed`
-record written here, with the last line it printed.
+record written here (`JobBase`'s fallback), with the last line it printed.
 """
 from __future__ import annotations
 
 import os
 import signal
 import sys
-import threading
 import time
 import traceback
 from typing import Any
 
 from ..config.run_config import RunConfig
-from .job import JobBase
 from ..rundir.metrics import Metrics
-from ..rundir.run_dir import RunDir, RunLock
+from ..rundir.run_dir import RunDir
+from .base import JobBase, JobState, JobStatus
 
 STARTING, TRAINING, EVALUATING = 0, 1, 2  # the child's phase, as the shared value holds it
+PHASES = (JobState.STARTING, JobState.RUNNING, JobState.FINISHING)  # the job's state in each phase
 STOP_GRACE_S = 60.0  # a step (or the final eval) of a large model can take this long
 
 
@@ -55,57 +55,42 @@ def reference_child(cfg: dict[str, Any], stop, phase, steps) -> None:
 
 class ReferenceJob(JobBase):
     """A reference training run in a child process: start / status / request_stop / stop / wait, like `Run`."""
+    THREAD_NAME = "zerolock-reference-job"
+    START_ERRORS = (BaseException,)
+    RECORD_ON_DISK = True  # the child writes metrics.json itself
+    NO_RECORD = "the reference trainer ended without writing its record"
 
     def __init__(self, cfg: RunConfig, *, overwrite: bool = False, stop_grace_s: float = STOP_GRACE_S) -> None:
         if cfg.train.runtime != "reference" or not cfg.out:
             raise ValueError("ReferenceJob needs a --runtime reference config with an output directory")
-        self.cfg, self.rd = cfg, RunDir(cfg.out)
-        self.dir = self.rd.path
-        self.overwrite, self.stop_grace_s = overwrite, stop_grace_s
-        self.state = "created"
-        self.reason = ""
-        self.metrics: Metrics | None = None
+        super().__init__(cfg, overwrite=overwrite)
+        self.stop_grace_s = stop_grace_s
         self._proc = None
-        self._lock: RunLock | None = None
-        self._t_start = 0.0
         from ..runtime.processes import context
 
         ctx = context()
         self._stop, self._phase, self._steps = ctx.Event(), ctx.Value("i", STARTING), ctx.Value("i", 0)
 
-    def start(self) -> "ReferenceJob":
-        from ..train.auto_boundaries import resolve_auto_boundaries
+    def _launch(self) -> None:
+        self._set_state(JobState.STARTING)
+        from ..runtime.processes import start_process
 
-        self.cfg, balance = resolve_auto_boundaries(self.cfg)
-        self._lock = self.rd.prepare_fresh(self.cfg, overwrite=self.overwrite, balance=balance)
-        self._t_start = time.monotonic()
-        self.state = "starting"
-        try:
-            from ..runtime.processes import start_process
+        self._proc = start_process(reference_child, (self.cfg.to_dict(), self._stop, self._phase, self._steps),
+                                   name="zerolock-reference")
 
-            self._proc = start_process(reference_child, (self.cfg.to_dict(), self._stop, self._phase, self._steps),
-                                       name="zerolock-reference")
-        except BaseException as err:
-            self._end(failure=f"could not start the reference trainer: {type(err).__name__}: {err}")
-            return self
-        self._thread = threading.Thread(target=self._watch, name="zerolock-reference-job", daemon=True)
-        self._thread.start()
-        return self
+    def _launch_failed(self, err: BaseException) -> str:
+        return f"could not start the reference trainer: {type(err).__name__}: {err}"
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> JobStatus:
         steps = self.metrics.steps_done if self.metrics is not None else self._steps.value
-        elapsed = time.monotonic() - self._t_start if self._t_start else 0.0
-        return {"state": self.state, "stage_states": [], "stage_steps": [], "steps_done": steps,
-                "total_steps": self.cfg.train.steps, "elapsed_s": elapsed, "eta_s": None, "s_per_step": None,
-                "dir": str(self.dir), "reason": self.reason, "error": self.reason if self.state == "failed" else "",
-                "stopping": self._stop_requested_at is not None and not self.done}
+        return self._status(steps_done=steps, error=self.reason if self.state == JobState.FAILED else "")
 
     # ---- the watcher thread ---------------------------------------------------------------------
     def _watch(self) -> None:
         p = self._proc
         try:
             while p.exitcode is None:
-                self.state = ("starting", "running", "finishing")[self._phase.value]
+                self._set_state(PHASES[self._phase.value])
                 if self._stop_requested_at is not None:
                     self._stop.set()
                     if time.monotonic() - self._stop_requested_at > self.stop_grace_s:
@@ -114,9 +99,9 @@ class ReferenceJob(JobBase):
             failure = None
             if p.exitcode != 0:
                 failure = self._last_error() or f"the reference trainer exited with code {p.exitcode}"
-            self._end(failure=failure)
+            self._end(failure)
         except Exception as err:
-            self._end(failure=f"{type(err).__name__}: {err}")
+            self._end(f"{type(err).__name__}: {err}")
 
     def _last_error(self) -> str:
         try:
@@ -125,25 +110,20 @@ class ReferenceJob(JobBase):
             return ""
         return lines[-1] if lines else ""
 
-    def _end(self, *, failure: str | None) -> None:
-        metrics = self.rd.read_metrics() if failure is None else None
-        if failure is None and metrics is None:
-            failure = "the reference trainer ended without writing its record"
-        if metrics is None:  # the child failed, or was killed after the stop grace
-            code = self._proc.exitcode if self._proc is not None else None
-            stopped = self._stop_requested_at is not None and code == -signal.SIGKILL
-            reason = "stopped on request" if stopped else failure
-            metrics = Metrics(config=self.cfg.to_dict(), state="stopped" if stopped else "failed", reason=reason,
-                              steps_done=self._steps.value, total_s=time.monotonic() - self._t_start,
-                              errors={} if stopped else {"reference": self._stderr_tail() or reason})
-            try:
-                self.rd.write_metrics(metrics)
-            except OSError as err:
-                metrics.errors["coordinator"] = f"could not write metrics.json: {err}"
-        self.rd.sweep_temporaries()
-        self.metrics, self.reason, self.state = metrics, metrics.reason, metrics.state
-        if self._lock is not None:
-            self._lock.release()
+    # ---- the end (JobBase._end) -------------------------------------------------------------------
+    def _record(self) -> Metrics | None:
+        return self.rd.read_metrics()
+
+    def _killed_on_stop(self) -> bool:
+        """Killed after the stop grace: a stopped run, though the child wrote no record."""
+        code = self._proc.exitcode if self._proc is not None else None
+        return self._stop_requested_at is not None and code == -signal.SIGKILL
+
+    def _steps_trained(self) -> int:
+        return self._steps.value
+
+    def _failure_errors(self, reason: str) -> dict[str, str]:
+        return {"reference": self._stderr_tail() or reason}
 
     def _stderr_tail(self) -> str:
         try:

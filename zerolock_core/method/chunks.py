@@ -17,8 +17,8 @@ import torch
 from torch import nn
 
 from .balance import ChunkCosts, balanced_boundaries, is_auto
-from ..config.run_config import ConfigError, ModelConfig
-from ..config.field_words import FieldError
+from ..config.run_config import ModelConfig
+from ..config.field_words import ConfigError, FieldError
 from ..config.readout_spec import ADAPTER_KINDS, ReadoutSpec
 from ..config.run_fields import every_chunk_trains as every_chunk_trains_with
 

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..config.run_config import ConfigError
+from ..config.field_words import ConfigError
 
 
 def require_gguf_package() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from ..config.run_config import ConfigError
+from ..config.field_words import ConfigError
 from .partial_load import Keep, load_partial, safetensors_files
 from .presets import PRESETS, converted_gguf_dir
 

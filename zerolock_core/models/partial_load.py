@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..config.run_config import ConfigError
+from ..config.field_words import ConfigError
 
 
 @dataclass(kw_only=True, frozen=True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..config.run_config import ConfigError
+from ..config.field_words import ConfigError
 from .cache import build_lock, models_dir
 from .locations import REAL_MODEL_INSTALL, SMOLLM2_FILE, SMOLLM2_WHEEL, TINY_DIR
 

@@ -9,7 +9,6 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
-from .atomic_files import write_json_atomic  # noqa: F401  (re-exported: the engine's JSON writer)
 from .run_dir import RunDir
 
 

@@ -34,8 +34,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..config.run_config import ConfigError, RunConfig
-from ..config.field_words import FieldError
+from ..config.run_config import RunConfig
+from ..config.field_words import ConfigError, FieldError
 from .atomic_files import read_json, write_json_atomic
 
 if TYPE_CHECKING:

@@ -1,8 +1,8 @@
 """Per-stage checkpoints as a commit protocol.
 
-A checkpoint is a directory `stage{s}/step{NNNNNNNN}/` holding `tensors.safetensors` (trainable
-weights, optimizer state, RNG state) and `meta.json` (step, micro-batch cursor, optimizer
-hyper-parameters, replay watermark). Commit: both files are written and fsynced, then
+A checkpoint is a directory `step{NNNNNNNN}/` in its stage's folder (`RunDir.stage_checkpoints`)
+holding `tensors.safetensors` (trainable weights, optimizer state, RNG state) and `meta.json` (step,
+micro-batch cursor, optimizer hyper-parameters, replay watermark). Commit: both files are written and fsynced, then
 `MANIFEST.json` with their SHA-256 is written to a temporary name, fsynced, moved into place with
 `os.replace`, and the directory is fsynced. A checkpoint without a manifest does not exist.
 
@@ -21,6 +21,8 @@ from typing import Any, Callable
 
 import torch
 from safetensors.torch import load_file, save_file
+
+from ..rundir.run_dir import RunDir
 
 TENSORS, META, MANIFEST = "tensors.safetensors", "meta.json", "MANIFEST.json"
 
@@ -60,9 +62,9 @@ def _fsync_dir(path: Path) -> None:
 
 
 class CheckpointStore:
-    def __init__(self, root: str | Path, *, stage: int, keep: int = 3,
+    def __init__(self, run_dir: RunDir, *, stage: int, keep: int = 3,
                  log: Callable[[str], None] | None = None) -> None:
-        self.dir = Path(root) / f"stage{stage}"
+        self.dir = run_dir.stage_checkpoints(stage)
         self.keep = keep
         self.log = log or (lambda message: None)
 

@@ -55,7 +55,7 @@ def checkpoint_rejections(rd: RunDir) -> list[dict[str, Any]]:
 
 def resumable_step(cfg: RunConfig, rd: RunDir) -> int:
     """The newest step every stage has a verified checkpoint of: where `--resume` continues."""
-    return common_step([CheckpointStore(rd.checkpoints, stage=s).verified_steps() for s in range(cfg.train.stages)])
+    return common_step([CheckpointStore(rd, stage=s).verified_steps() for s in range(cfg.train.stages)])
 
 
 def record(cfg: RunConfig, rd: RunDir, end: Ending) -> Metrics:

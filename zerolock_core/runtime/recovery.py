@@ -53,7 +53,7 @@ class Recovery:
                                                 link_lost=states[s] == "link-lost")
             views.append(StageView(
                 **{**base.__dict__,
-                   "checkpoints": CheckpointStore(RunDir(self.cfg.out).checkpoints, stage=s).verified_steps(),
+                   "checkpoints": CheckpointStore(RunDir(self.cfg.out), stage=s).verified_steps(),
                    "consumed": self.store.get(protocol.flow_consumed(s), 0, int),
                    "buffer_floor": self.store.get(protocol.buffer_floor(s), 0, int)}))
         return Observed(method=self.cfg.train.method, microbatches=self.cfg.train.microbatches,

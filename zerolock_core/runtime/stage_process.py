@@ -207,7 +207,7 @@ def restore_phase(b: Built, launch: StageLaunch, store: dist.Store) -> Restored:
     t, stage, run_dir = b.cfg.train, launch.stage, RunDir(launch.run_dir)
     if t.ckpt_every <= 0:
         return Restored(checkpoints=None)
-    ckpts = CheckpointStore(run_dir.checkpoints, stage=stage, keep=t.keep_checkpoints,
+    ckpts = CheckpointStore(run_dir, stage=stage, keep=t.keep_checkpoints,
                             log=checkpoint_logger(run_dir, stage))
     step = launch.restore_step
     if step is None:

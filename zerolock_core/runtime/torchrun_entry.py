@@ -35,7 +35,8 @@ from typing import Any
 import torch.distributed as dist
 
 from ..train.auto_boundaries import resolve_auto_boundaries
-from ..config.run_config import ConfigError, RunConfig, replace
+from ..config.field_words import ConfigError
+from ..config.run_config import RunConfig, replace
 from ..rundir.atomic_files import read_json
 from ..rundir.metrics import Metrics
 from ..rundir.run_dir import RunDir, RunLock

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..method.chunks import Chunk, build_chunks
-from ..config.run_config import ConfigError, RunConfig
+from ..config.field_words import ConfigError
+from ..config.run_config import RunConfig
 from ..models.loading import Keep, load_causal_lm, load_tokenizer
 
 if TYPE_CHECKING:
