@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 from zerolock_core.schedule import Costs, LinkProfile, build_schedule, simulate
+from zerolock_core.methods import names, schedule_of
 from zerolock_core.schedule.dualpipe_v import DUALPIPE_V
 
 from .figures.compare import Series, compare_memory_figure, compare_timeline_figure
@@ -19,7 +20,9 @@ from .figures.simulated import events_from_simulation
 EXPLAIN_COSTS = Costs(forward=0.010, local=0.020, backward=0.020, weight_grad=0.010)
 # DualPipe-V cuts the same model into 2K chunks, two on each of the K devices: a chunk costs half a stage
 CHUNK_COSTS = Costs(forward=0.005, local=0.010, backward=0.010, weight_grad=0.005)
-BP_METHODS = ("gpipe", "1f1b", "zb-h1", DUALPIPE_V)
+# the backprop pipelines with a schedule whose optimizer step drains the pipeline (one step is a picture of
+# them: not PipeDream), in the registry's order (methods.py)
+BP_METHODS = names(where=lambda m: m.schedule is not None and not m.local and m.flushes)
 # what a stage of each backprop pipeline holds while it waits for a gradient
 HELD = {"gpipe": "every micro-batch it has forwarded",
         "1f1b": "the micro-batches it forwarded while waiting (K − s on stage s)",
@@ -28,6 +31,7 @@ HELD = {"gpipe": "every micro-batch it has forwarded",
         DUALPIPE_V: "the micro-batches both its chunks forwarded and have not finished (each chunk is half a "
                     "stage: two chunk micro-batches count as one): K + ½ on every device, more than 1F1B's K "
                     "on stage 0"}
+HELD_BY_DEFAULT = "the micro-batches it forwarded whose gradient has not come back yet"  # a method not above
 
 
 @dataclass(kw_only=True)
@@ -47,7 +51,7 @@ def explain(*, stages: int, microbatches: int, bp_method: str = "gpipe") -> Expl
     series, peaks, makespan, bubble = [], {}, {}, {}
     for method in (bp_method, "zerolock"):
         placed = method == DUALPIPE_V
-        sim = simulate(build_schedule(method, stages=stages, microbatches=microbatches),
+        sim = simulate(build_schedule(schedule_of(method), stages=stages, microbatches=microbatches),
                        costs=CHUNK_COSTS if placed else EXPLAIN_COSTS, link=LinkProfile.profile("ideal"))
         where = f"{stages} devices × 2 chunks" if placed else f"K={stages}"
         label = f"{method_label(method)} (simulated, {where}, m={microbatches})"
@@ -82,7 +86,7 @@ trained: this is the schedule simulator.
 
 **Backprop ({name}).** A stage can run its backward (B, orange) only when the gradient has come back from the
 stage after it; the pink *RB* bars are stages waiting for it — *update locking*. Until then it must keep the
-activations of {HELD[bp]}: at the peak the stages hold **{_list(peaks[bp])}** micro-batches.
+activations of {HELD.get(bp, HELD_BY_DEFAULT)}: at the peak the stages hold **{_list(peaks[bp])}** micro-batches.
 
 **ZeroLock.** Every stage sends its hidden state on first (early forwarding), then reads it out through the
 frozen LM head and trains on its own local loss (L, green). No gradient comes back, so no stage ever waits

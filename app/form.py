@@ -11,14 +11,16 @@ from zerolock_core.config.field_words import ConfigError, FieldError, check_fiel
 from zerolock_core.train.preflight import preflight
 from zerolock_core.config.readout_spec import RECOMMENDED_AT_DEPTH, ReadoutSpec
 from zerolock_core.config.setting import value_text
+from zerolock_core.methods import PIPELINE, REFERENCE, every_chunk_trains, label, names, refusal
 
 from .data_preview import DATA_KINDS, DataFields
 
-# (label shown, method); "bp" is the single-process backprop reference trainer
-METHOD_CHOICES: tuple[tuple[str, str], ...] = (
-    ("ZeroLock", "zerolock"), ("GPipe", "gpipe"), ("1F1B", "1f1b"), ("PipeDream", "pipedream"),
-    ("ZB-H1 (zero bubble)", "zb-h1"), ("BP reference (1 process)", "bp"))
-PIPELINE_METHODS = ("zerolock", "gpipe", "1f1b", "pipedream", "zb-h1")
+# the methods the form offers (methods.py, controls aside): those the pipeline runs, then those only the
+# single-process reference trainer runs ("bp", the backprop reference)
+PIPELINE_METHODS = names(where=lambda m: PIPELINE in m.runtimes and not m.control)
+REFERENCE_METHODS = names(where=lambda m: m.runtimes == (REFERENCE,) and not m.control)
+# (label shown, method)
+METHOD_CHOICES: tuple[tuple[str, str], ...] = tuple((label(m), m) for m in PIPELINE_METHODS + REFERENCE_METHODS)
 # (label shown, --readout); the recommended one for K >= 3 is marked (RECOMMENDED_AT_DEPTH)
 READOUT_CHOICES: tuple[tuple[str, str], ...] = tuple(
     (f"{label}{'  ★ recommended for K ≥ 3' if value == RECOMMENDED_AT_DEPTH else ''}", value) for label, value in (
@@ -27,7 +29,6 @@ READOUT_CHOICES: tuple[tuple[str, str], ...] = tuple(
         ("top:last: the same copy, frozen", "top:last"),
         ("affine: a trained translator before the head (tuned lens)", "affine"),
         ("mlp: a trained residual MLP before the head", "mlp")))
-REFERENCE_METHODS = ("bp",)
 NO_FAILURE = "none"  # the failure mode of "no scheduled failure"
 
 
@@ -148,7 +149,7 @@ def form_from_values(*, methods: Any, stages: Any, batch: Any, microbatches: Any
 def readout_of(form: RunForm, method: str) -> str:
     """A top readout is a readout of ZeroLock's chunks before the last: the other methods train the last
     chunk only, which reads through the head (the engine refuses the pair; the form runs them beside)."""
-    return form.readout if method == "zerolock" or not ReadoutSpec.parse(form.readout).is_top else "head"
+    return form.readout if every_chunk_trains(method) or not ReadoutSpec.parse(form.readout).is_top else "head"
 
 
 def config_for(form: RunForm, method: str, *, out: str) -> RunConfig:
@@ -159,12 +160,12 @@ def config_for(form: RunForm, method: str, *, out: str) -> RunConfig:
         model=ModelConfig(model=form.model, readout=readout_of(form, method)),
         data=form.data.data_config(form.dataset, seq_len=form.seq_len, eval_size=form.eval_size),
         objective=ObjectiveConfig(alpha=parse_alpha(form.alpha), consistency=form.consistency),
-        train=TrainConfig(runtime="reference" if reference else "pipeline", method=method, stages=form.stages,
+        train=TrainConfig(runtime=REFERENCE if reference else PIPELINE, method=method, stages=form.stages,
                           batch=form.batch, microbatches=form.microbatches, steps=form.steps, lr=form.lr,
                           seed=form.seed,
-                          # checkpoints make the Watch tab's "Inject failure" recoverable (not PipeDream:
-                          # its unflushed pipeline has no consistent checkpoint)
-                          ckpt_every=0 if reference or method == "pipedream" else 2,
+                          # checkpoints make the Watch tab's "Inject failure" recoverable (not a method that
+                          # cannot be recovered, PipeDream: its unflushed pipeline has no consistent checkpoint)
+                          ckpt_every=0 if reference or refusal(method) else 2,
                           failures=() if reference else form.failures),
         link=LinkConfig(profile="none" if reference else form.link),
         out=out)

@@ -176,7 +176,7 @@ def analyse(cfg: RunConfig, *, examples: int = 64, cosine_batches: int = 2) -> d
     from zerolock_core.rundir.artifacts import load_trained_weights
     from zerolock_core.analysis.gradient_alignment import gradient_cosines
     from zerolock_core.train.run_setup import build_run_setup
-    from zerolock_core.config.run_fields import LOCAL_METHODS
+    from zerolock_core.methods import LOCAL_METHODS
     from zerolock_core.analysis.stage_memory import stage_memory
     from zerolock_core.train.stage_worker import StageWorker, answer_positions
 

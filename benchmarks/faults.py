@@ -22,6 +22,7 @@ from zerolock_core.rundir.artifacts import load_final_weights
 from zerolock_core.rundir.atomic_files import write_json_atomic
 from zerolock_core.config.field_words import ConfigError
 from zerolock_core.config.run_config import DataConfig, RunConfig, TrainConfig
+from zerolock_core.methods import refusal
 from zerolock_core.runtime.recovery_phases import PHASES, field, phase_columns
 from zerolock_core.rundir.run_dir import RunDir
 from .common.machine import load_average
@@ -152,7 +153,7 @@ def resume_latency(root: Path, baseline: Path) -> dict[str, Any]:
 
 def run_faults(*, out: Path, cases: list[tuple[str, tuple[str, ...]]], repeat: int, with_resume: bool) -> dict:
     baselines = {}
-    for method in sorted({m for m, _ in cases} - {"pipedream"}):
+    for method in sorted({m for m, _ in cases if not refusal(m)}):
         d = out / f"baseline-{method}"
         metrics, ended = run_with_deadline(case_config(d, method=method), overwrite=True)
         if not ended or metrics.state != "finished":

@@ -28,6 +28,7 @@ from functools import partial
 from typing import Any
 
 from zerolock_core.config.arg_types import ints_arg
+from zerolock_core.methods import LOCAL_METHODS
 from zerolock_core.viz.palette import dash, method_colour
 from zerolock_core.runtime.link_emulation import link_for
 from zerolock_core.schedule import LINK_PROFILES, Costs, Kind, build_schedule, schedulable, simulate
@@ -51,7 +52,7 @@ EXTRAPOLATE_LINKS = ("ideal", "local", "wifi", "mobile", "constrained")
 def stage_costs(method: str, hidden_bytes: int, per_stage: Any) -> Costs:
     """Costs from `per_stage` alone (no defaults); BP methods send a gradient as large as each hidden state."""
     return Costs(forward=0.0, local=0.0, backward=0.0, step=0.0, hidden_bytes=hidden_bytes,
-                 grad_bytes=0 if method == "zerolock" else hidden_bytes, per_stage=per_stage)
+                 grad_bytes=0 if method in LOCAL_METHODS else hidden_bytes, per_stage=per_stage)
 
 
 def validate_one(settings: BenchSettings, runs: PipelineRuns, *, method: str, stages: int, batch: int,
@@ -63,7 +64,7 @@ def validate_one(settings: BenchSettings, runs: PipelineRuns, *, method: str, st
     spans = spans_from_events(o.events)
     start = window_start(spans, microbatches=microbatches, skip_windows=skip)
     hidden = max((e["sent"] for e in o.events if e["kind"] == Kind.SF), default=0)
-    grad = 0 if method == "zerolock" else hidden
+    grad = 0 if method in LOCAL_METHODS else hidden
     costs = costs_from_spans(spans, stages=stages, hidden_bytes=hidden, grad_bytes=grad, skip_before=start)
     forecast = partial(predict, method=method, stages=stages, batch=batch, microbatches=microbatches, windows=steps,
                        link=link_for(o.cfg.link), inflight_limit=settings.inflight_depth, skip_windows=skip)

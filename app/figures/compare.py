@@ -22,6 +22,8 @@ from .layout import amount, frame
 from .memory import DETAIL_MAX_EVENTS, MEASURES, MemoryGrid, add_memory_traces, envelope_trace, memory_grid, \
     step_peaks, with_failures
 from zerolock_core.viz.palette import NEUTRAL, dash, method_colour, method_label, stage_dash
+from zerolock_core.methods import LOCAL_METHODS
+from zerolock_core.schedule import builders
 from zerolock_core.vocabulary import Kind
 from .training import chunk_index, placeholder_figure
 from .simulated import events_from_simulation
@@ -29,7 +31,7 @@ from .timebase import first_steps_s, time_end, training_origin, to_s
 from .timeline import LANE_HEIGHT_PX, WEBGL_THRESHOLD, add_timeline_traces, style_lanes
 
 COMPARE_X_TITLE = "seconds since the run's first action (start-up before 0)"
-SIMULATED_METHODS = ("zerolock", "gpipe", "1f1b", "pipedream", "zb-h1")
+SIMULATED_METHODS = builders.METHODS  # every method with a one-stage-per-device schedule (methods.py)
 
 
 @dataclass(kw_only=True)
@@ -104,7 +106,7 @@ def predicted_events(s: Series, *, windows: int = 3) -> list[dict[str, Any]] | N
     hidden = max((e.get("sent") or 0 for e in acts if e["kind"] == Kind.SF), default=0)
     try:
         costs = costs_from_spans(spans, stages=s.stages, hidden_bytes=hidden,
-                                 grad_bytes=0 if method == "zerolock" else hidden, skip_before=skip)
+                                 grad_bytes=0 if method in LOCAL_METHODS else hidden, skip_before=skip)
         link = link_for(LinkConfig(**(s.run_config.get("link") or {})))
         sched = build_schedule(method, stages=s.stages, microbatches=m, windows=windows)
         depth = train.get("inflight_depth")
@@ -113,7 +115,7 @@ def predicted_events(s: Series, *, windows: int = 3) -> list[dict[str, Any]] | N
         return None
     per_mb = max((e.get("act_bytes") or 0) for e in acts) // max(1, max((e.get("inflight") or 0) for e in acts))
     return events_from_simulation(sim, bytes_per_microbatch=per_mb, hidden_bytes=hidden,
-                                  grad_bytes=0 if method == "zerolock" else hidden)
+                                  grad_bytes=0 if method in LOCAL_METHODS else hidden)
 
 
 def compare_timeline_figure(series: Sequence[Series], *, title: str = "", initial_steps: int | None = 3,

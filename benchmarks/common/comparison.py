@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from zerolock_core.methods import BASELINES  # the paper's baselines, in the tables' order
+
 from .measure import best_estimate
 from .table import markdown_table, pct
-
-BASELINES = ("gpipe", "1f1b", "pipedream")
 
 
 def advantage(rows: list[dict[str, Any]], source: str = "quoted") -> dict[str, float]:

@@ -18,7 +18,7 @@ from typing import Iterator
 import torch
 
 from zerolock_core.config.run_config import replace
-from zerolock_core.config.run_fields import LOCAL_METHODS, splits_backward
+from zerolock_core.methods import LOCAL_METHODS, splits_backward
 from zerolock_core.schedule import Costs, Kind
 from zerolock_core.method.split_backward import WeightGradient
 from zerolock_core.train.stage_worker import StageWorker

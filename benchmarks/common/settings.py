@@ -12,12 +12,14 @@ from typing import Any, Callable
 
 from zerolock_core.train.threads import DEFAULT_THREADS
 from zerolock_core.config.run_config import DataConfig, LinkConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig
+from zerolock_core.methods import BASELINES, PIPELINE, names
 
 from .machine import load_average, machine_line
 from .presets import resolve_bench_model
 
-# the pipeline methods the benchmarks compare (the paper's four, then zero-bubble): every `--methods` default
-METHODS = ("gpipe", "1f1b", "pipedream", "zerolock", "zb-h1")
+# the pipeline methods the benchmarks compare (methods.py, controls aside): the paper's baselines, then the
+# others in the registry's order (ZeroLock, zero-bubble) — every `--methods` default
+METHODS = (*BASELINES, *names(where=lambda m: PIPELINE in m.runtimes and not m.baseline and not m.control))
 
 
 @dataclass(kw_only=True, frozen=True)

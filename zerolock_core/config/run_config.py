@@ -18,11 +18,12 @@ from .field_words import (ConfigError, FieldError, check_field, microbatches_bel
 from .readout_spec import ReadoutSpec
 from ..method.balance import AUTO
 from ..vocabulary import STRAGGLER, STRAGGLER_FACTOR
-from .run_fields import (CONSISTENCY_DIRECTIONS, LINK_PROFILE_NAMES, LOCAL_METHODS, METHODS_BY_RUNTIME, RUN_FIELDS,
+from ..methods import every_chunk_trains, refusal
+from .run_fields import (CONSISTENCY_DIRECTIONS, LINK_PROFILE_NAMES, METHODS_BY_RUNTIME, RUN_FIELDS,
                          SECTIONS, WARM_STANDBY, DataConfig, LinkConfig, ModelConfig, ObjectiveConfig, TrainConfig)
 
-__all__ = ["CONSISTENCY_DIRECTIONS", "FAILURE_MODES", "HEARTBEAT_INTERVAL_S", "LINK_PROFILE_NAMES", "LOCAL_METHODS",
-           "METHODS_BY_RUNTIME", "MIN_HEARTBEAT_TIMEOUT_S", "PIPEDREAM_REFUSAL", "STRAGGLER", "STRAGGLER_FACTOR",
+__all__ = ["CONSISTENCY_DIRECTIONS", "FAILURE_MODES", "HEARTBEAT_INTERVAL_S", "LINK_PROFILE_NAMES",
+           "METHODS_BY_RUNTIME", "MIN_HEARTBEAT_TIMEOUT_S", "STRAGGLER", "STRAGGLER_FACTOR",
            "WARM_STANDBY",
            "DataConfig", "FailureSpec", "LinkConfig", "ModelConfig", "ObjectiveConfig", "RunConfig",
            "TrainConfig", "replace", "upgrade_sections", "validate"]
@@ -30,9 +31,6 @@ __all__ = ["CONSISTENCY_DIRECTIONS", "FAILURE_MODES", "HEARTBEAT_INTERVAL_S", "L
 FAILURE_MODES = ("kill", "stop", "post-step", "mid-ckpt", STRAGGLER)
 HEARTBEAT_INTERVAL_S = 0.2  # how often a stage beats (runtime/heartbeat.py uses this)
 MIN_HEARTBEAT_TIMEOUT_S = 1.0  # five missed beats
-PIPEDREAM_REFUSAL = ("PipeDream cannot be recovered: its unflushed pipeline keeps several weight versions "
-                     "in flight, so no step boundary is a consistent checkpoint of every stage (recovery "
-                     "covers zerolock locally and gpipe / 1f1b / zb-h1 by global rollback)")
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -184,7 +182,7 @@ def _check_objective(cfg: RunConfig) -> None:
         AlphaRamp.parse(o.alpha_ramp)  # raises ConfigError with the reason
         rule(len(o.alpha) == 1, "alpha_ramp",
              lambda w: f"{w.name('alpha_ramp')} sets α for every chunk: give no per-stage {w.name('alpha')} with it")
-        rule(t.method == "zerolock", "alpha_ramp", lambda w: f"{w.name('alpha_ramp')} belongs to ZeroLock's local "
+        rule(every_chunk_trains(t.method), "alpha_ramp", lambda w: f"{w.name('alpha_ramp')} belongs to ZeroLock's local "
                                                              f"objective; {w.value('method', t.method)} has no α")
 
 
@@ -228,7 +226,7 @@ def _check_readout(text: str, method: str) -> None:
         spec = ReadoutSpec.parse(text)
     except ValueError as err:
         raise FieldError("readout", lambda w: f"{w.name('readout')}: {err}") from None
-    rule(method == "zerolock" or not spec.is_top, "readout",
+    rule(every_chunk_trains(method) or not spec.is_top, "readout",
          lambda w: f"{w.value('readout', text)} is a readout of ZeroLock's chunks before the last; "
                    f"{w.value('method', method)} trains only the last chunk, which reads through the head "
                    f"(choose head, affine or mlp)")
@@ -247,7 +245,7 @@ def _check_failures(cfg: RunConfig) -> None:
              f"{w.failure_part(text, 'fail_step', f.step)} must be in 1..{t.steps - 1}")
         if not f.recovers:
             continue  # a straggler needs no checkpoint and no replacement
-        _require(t.method != "pipedream", PIPEDREAM_REFUSAL)  # before --ckpt-every: no checkpoint helps it
+        _require(not refusal(t.method), refusal(t.method))  # before --ckpt-every: no checkpoint helps it
         rule(t.ckpt_every > 0, "ckpt_every", lambda w, text=text:
              f"{w.failure(text)} needs checkpoints to recover from: set {w.name('ckpt_every')}")
         if f.mode == "mid-ckpt":

@@ -18,34 +18,9 @@ from .readout_spec import READOUT_CHOICES
 from .setting import Setting, setting, setting_of
 from ..train.threads import DEFAULT_THREADS
 
-METHODS_BY_RUNTIME = {
-    "reference": ("bp", "zerolock", "terminal"),
-    "pipeline": ("zerolock", "terminal", "gpipe", "1f1b", "pipedream", "zb-h1"),
-}
-# the methods whose chunks train on losses of their own, no gradient crossing a boundary, on ZeroLock's
-# schedule (early forwarding): zerolock; terminal, its control, where only the last chunk trains
-LOCAL_METHODS = ("zerolock", "terminal")
+from ..methods import RUNTIMES, names_for  # the methods and what they mean: one entry each in methods.py
 
-
-def schedule_of(method: str) -> str:
-    """The pipeline schedule a method runs (schedule/builders.py): the local methods run ZeroLock's."""
-    return "zerolock" if method in LOCAL_METHODS else method
-
-
-def splits_backward(method: str) -> bool:
-    """Whether a method's backward is split into B (input gradient) and a later W (weight gradient): zb-h1."""
-    return method == "zb-h1"
-
-
-def chunk_trains(method: str, *, last: bool) -> bool:
-    """Whether a chunk's weights train: every chunk's but those of terminal before its last chunk."""
-    return method != "terminal" or last
-
-
-def every_chunk_trains(method: str) -> bool:
-    """zerolock trains every chunk on a local loss of its own; BP and terminal train through the last
-    chunk's loss alone (terminal: that chunk only, the others run forward)."""
-    return method == "zerolock"
+METHODS_BY_RUNTIME = {runtime: names_for(runtime) for runtime in RUNTIMES}
 CONSISTENCY_DIRECTIONS = ("reverse", "forward")
 WARM_STANDBY = ("auto", "on", "off")
 LINK_PROFILE_NAMES = ("none", "local", "wifi", "mobile", "constrained", "custom")
@@ -135,9 +110,9 @@ class TrainConfig:
     runtime: str = setting("reference", flag="--runtime", choices=tuple(METHODS_BY_RUNTIME),
                            help="reference: one process; pipeline: one process per stage over torch.distributed")
     method: str = setting("zerolock", flag="--method", label="method",
-                          help="reference: bp | zerolock | terminal; pipeline: zerolock | terminal | gpipe | 1f1b | "
-                               "pipedream | zb-h1 (terminal: only the last chunk trains, on the task loss; the others "
-                               "run forward only; zb-h1: zero bubble, 1F1B with the weight gradient run later)")
+                          help="; ".join(f"{r}: {' | '.join(names_for(r))}" for r in RUNTIMES)
+                          + " (terminal: only the last chunk trains, on the task loss; the others run forward "
+                            "only; zb-h1: zero bubble, 1F1B with the weight gradient run later)")
     stages: int = setting(2, flag="--stages", label="stages K", symbol="K", minimum=1,
                           help="K, the number of chunks / pipeline stages")
     batch: int = setting(8, flag="--batch", label="batch b", symbol="b", minimum=1,

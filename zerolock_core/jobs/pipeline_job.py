@@ -24,7 +24,8 @@ from typing import Any
 import torch.distributed as dist
 
 from ..train.auto_boundaries import resolve_auto_boundaries
-from ..config.run_config import FAILURE_MODES, PIPEDREAM_REFUSAL, STRAGGLER, RunConfig
+from ..config.run_config import FAILURE_MODES, STRAGGLER, RunConfig
+from ..methods import refusal
 from ..rundir.metrics import Metrics
 from .base import STOPPED_ON_REQUEST, TERMINAL, JobBase, JobState, JobStatus
 from ..train.run_setup import prepare as prepare_run
@@ -118,8 +119,8 @@ class Run(JobBase):
         if not 0 <= stage < self.K:
             raise ValueError(f"stage {stage} is not in 0..{self.K - 1}")
         recovers = mode != STRAGGLER
-        if recovers and self.cfg.train.method == "pipedream":  # first: a checkpoint would not help it
-            raise ValueError(PIPEDREAM_REFUSAL)
+        if recovers and (refused := refusal(self.cfg.train.method)):  # first: a checkpoint would not help it
+            raise ValueError(refused)
         if recovers and self.cfg.train.ckpt_every <= 0:
             raise ValueError("this run writes no checkpoints to recover from")
         with self._lock:

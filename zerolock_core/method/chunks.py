@@ -20,7 +20,7 @@ from .balance import ChunkCosts, balanced_boundaries, is_auto
 from ..config.run_config import ModelConfig
 from ..config.field_words import ConfigError, FieldError
 from ..config.readout_spec import ADAPTER_KINDS, ReadoutSpec
-from ..config.run_fields import every_chunk_trains as every_chunk_trains_with
+from ..methods import every_chunk_trains as every_chunk_trains_with
 
 
 def chunk_bounds(num_layers: int, stages: int, boundaries: tuple[int, ...] | None = None,

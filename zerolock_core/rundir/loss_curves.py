@@ -21,7 +21,7 @@ GLOBAL = "global"  # the one curve of a backprop run: the model's loss
 
 def curve_name(method: str, chunk: int) -> str:
     """The curve of chunk `chunk`'s losses: its own under a local method, the model's under backprop."""
-    from ..config.run_fields import LOCAL_METHODS
+    from ..methods import LOCAL_METHODS
 
     return f"chunk{chunk}" if method in LOCAL_METHODS else GLOBAL
 

@@ -19,7 +19,7 @@ from typing import Callable, Iterable, Iterator
 import torch
 import torch.distributed as dist
 
-from ..config.run_fields import LOCAL_METHODS, splits_backward
+from ..methods import LOCAL_METHODS, method as method_entry, splits_backward
 from ..schedule import Action, Kind
 from ..train.stage_worker import StageWorker, StepLoss
 from ..telemetry import ActivationMeter, Event, EventWriter
@@ -90,7 +90,8 @@ class Executor:
         self.pace = pace or Pace()
         self.bp = method not in LOCAL_METHODS
         self.meter = ActivationMeter([*worker.chunk.parameters(), *worker.chunk.buffers()])
-        self.stash = WeightStash(worker.chunk, meter=self.meter) if method == "pipedream" else None
+        self.stash = WeightStash(worker.chunk, meter=self.meter) \
+            if not method_entry(method).flushes else None  # unflushed: several weight versions in flight
         self.split = splits_backward(method)
         self.counters = StageCounters()
         self.ledger = SendLedger()

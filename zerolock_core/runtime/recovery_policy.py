@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..config.run_config import LOCAL_METHODS, PIPEDREAM_REFUSAL
+from ..methods import recovers_locally, refusal
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -84,9 +84,9 @@ def decide(obs: Observed) -> Decision:
         if v.restarts >= obs.max_restarts:
             return Decision(action="fail", reason=f"stage {v.stage} failed again ({v.why}) after "
                                                    f"{v.restarts} restart(s); --max-restarts is {obs.max_restarts}")
-    if obs.method == "pipedream":
-        return Decision(action="fail", reason=PIPEDREAM_REFUSAL)
-    if obs.method in LOCAL_METHODS:
+    if refused := refusal(obs.method):
+        return Decision(action="fail", reason=refused)
+    if recovers_locally(obs.method):
         local = _local(obs)
         if local.action == "local":
             return local

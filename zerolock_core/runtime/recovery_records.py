@@ -10,7 +10,8 @@ from typing import Any, Callable
 
 import torch.distributed as dist
 
-from ..config.run_config import LOCAL_METHODS, STRAGGLER, STRAGGLER_FACTOR, FailureSpec, RunConfig
+from ..config.run_config import STRAGGLER, STRAGGLER_FACTOR, FailureSpec, RunConfig
+from ..methods import recovers_locally
 from .recovery_phases import INSTANTS, phases_from_instants
 from ..rundir.run_dir import RunDir
 from . import protocol
@@ -97,7 +98,7 @@ class RecoveryBook:
         self._open[stage] = {"stage": stage, "mode": mode, "failure": label, "kind": "global", "reason": reason,
                              "t_fail": t_fail, "t_detect": t_detect, "rollback_step": rollback_step,
                              "frontier_step": frontier_step, "gen": gen,
-                             "fallback": self.cfg.train.method in LOCAL_METHODS}
+                             "fallback": recovers_locally(self.cfg.train.method)}
 
     def close_all_open(self, why: str) -> list[dict[str, Any]]:
         """Every record, the open ones closed as interrupted (`why`): the run ends during a recovery."""

@@ -26,9 +26,9 @@ import torch.distributed as dist
 from ..rundir.artifacts import save_final_weights
 from ..rundir.atomic_files import write_json_atomic
 from ..rundir.run_dir import RunDir
-from ..config.run_config import LOCAL_METHODS, FailureSpec, RunConfig
+from ..config.run_config import FailureSpec, RunConfig
 from ..train.determinism import apply_from_env
-from ..config.run_fields import schedule_of
+from ..methods import recovers_locally, schedule_of
 from ..train.threads import threads_for
 from ..schedule import Action, iter_stage_actions
 from ..train.stage_worker import StageWorker
@@ -311,7 +311,7 @@ def _run_stage(cfg: RunConfig, launch: StageLaunch, store: dist.Store, heartbeat
         replay = ReplayBuffer(capacity=capacity, floor=r.replay_floor) if stage < K - 1 else None
         durability = Durability(store=store, generation=launch.generation, checkpoints=r.checkpoints,
                                 injection=injection,
-                                local_recovery=launch.coordinated and t.method in LOCAL_METHODS, replay=replay,
+                                local_recovery=launch.coordinated and recovers_locally(t.method), replay=replay,
                                 replay_until=linked.replay_until, skip_sends_below=linked.skip_sends_below)
         if replay is not None:
             store.set(protocol.buffer_floor(stage), str(replay.floor))

@@ -26,16 +26,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+from ..methods import METHODS as _REGISTRY
 from .action import Action, Kind
 from .dualpipe_v import DUALPIPE_V, dualpipe_v_placement, dualpipe_v_window
 from .schedule import Schedule
 
+# the methods with a schedule of their own (methods.py; terminal runs ZeroLock's), in the registry's order
+_OWN = tuple(m for m in _REGISTRY if m.schedule == m.name)
 # one stage per device: what the runtime runs (a process per stage)
-METHODS = ("zerolock", "gpipe", "1f1b", "pipedream", "zb-h1")
+METHODS = tuple(m.name for m in _OWN if m.chunks_per_device == 1)
 # several stages per device: schedule data, the simulator and Explain only
-PLACED_METHODS = (DUALPIPE_V,)
-# the methods whose warm-up forwards K micro-batches before the first backward: they need m >= K
-NEEDS_M_AT_LEAST_K = ("1f1b", "zb-h1")
+PLACED_METHODS = tuple(m.name for m in _OWN if m.chunks_per_device > 1)
+# micro-batches per stage a method's warm-up needs (m >= K for 1F1B and ZB-H1, 2K for DualPipe-V); 0: none
+_WARM_UP = {m.name: m.chunks_per_device if m.needs_m_at_least_k else 0 for m in _REGISTRY}
 
 
 def _forward_unit(s: int, stages: int, i: int) -> Iterator[Action]:
@@ -157,7 +160,7 @@ def _placed_unit(placement: tuple[int, ...], stage: int, i: int, *, before: Kind
 def min_microbatches(method: str, *, stages: int) -> int:
     """The fewest micro-batches `method` has a schedule for: K for 1F1B and ZB-H1 (their warm-up), 2K for
     DualPipe-V on K devices (2K chunks), 1 otherwise."""
-    return 2 * stages if method == DUALPIPE_V else stages if method in NEEDS_M_AT_LEAST_K else 1
+    return max(1, _WARM_UP.get(method, 0) * stages)
 
 
 def schedulable(method: str, *, stages: int, microbatches: int) -> bool:

@@ -45,7 +45,7 @@ def resolve_auto_boundaries(cfg: RunConfig, *, made_with: RunConfig | None = Non
 def _stage_seconds(costs: ChunkCosts, bounds: list[tuple[int, int]], cfg: RunConfig) -> list[float]:
     """Each stage's modelled seconds per micro-batch on its device: what the split evened out."""
     from ..method.chunks import weighed_readout_layers
-    from ..config.run_fields import every_chunk_trains
+    from ..methods import every_chunk_trains
 
     extras = costs.extras(len(bounds), every_chunk_reads_out=every_chunk_trains(cfg.train.method),
                           readout_layers=weighed_readout_layers(cfg.model.readout, cfg.train.method))

@@ -16,7 +16,8 @@ import torch
 
 from ..rundir.artifacts import save_final_weights
 from .auto_boundaries import resolve_auto_boundaries
-from ..config.run_config import LOCAL_METHODS, RunConfig
+from ..config.run_config import RunConfig
+from ..methods import LOCAL_METHODS
 from .evaluation import evaluate_chunks
 from ..rundir.loss_curves import GLOBAL, LossCurves, curve_name, summarise, write_curves
 from .generation_eval import final_generation

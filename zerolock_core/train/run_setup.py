@@ -45,7 +45,7 @@ def build_run_setup(cfg: RunConfig, *, stage: int | None = None) -> RunSetup:
     from .. import data
     from ..method.chunks import planned_bounds, top_layer_indices
     from ..config.readout_spec import ReadoutSpec
-    from ..config.run_fields import every_chunk_trains
+    from ..methods import every_chunk_trains
 
     prepared = _PREPARED.get(_key(cfg))
     tokenizer = prepared[0] if prepared else load_tokenizer(cfg.model.model)

@@ -54,7 +54,7 @@ class StageWorker:
     def of_run(cls, chunk: Chunk, cfg: "RunConfig") -> "StageWorker":
         """The worker of `chunk` in a run of `cfg`: the same in the reference trainer and in a stage process."""
         from ..config.alpha_ramp import alpha_by_step
-        from ..config.run_fields import chunk_trains, every_chunk_trains
+        from ..methods import chunk_trains, every_chunk_trains
 
         t, local = cfg.train, every_chunk_trains(cfg.train.method)
         return cls(chunk=chunk, alpha=cfg.objective.alpha_for(chunk.index), consistency=cfg.objective.consistency,

@@ -16,7 +16,7 @@ families (tests/test_palette.py checks both):
   and lighter with depth (saturation <= 0.25, lightness >= 0.33). In timelines a stage is its lane
   (position only); where a stage needs a colour (memory rows, per-chunk loss, per-chunk accuracy,
   active/idle bars) it is a slate shade, with a dash pattern (`stage_dash`) as a second cue.
-* **Methods** (`METHOD_COLOURS`): dark, saturated earth tones (saturation >= 0.6, lightness
+* **Methods** (`METHOD_COLOURS`, each defined in its methods.py entry): dark, saturated earth tones (saturation >= 0.6, lightness
   <= 0.31): ZeroLock dark teal, GPipe brown, 1F1B wine, PipeDream olive, ZB-H1 ocean blue, the BP reference
   indigo, terminal (only the last chunk trains) dark violet.
   They colour whole runs in Compare (loss curves, accuracy/throughput bars, memory peaks).
@@ -33,6 +33,7 @@ lightness. Do not add a second colour table elsewhere: add a name here.
 """
 from __future__ import annotations
 
+from ..methods import METHODS, label
 from ..vocabulary import BUSY_KINDS, Kind
 
 # --- action kinds: bright, saturated; every timeline (live, compare, explain, notebooks) ---------
@@ -99,27 +100,9 @@ DASHES: tuple[str, ...] = ("solid", "dash", "dot", "dashdot", "longdash", "longd
 # marker symbols: a third cue beside the dash, readable where two dashed lines run together
 MARKERS: tuple[str, ...] = ("circle", "square", "diamond", "triangle-up", "x", "star")
 
-# --- methods: dark, saturated earth tones ---------------------------------------------------------------
-METHOD_LABELS: dict[str, str] = {
-    "zerolock": "ZeroLock",
-    "gpipe": "GPipe",
-    "1f1b": "1F1B",
-    "pipedream": "PipeDream",
-    "zb-h1": "ZB-H1",
-    "dualpipe-v": "DualPipe-V",
-    "bp": "BP reference",
-    "terminal": "terminal (last chunk only)",
-}
-METHOD_COLOURS: dict[str, str] = {
-    "zerolock": "#00695C",  # dark teal
-    "gpipe": "#8C510A",  # brown
-    "1f1b": "#880E4F",  # wine
-    "pipedream": "#827717",  # olive
-    "zb-h1": "#01579B",  # ocean blue: zero-bubble (1F1B with the weight gradient split off)
-    "dualpipe-v": "#962600",  # rust red: two chunks per device (simulator and Explain only)
-    "bp": "#1A237E",  # indigo
-    "terminal": "#3D0F66",  # dark violet: only the last chunk trains (the control of `bench depth`)
-}
+# --- methods: dark, saturated earth tones, each defined with its method (methods.py), in its order --------
+METHOD_LABELS: dict[str, str] = {m.name: m.label for m in METHODS}
+METHOD_COLOURS: dict[str, str] = {m.name: m.colour for m in METHODS}
 UNKNOWN_METHOD_COLOUR = "#4A2C0A"
 
 # --- structure: pure greys, no data meaning ---------------------------------------------------------------
@@ -206,7 +189,7 @@ def method_colour(method: str) -> str:
 
 
 def method_label(method: str) -> str:
-    return METHOD_LABELS.get(method, method)
+    return label(method)
 
 
 def kind_sort_key(kind: str) -> tuple[int, str]:
