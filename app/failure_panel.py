@@ -15,7 +15,7 @@ from zerolock_core.jobs.pipeline_job import Run
 from zerolock_core.vocabulary import STRAGGLER, failure_choice
 
 from .controller import EngineController
-from .page_script import INJECT_ID, RECOVERY_ID, line_box
+from .page.page_script import INJECT_ID, RECOVERY_ID, line_box
 from .toasts import warn
 
 NO_RUN = "Start a pipeline run first: failures are injected into the run being watched."

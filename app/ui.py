@@ -17,7 +17,7 @@ from .data_uploads import dataset_choices
 READABILITY_AT_ONCE = 2
 from .tabs import compare as tab_compare, explain as tab_explain, lessons as tab_lessons, readability as tab_readability, run as tab_run, runs as tab_runs, watch as tab_watch
 from .controller import EngineController
-from .page_script import (ADVANCED_CLASS, PRESENTER_FROM_URL_JS, PRESENTER_ID, PRESENTER_JS, SHOW_WATCH_JS, WATCH_TAB_ID,
+from .page.page_script import (ADVANCED_CLASS, PRESENTER_FROM_URL_JS, PRESENTER_ID, PRESENTER_JS, SHOW_WATCH_JS, WATCH_TAB_ID,
                           launch_options)
 
 

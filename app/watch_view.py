@@ -20,7 +20,7 @@ from zerolock_core.telemetry.activity import bubble_fraction, live_throughput
 from .figures.memory import memory_figure
 from zerolock_core.viz.palette import method_label
 from .figures.training import activity_figure, placeholder_figure, training_figure
-from .watch_parts import PARTS
+from .page.watch_parts import PARTS
 from .figures.timebase import recent, tail_since
 from .figures.step_view import should_aggregate, step_aggregate_figure
 from .figures.timeline import LABEL_MAX_BARS, failure_window, timeline_figure

@@ -16,7 +16,7 @@ from gradio_client.exceptions import AppError
 
 from app.cli_command import register
 from app.form import RunForm, config_for
-from app.plotly_asset import plotly_path, plotly_version
+from app.page.plotly_asset import plotly_path, plotly_version
 from app.server import ServeOptions, check_binding
 from app.ui import build_app
 from zerolock_core.config.field_words import ConfigError

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from app.page_script import RUNS_TABLE_ID as RUNS_TABLE
+from app.page.page_script import RUNS_TABLE_ID as RUNS_TABLE
 from app.ui import build_app
 from benchmarks.common.machine import free_port
 

@@ -15,7 +15,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from app.early_script import LOOP_FRAME_MS, EarlyScript, early_script, with_early_script
+from app.page.early_script import LOOP_FRAME_MS, EarlyScript, early_script, with_early_script
 from benchmarks.common.machine import free_port
 from tests.test_app_browser import CHROMIUM_ARGS, chromium_or_skip
 

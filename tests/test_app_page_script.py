@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from app.page_script import LINE_CLASS, line_box, line_html, page_head
+from app.page.page_script import LINE_CLASS, line_box, line_html, page_head
 
 
 @pytest.mark.parametrize("poll_s, interval", [

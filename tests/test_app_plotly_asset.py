@@ -13,7 +13,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from app.plotly_asset import PLOTLY_PREFIX, PlotlyAsset, plotly_path, plotly_version, response_for
+from app.page.plotly_asset import PLOTLY_PREFIX, PlotlyAsset, plotly_path, plotly_version, response_for
 
 
 def test_the_path_names_the_version_the_figures_were_written_for():

@@ -14,7 +14,7 @@ from zerolock_core.rundir.metrics import Metrics
 from zerolock_core.rundir.run_dir import RunDir
 from app.tabs import watch as tab_watch
 from app.controller import Tracked
-from app.watch_parts import FAILURE, PARTS, PLOT_PARTS, RECENT, WHOLE
+from app.page.watch_parts import FAILURE, PARTS, PLOT_PARTS, RECENT, WHOLE
 from zerolock_core.config.run_config import RunConfig, TrainConfig
 
 CFG = RunConfig(train=TrainConfig(runtime="pipeline", stages=2, steps=50)).to_dict()

@@ -13,7 +13,7 @@ from ..controller import EngineController
 from ..form import configs_for
 from ..figures.lessons import lesson_figures, present
 from ..lessons import LESSONS, Lesson, lesson
-from ..page_script import ADVANCED_CLASS
+from ..page.page_script import ADVANCED_CLASS
 
 STEP_ID, NARRATION_ID, FIGURE_ID, SECOND_ID, LIVE_ID = (
     "lesson-step", "lesson-narration", "lesson-figure", "lesson-figure-2", "lesson-live")

@@ -14,7 +14,7 @@ from zerolock_core.vocabulary import failure_choice
 from ..controller import EngineController
 from ..data_preview import CLASSIFICATION_KIND, DATA_KINDS, RESPONSE_KIND, DataFields, preview_html
 from ..data_uploads import BUILT_IN_CHOICES, UPLOAD_KINDS, UPLOAD_LIMIT_BYTES, dataset_choices, dataset_spec, save_upload
-from ..page_script import ADVANCED_CLASS
+from ..page.page_script import ADVANCED_CLASS
 from ..form import (METHOD_CHOICES, NO_FAILURE, READOUT_CHOICES, REFERENCE_METHODS, RunForm, configs_for,
                    form_from_values, readout_of)
 

@@ -15,7 +15,7 @@ from zerolock_core.export.generation import DEFAULT_NEW_TOKENS, GenerateRequest,
 from ..exports import ExportError, chrome_trace, events_csv, figure_png, model_zip
 from ..figures.memory import memory_figure
 from ..run_data import load_run
-from ..page_script import RUNS_TABLE_ID
+from ..page.page_script import RUNS_TABLE_ID
 from ..runs_index import COLUMNS, runs_table
 from ..figures.timeline import timeline_figure
 

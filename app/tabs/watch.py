@@ -22,10 +22,10 @@ import gradio as gr
 
 from ..controller import EngineController, failures
 from ..failure_panel import build_failure_panel
-from ..page_script import ADVANCED_CLASS, STATUS_ID, holder_box, line_box, line_html, status_box, table_html
+from ..page.page_script import ADVANCED_CLASS, STATUS_ID, holder_box, line_box, line_html, status_box, table_html
 from ..recovery_text import recovery_text
 from ..figures.timebase import recent_window_s
-from ..watch_parts import FAILURE, JUMP_ID, PARTS, PLOT_PARTS, RECENT, UNIT_ID, UNITS, WHOLE, WINDOW_ID, check_parts
+from ..page.watch_parts import FAILURE, JUMP_ID, PARTS, PLOT_PARTS, RECENT, UNIT_ID, UNITS, WHOLE, WINDOW_ID, check_parts
 from ..watch_view import TABLE_COLUMNS, status_markdown, watch_view
 
 LIVE_SECONDS, LIVE_ACTIONS = 20.0, 300  # the live window: at most 20 s and about 300 actions (~10 steps at K=2)
