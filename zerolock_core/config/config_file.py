@@ -15,7 +15,7 @@ It creates nothing.
 from __future__ import annotations
 
 import dataclasses
-import sys
+import tomllib
 import types
 import typing
 from pathlib import Path
@@ -26,11 +26,6 @@ from ..method.balance import AUTO
 from .run_config import RunConfig, upgrade_sections
 from .field_words import FILE, ConfigError, render
 from .run_fields import RUN_FIELDS, SECTIONS
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 TOP_LEVEL_NOT_IN_FILE = {"out": "out names the run directory and is not part of a config file: give --out"}
 
