@@ -27,6 +27,8 @@ READOUT_CHOICES: tuple[tuple[str, str], ...] = tuple(
         ("head: the paper's frozen norm + LM head", "head"),
         ("top-lora:last: through a copy of the last chunk's layers, with LoRA of its own", "top-lora:last"),
         ("top:last: the same copy, frozen", "top:last"),
+        ("sample-lora:2: through copies of 2 layers spread over the rest of the model (its last included), "
+         "with LoRA of its own", "sample-lora:2"),
         ("affine: a trained translator before the head (tuned lens)", "affine"),
         ("mlp: a trained residual MLP before the head", "mlp")))
 NO_FAILURE = "none"  # the failure mode of "no scheduled failure"
@@ -149,7 +151,7 @@ def form_from_values(*, methods: Any, stages: Any, batch: Any, microbatches: Any
 def readout_of(form: RunForm, method: str) -> str:
     """A top readout is a readout of ZeroLock's chunks before the last: the other methods train the last
     chunk only, which reads through the head (the engine refuses the pair; the form runs them beside)."""
-    return form.readout if every_chunk_trains(method) or not ReadoutSpec.parse(form.readout).is_top else "head"
+    return form.readout if every_chunk_trains(method) or not ReadoutSpec.parse(form.readout).reads_layers else "head"
 
 
 def config_for(form: RunForm, method: str, *, out: str) -> RunConfig:

@@ -93,6 +93,7 @@ def test_both_at_once_write_two_directories_and_leave_no_temporary(trained_run, 
 @pytest.mark.parametrize("readout, left_out", [
     ("mlp", ["chunk 0's readout adapter", "chunk 1's readout adapter"]),
     ("top-lora:1", ["chunk 0's readout layers (LoRA on its copy of the top layers)"]),
+    ("sample-lora:2", ["chunk 0's readout layers (LoRA on its copy of sampled layers 5, 7)"]),
 ])
 def test_readouts_are_left_out_and_said_once_in_each_place(trained_run, tmp_path, capsys, readout, left_out):
     run = trained_run("zerolock", readout=readout)

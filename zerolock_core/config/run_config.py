@@ -226,7 +226,7 @@ def _check_readout(text: str, method: str) -> None:
         spec = ReadoutSpec.parse(text)
     except ValueError as err:
         raise FieldError("readout", lambda w: f"{w.name('readout')}: {err}") from None
-    rule(every_chunk_trains(method) or not spec.is_top, "readout",
+    rule(every_chunk_trains(method) or not spec.reads_layers, "readout",
          lambda w: f"{w.value('readout', text)} is a readout of ZeroLock's chunks before the last; "
                    f"{w.value('method', method)} trains only the last chunk, which reads through the head "
                    f"(choose head, affine or mlp)")

@@ -45,7 +45,8 @@ class ModelConfig:
         help="how each chunk reads its hidden state out (readout_spec.py): head (the paper's frozen norm + head), "
              "affine (tuned-lens translator) or mlp (the paper's option (b)) before it, top:N (through the model's "
              "own frozen top N layers) or top-lora:N (those layers with LoRA of the chunk's own); N = last: the last "
-             "chunk's layers (recommended for K >= 3, see the README's depth study)")
+             "chunk's layers (recommended for K >= 3, see the README's depth study); sample:N / sample-lora:N: N "
+             "layers spread evenly over those after the chunk, down to the model's last (AugLocal)")
     readout_adapter_hidden: int = setting(64, flag="--readout-adapter-hidden", minimum=1,
                                           help="inner width of the mlp readout")
     # first layer of chunks 2..K; None = an even split; () = auto (balance.AUTO)

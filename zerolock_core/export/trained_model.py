@@ -4,7 +4,7 @@ chunk's decoder layers as the run left them in final/ (whatever its method, resu
 The chunks are rebuilt exactly as the run built them (`build_chunks`: the same seeded LoRA, so even a chunk
 that never trained, as terminal's first ones, has its own A) and its final weights loaded into them with
 `load_trained_weights`, which refuses files of another model, adapter or K. Readouts are not part of the
-model: affine / mlp adapters and the per-chunk copies of the top layers of `top-lora:N` train the chunks'
+model: affine / mlp adapters and the per-chunk layer copies of `top-lora:N` / `sample-lora:N` train the chunks'
 local losses and are left out (`TrainedModel.left_out` says which).
 """
 from __future__ import annotations
@@ -107,5 +107,8 @@ def _readout_words(chunk) -> str:
         return f"chunk {chunk.index}'s readout adapter"
     top = chunk.readout_top
     if top is not None and any(p.requires_grad for p in top.parameters()):
-        return f"chunk {chunk.index}'s readout layers (LoRA on its copy of the top layers)"
+        layers = [int(i) for i in top.layers]
+        which = "the top layers" if layers == list(range(layers[0], layers[-1] + 1)) \
+            else f"sampled layers {', '.join(map(str, layers))}"
+        return f"chunk {chunk.index}'s readout layers (LoRA on its copy of {which})"
     return ""

@@ -41,8 +41,8 @@ class ChunkCosts:
     def extras(self, stages: int, *, every_chunk_reads_out: bool, readout_layers: int) -> list[float]:
         """What each of `stages` chunks adds to its layers' cost: the embedding on the first, the head on every
         chunk that reads out (every one under a local objective, else the last), the upstream head's forward
-        on every chunk after the first under a local objective, and a `top:N` readout's N top layers on every
-        chunk before the last (the last runs them as its own layers)."""
+        on every chunk after the first under a local objective, and a `top:N` (or `sample:N`) readout's N layers
+        on every chunk before the last (the last runs them as its own layers)."""
         top = sum(self.layers[len(self.layers) - readout_layers:]) if readout_layers else 0.0
         return [(self.embedding if s == 0 else 0.0)
                 + (self.head if every_chunk_reads_out or s == stages - 1 else 0.0)
@@ -55,8 +55,9 @@ def balanced_boundaries(costs: ChunkCosts | Sequence[float], speeds: Sequence[fl
     """The first layer of chunks 2..K (K = len(speeds)) for `costs` (a `ChunkCosts`, or the layers' costs
     alone) on stages of `speeds` (a chunk's time: its layers' and extras' costs / its stage's speed).
 
-    `readout_layers` = N of a `top:N` readout: every chunk before the last also runs its copy of the model's
-    top N layers (their cost added to its time), and the last chunk holds at least those N layers."""
+    `readout_layers` = N of a `top:N` readout (or `sample:N`, weighed alike): every chunk before the last also
+    runs its copy of the model's top N layers (their cost added to its time), and the last chunk holds at least
+    those N layers."""
     costs = costs if isinstance(costs, ChunkCosts) else ChunkCosts(layers=tuple(costs))
     n, k = len(costs.layers), len(speeds)
     if not 1 <= k <= n:

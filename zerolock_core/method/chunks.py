@@ -19,7 +19,7 @@ from torch import nn
 from .balance import ChunkCosts, balanced_boundaries, is_auto
 from ..config.run_config import ModelConfig
 from ..config.field_words import ConfigError, FieldError
-from ..config.readout_spec import ADAPTER_KINDS, ReadoutSpec
+from ..config.readout_spec import ADAPTER_KINDS, SAMPLE_KINDS, ReadoutSpec
 from ..methods import every_chunk_trains as every_chunk_trains_with
 
 
@@ -58,9 +58,9 @@ def planned_bounds(num_layers: int, stages: int, *, boundaries: tuple[int, ...] 
                    speeds: tuple[float, ...], readout: str, method: str,
                    costs: ChunkCosts | None = None) -> list[tuple[int, int]]:
     """The run's chunks: `chunk_bounds` with what `--boundaries auto` must weigh of `--readout` and the
-    method — under a method where every chunk trains, every chunk reads out, and a `top:N` readout runs N
-    more layers on every chunk before the last. `top:last` is refused there: its N is the last chunk's
-    size, which balancing would shrink, and with it the readout. `costs`: measured (auto_boundaries.py,
+    method — under a method where every chunk trains, every chunk reads out, and a `top:N` / `sample:N`
+    readout runs N more layers on every chunk before the last. `top:last` is refused there: its N is the last
+    chunk's size, which balancing would shrink, and with it the readout. `costs`: measured (auto_boundaries.py,
     which a run's config then holds the result of); without, the uniform estimate (a preview)."""
     spec = ReadoutSpec.parse(readout)
     auto = is_auto(boundaries)
@@ -75,10 +75,13 @@ def planned_bounds(num_layers: int, stages: int, *, boundaries: tuple[int, ...] 
 
 
 def weighed_readout_layers(readout: str, method: str) -> int:
-    """The top layers a `top:N` readout adds to every chunk before the last: N where every chunk trains (and
-    reads out through them), else 0."""
+    """The layers a `top:N` / `sample:N` readout adds to every chunk before the last: N where every chunk
+    trains (and reads out through them), else 0. Balancing weighs them as the model's top N layers' costs
+    (balance.py): a sampled readout's layers depend on the cut, but decoder layers of one shape cost the
+    same, and its constraint is a top readout's (the chunk before the last samples the last chunk's layers,
+    so the last holds at least N)."""
     spec = ReadoutSpec.parse(readout)
-    return spec.layers if spec.is_top and every_chunk_trains_with(method) else 0
+    return spec.layers if spec.reads_layers and every_chunk_trains_with(method) else 0
 
 
 class ReadoutAdapter(nn.Module):
@@ -139,8 +142,9 @@ def run_layers(layers: nn.ModuleDict, h: torch.Tensor, attention_mask: torch.Ten
 
 
 class TopReadout(nn.Module):
-    """`top:N` / `top-lora:N`: a chunk's own copy of the model's top N decoder layers, run on the chunk's
-    whole output sequence (attention reads every earlier position) before the norm and head."""
+    """`top:N` / `top-lora:N` / `sample:N` / `sample-lora:N`: a chunk's own copy of N of the model's decoder
+    layers after it (its top N, or N sampled over its downstream), run in order on the chunk's whole output
+    sequence (attention reads every earlier position) before the norm and head."""
 
     def __init__(self, layers: nn.ModuleDict, *, config, rotary: nn.Module) -> None:
         super().__init__()
@@ -232,20 +236,26 @@ class Chunk(nn.Module):
         return {name: p for name, p in self.named_parameters() if p.requires_grad}
 
 
-def top_layer_indices(num_layers: int, spec: ReadoutSpec) -> list[int]:
-    """The model's layers a top readout runs: its last N."""
-    assert not spec.to_last, "resolve top:last with ReadoutSpec.of_model first"
-    return list(range(num_layers - spec.layers, num_layers)) if spec.is_top else []
+def readout_layer_indices(num_layers: int, spec: ReadoutSpec, bounds: list[tuple[int, int]],
+                          chunk: int) -> list[int]:
+    """The model's layers chunk `chunk`'s readout `spec` (of_chunk's) copies: a top readout's last N, a
+    sampled one's N spread over the layers after the chunk (readout_spec.sampled_layers); none else."""
+    return spec.layer_indices(num_layers, after=bounds[chunk][1])
 
 
 def check_readout_fits(readout: str, bounds: list[tuple[int, int]]) -> None:
     """A top readout reads through layers of the last chunk only: were N larger, a chunk before the last
-    would read through layers of its own or of the chunks between (its own output fed to itself again)."""
+    would read through layers of its own or of the chunks between (its own output fed to itself again).
+    A sampled readout samples the layers after its chunk: the chunk before the last has the last chunk's."""
     spec = ReadoutSpec.of_model(readout, bounds)
     first, end = bounds[-1]
-    if spec.is_top and spec.layers > end - first:
-        raise FieldError("readout", lambda w: f"{w.value('readout', readout)} reads through {spec.layers} top layers "
-                                              f"but the last chunk holds {end - first} (layers {first}..{end - 1}): "
+    if spec.reads_layers and spec.layers > end - first:
+        sampled = spec.kind in SAMPLE_KINDS
+        what = "samples" if sampled else "reads through"
+        which = "layers after each chunk but the chunk before the last has only the last chunk's" if sampled \
+            else "top layers but the last chunk holds"
+        raise FieldError("readout", lambda w: f"{w.value('readout', readout)} {what} {spec.layers} {which} "
+                                              f"{end - first} (layers {first}..{end - 1}): "
                                               f"N can be at most {end - first}, or fewer stages")
 
 
@@ -276,9 +286,9 @@ def build_chunks(model, cfg: ModelConfig, *, stages: int, seed: int, only: int |
     every_chunk_trains = every_chunk_trains_with(method)
     readouts = [spec.of_chunk(k, stages, every_chunk_trains=every_chunk_trains) for k in range(stages)]
     built = [k for k in range(stages) if only is None or k == only]
-    # the top readouts copy the model's own top layers before any LoRA goes onto them
-    pristine = {i: copy.deepcopy(base.layers[i]) for i in top_layer_indices(num_layers, spec)} \
-        if any(readouts[k].is_top for k in built) else {}
+    # the top / sampled readouts copy the model's own layers before any LoRA goes onto them
+    copied = {k: readout_layer_indices(num_layers, readouts[k], bounds, k) for k in built}
+    pristine = {i: copy.deepcopy(base.layers[i]) for i in sorted({i for k in built for i in copied[k]})}
 
     chunks = []
     for k in built:
@@ -289,9 +299,9 @@ def build_chunks(model, cfg: ModelConfig, *, stages: int, seed: int, only: int |
         adapter = make_readout_adapter(readout.kind, model.config.hidden_size, cfg.readout_adapter_hidden,
                                        seed=seed, chunk=k) if readout.is_adapter else None
         top = None
-        if readout.is_top:
-            copies = nn.ModuleDict({str(i): copy.deepcopy(layer) for i, layer in pristine.items()})
-            if readout.kind == "top-lora":  # LoRA of this chunk's own, seeded apart from the model's
+        if readout.reads_layers:
+            copies = nn.ModuleDict({str(i): copy.deepcopy(pristine[i]) for i in copied[k]})
+            if readout.trains_layers:  # LoRA of this chunk's own, seeded apart from the model's
                 copies = _with_lora(copies, lora, seed=seed, salt=f"readout{k}/", what=f"chunk {k}'s readout",
                                     targets=cfg.lora_targets)
             else:

@@ -43,7 +43,7 @@ def build_run_setup(cfg: RunConfig, *, stage: int | None = None) -> RunSetup:
     """With `stage`, `chunks` holds only that chunk and only its weights were read from disk:
     its layers, the norm + head, and the embedding on stage 0."""
     from .. import data
-    from ..method.chunks import planned_bounds, top_layer_indices
+    from ..method.chunks import planned_bounds, readout_layer_indices
     from ..config.readout_spec import ReadoutSpec
     from ..methods import every_chunk_trains
 
@@ -61,7 +61,8 @@ def build_run_setup(cfg: RunConfig, *, stage: int | None = None) -> RunSetup:
         first, end = bounds[stage]
         readout = ReadoutSpec.of_model(cfg.model.readout, bounds).of_chunk(
             stage, cfg.train.stages, every_chunk_trains=every_chunk_trains(cfg.train.method))
-        keep = Keep(first=first, end=end, embedding=stage == 0, also=tuple(top_layer_indices(layers, readout)))
+        keep = Keep(first=first, end=end, embedding=stage == 0,
+                    also=tuple(readout_layer_indices(layers, readout, bounds, stage)))
     model = load_causal_lm(cfg.model.model, keep=keep)
     chunks = build_chunks(model, cfg.model, stages=cfg.train.stages, seed=cfg.train.seed, only=stage,
                           method=cfg.train.method, speeds=cfg.train.speeds)
