@@ -19,6 +19,9 @@ BENCHMARKS = {
     "links": ("benchmarks.links", "Fig. 6b: throughput per emulated link profile"),
     "quality": ("benchmarks.quality", "Fig. 3: accuracy and NLL curves, BP / 1F1B / ZeroLock variants"),
     "depth": ("benchmarks.depth", "the gap to BP over K = 2..6 and what closes it: terminal, readouts, fair BP controls"),
+    "frontier": ("benchmarks.frontier",
+                 "accuracy, time and memory on one frontier: every arm without update locking vs 1F1B, ZB-H1, "
+                 "DualPipe-V"),
     "readability": ("benchmarks.readability",
                     "the frozen head's readout after every layer (logit / tuned lens), where to cut chunks"),
     "stage-rss": ("benchmarks.stage_rss", "per-stage resident memory after loading, K = 1, 2, 3, 5"),

@@ -1,0 +1,578 @@
+"""`zerolock bench frontier` (issue 41): accuracy, time and memory on one frontier — every way to train
+without update locking against the best backprop schedules, per task and K.
+
+Built from the parts the other benchmarks have (nothing here is written again):
+
+* training: depth.py's runs — `zerolock train --runtime reference` subprocesses, one thread each, at most
+  two side by side (`--jobs`), evaluated every `--eval-every` steps, resumable (a run whose metrics.json
+  says finished with the same config is not run again) — and its per-run analysis (trainable parameters,
+  bytes per micro-batch, each stage's activation bytes for one micro-batch, measured by the engine's meter);
+* time per step as a K-stage pipeline: at K = 2 measured by a short pipeline run of the arm (as many
+  stages as this box has cores); at every K simulated with the arm's own probed action costs (probe.py,
+  readout copies included: the probe builds the arm's own chunks) by the simulator (prediction.py), m = 2K
+  micro-batches of the run's micro-batch size as `bench schedulers` does; DualPipe-V as schedulers.py's
+  `dualpipe_v_row`. Every time records its source; a ratio is only taken between times of one source;
+* peak activation bytes per stage: measured in the K = 2 pipeline run; simulated elsewhere (one
+  micro-batch's measured bytes × the most micro-batches the schedule holds on that stage).
+
+Arms (`ARMS`): the exact-gradient schedules share the BP reference's accuracy and differ in time and
+memory (1F1B, ZB-H1, GPipe; DualPipe-V simulated); PipeDream, its accuracy measured in the pipeline runtime
+(which evaluates only at the end: its curve is one point); ZeroLock with the frozen head (α = 1),
+terminal, `top-lora:last`; any readout the engine validates (`--readouts`); and a BP control given the
+trainable parameters of every arm that trains more than BP (its LoRA rank raised, depth.py's
+`lora_params_per_layer`), timed as 1F1B.
+
+From them, per task × K × arm (`summary`): the final accuracy over seeds, whether the mean curve reaches
+BP's (the target: BP's mean final accuracy − one BP seed sd), the time to get there against 1F1B's, the
+peak activation memory against 1F1B's and the trainable parameters against BP's.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import math
+import statistics
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from zerolock_core.config.arg_types import ints_arg
+from zerolock_core.config.run_config import LinkConfig, RunConfig, replace
+from zerolock_core.methods import LOCAL_METHODS
+from zerolock_core.rundir.atomic_files import read_json, write_json_atomic
+from zerolock_core.rundir.run_dir import RunDir
+from zerolock_core.viz.palette import NEUTRAL, marker, method_colour
+
+from . import depth
+from .common import plots
+from .common.experiment import Experiment
+from .common.presets import resolve_bench_model
+from .common.settings import BenchSettings, report_header
+from .common.table import markdown_table, mib, preamble
+
+BASELINE = "1f1b"  # every time and memory ratio is against it
+BP = "bp"  # the reference run whose accuracy the exact-gradient schedules share
+DUALPIPE_V = "dualpipe-v"
+MEASURED_AT = 2  # the K measured as a real pipeline (this box's cores); every other K is simulated
+MAX_JOBS = 2
+MICROBATCHES_PER_STAGE = 2  # the simulated m = 2K, as `bench schedulers`
+SIM_WINDOWS = 6  # simulated optimizer steps; throughput over all but the first (steady state)
+
+
+@dataclass(kw_only=True, frozen=True)
+class FrontierArm:
+    trains: depth.Arm | None  # the run that measures its accuracy; None: BP's (an exact-gradient schedule)
+    schedule: str  # the pipeline method that times it (and, at K = 2, runs it)
+    locking: bool  # update locking: the exact-gradient schedules
+    runtime: str = "reference"  # where its accuracy is measured
+
+
+def _bp_schedule(schedule: str) -> FrontierArm:
+    return FrontierArm(trains=None, schedule=schedule, locking=True)
+
+
+ARMS: dict[str, FrontierArm] = {
+    "1f1b": _bp_schedule("1f1b"),
+    "zb-h1": _bp_schedule("zb-h1"),
+    "gpipe": _bp_schedule("gpipe"),
+    DUALPIPE_V: _bp_schedule(DUALPIPE_V),  # simulated only: two chunks per device
+    "pipedream": FrontierArm(trains=depth.Arm(method="pipedream"), schedule="pipedream", locking=False,
+                             runtime="pipeline"),
+    "zerolock": FrontierArm(trains=depth.Arm(method="zerolock"), schedule="zerolock", locking=False),
+    "terminal": FrontierArm(trains=depth.Arm(method="terminal"), schedule="terminal", locking=False),
+    "zerolock top-lora:last": FrontierArm(trains=depth.Arm(method="zerolock", readout="top-lora:last"),
+                                          schedule="zerolock", locking=False),
+}
+DEFAULT_ARMS = tuple(ARMS)
+READOUT_ARM = "zerolock "  # + a readout string: `--readouts sample-lora:4` adds the arm "zerolock sample-lora:4"
+CONTROL_ARM = "bp matched to "  # + an arm's name: BP with as many trainable parameters, timed as 1F1B
+
+
+def readout_arm(readout: str) -> FrontierArm:
+    """ZeroLock at α = 1 with any readout the engine validates (checked when its config is built)."""
+    return FrontierArm(trains=depth.Arm(method="zerolock", readout=readout), schedule="zerolock", locking=False)
+
+
+CONTROL = FrontierArm(trains=depth.Arm(method="bp"), schedule=BASELINE, locking=True)  # its rank set per arm
+
+
+def _slug(name: str) -> str:
+    return name.replace(" ", "_").replace(":", "").replace("=", "").replace("/", "_")
+
+
+# ---- pure functions ------------------------------------------------------------------------------
+
+
+def time_to_accuracy(curve: Sequence[tuple[int, float]], target: float, step_s: float | None) -> float | None:
+    """Seconds to the first eval at >= `target`: its step × the seconds per step; None if never (or no time)."""
+    if step_s is None:
+        return None
+    for step, accuracy in curve:
+        if accuracy >= target:
+            return step * step_s
+    return None
+
+
+def bp_target(finals: Sequence[float]) -> float:
+    """BP's accuracy to reach: its mean final accuracy less one seed standard deviation (0 with one seed)."""
+    return statistics.fmean(finals) - (statistics.stdev(finals) if len(finals) > 1 else 0.0)
+
+
+def mean_curve(runs: Sequence[dict[str, Any]]) -> list[tuple[int, float]]:
+    """The accuracy curve averaged over seeds, at the steps every seed evaluated."""
+    common = set(runs[0]["step"]).intersection(*(r["step"] for r in runs[1:]))
+    return [(s, statistics.fmean(r["accuracy"][r["step"].index(s)] for r in runs)) for s in sorted(common)]
+
+
+def _ratio(value: float | None, base: float | None) -> float | None:
+    return None if value is None or not base else value / base
+
+
+def summary(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per task × K × arm: accuracy over seeds, whether it reaches BP's, the time to it and the
+    peak activation memory against 1F1B's (times of one source only), trainable parameters against BP's."""
+    rows = []
+    for task, per_k in report["results"].items():
+        pairs = report["tasks"][task].get("pairs", False)
+        for k_key, arms in per_k.items():
+            bp = arms[BP]
+            target = bp_target([r["final"]["accuracy"] for r in bp["runs"]])
+            base = arms[BASELINE]
+            base_peak = max(base["activation_bytes"])
+
+            def time_to(e: dict[str, Any]) -> dict[str, float | None]:
+                curve = mean_curve(e["runs"])
+                return {src: time_to_accuracy(curve, target, s) for src, s in e["step_s"].items()}
+
+            base_time = time_to(base)
+            for name, e in arms.items():
+                if name == BP:
+                    continue
+                finals = [r["final"]["accuracy"] for r in e["runs"]]
+                mine = time_to(e)
+                source = next((s for s in ("measured", "simulated") if base_time.get(s) is not None
+                               and s in mine), None)
+                reaches = any(v is not None for v in mine.values())
+                row = {"task": task, "K": int(k_key), "arm": name, "seeds": len(e["runs"]),
+                       "steps": report["config"]["steps"], "locking": e["locking"],
+                       "accuracy_mean": statistics.fmean(finals),
+                       "accuracy_sd": statistics.stdev(finals) if len(finals) > 1 else 0.0}
+                if pairs:
+                    row["nll_mean"] = statistics.fmean(r["final"]["nll"] for r in e["runs"])
+                row |= {"reaches_bp": reaches,
+                        "time_to_bp_vs_1f1b": _ratio(mine.get(source), base_time.get(source)) if source else None,
+                        "activation_peak_vs_1f1b": _ratio(max(e["activation_bytes"]), base_peak),
+                        "trainable_vs_bp": _ratio(e["trainable_params"], bp["trainable_params"])}
+                rows.append(row)
+    return rows
+
+
+# ---- tasks -----------------------------------------------------------------------------------------
+
+
+def task_arg(text: str) -> tuple[str, str]:
+    """"trec6=csv:PATH" -> ("trec6", "csv:PATH"); "topics" -> ("topics", "topics")."""
+    name, _, spec = text.partition("=")
+    name, spec = name.strip(), (spec or name).strip()
+    if not name or not spec:
+        raise argparse.ArgumentTypeError(f"--task: expected NAME=csv:PATH, NAME=jsonl:PATH or a built-in, got {text!r}")
+    return name, spec
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def describe_task(spec: str) -> dict[str, Any]:
+    """What a result names of its data: the spec, and for a file its path and sha256."""
+    kind, sep, path = spec.partition(":")
+    if not sep:
+        return {"dataset": spec, "pairs": False}
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"--task {spec}: no such file {path}")
+    return {"dataset": spec, "path": str(p.resolve()), "sha256": sha256_of(p), "pairs": kind == "jsonl"}
+
+
+# ---- runs ------------------------------------------------------------------------------------------
+
+
+@dataclass(kw_only=True, frozen=True)
+class ArmSettings(BenchSettings):
+    """The benchmark settings of one arm: its dataset, readout and LoRA in every config they build, so the
+    probe (probe.py) times the arm's own chunks — a readout copy included."""
+
+    readout: str = "head"
+    lora_rank: int = 4
+    lora_targets: tuple[str, ...] = ("q_proj", "v_proj")
+
+    def pipeline(self, **kw: Any) -> RunConfig:
+        cfg = super().pipeline(**kw)
+        return replace(cfg, model={"readout": self.readout, "lora_rank": self.lora_rank,
+                                   "lora_alpha": 4.0 * self.lora_rank, "lora_targets": self.lora_targets})
+
+
+def _key(*parts: Any) -> str:
+    return hashlib.sha1(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+class Launches:
+    """What this invocation ran (a rerun of a finished study runs nothing): training subprocesses,
+    pipeline timing runs and cost probes."""
+
+    def __init__(self) -> None:
+        self.counts = {"train": 0, "timing": 0, "probe": 0}
+
+    def add(self, kind: str) -> None:
+        self.counts[kind] += 1
+
+
+def _cached(path: Path, launches: Launches, kind: str, compute) -> Any:
+    if path.exists():
+        return read_json(path)
+    value = compute()
+    launches.add(kind)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, value)
+    return value
+
+
+def trainable_count(cfg: RunConfig) -> int:
+    """The trainable parameters of `cfg`'s chunks (terminal: the last chunk's alone)."""
+    from zerolock_core.train.run_setup import build_run_setup
+
+    setup = build_run_setup(replace(cfg, out=None))
+    chunks = setup.chunks[-1:] if cfg.train.method == "terminal" else setup.chunks
+    return sum(t.numel() for c in chunks for t in c.trainable_state().values())
+
+
+def matched_rank_for(params: int, *, model: str, targets: tuple[str, ...]) -> int:
+    """The smallest LoRA rank with which BP trains at least `params` parameters (depth.py's count)."""
+    from transformers import AutoConfig
+
+    from zerolock_core.models.loading import resolve_model
+
+    mc = AutoConfig.from_pretrained(resolve_model(model))
+    return math.ceil(params / depth.lora_params_per_layer(mc, targets, 1) / mc.num_hidden_layers)
+
+
+def _probe(settings: ArmSettings, *, stages: int, batch: int, microbatches: int) -> dict[str, Any]:
+    from .common.probe import probe_costs
+
+    p = probe_costs(settings, stages=stages, batch=batch, microbatches=microbatches)
+    return {"per_stage": {str(s): c for s, c in p.per_stage.items()}, "hidden_bytes": p.hidden_bytes,
+            "layers": p.layers}
+
+
+def _probed(d: dict[str, Any]):
+    from .common.probe import ProbedCosts
+
+    return ProbedCosts(per_stage={int(s): c for s, c in d["per_stage"].items()}, hidden_bytes=d["hidden_bytes"],
+                       layers=d["layers"])
+
+
+def simulate(settings: ArmSettings, *, schedule: str, stages: int, microbatch_size: int, out: Path,
+             launches: Launches) -> dict[str, Any]:
+    """Seconds per sample and the most micro-batches held per stage of `schedule` at K = `stages`, m = 2K,
+    costed with the arm's own probed actions (DualPipe-V: on the 2K-way split); or why it cannot run."""
+    from zerolock_core.runtime.link_emulation import link_for
+
+    from .common.measure import skip_windows
+    from .common.prediction import predict
+
+    chunks = 2 * stages if schedule == DUALPIPE_V else stages
+    m = MICROBATCHES_PER_STAGE * stages
+    geometry = dict(stages=chunks, batch=m * microbatch_size, microbatches=m)
+    cost_key = _key(dataclasses.asdict(settings), geometry)
+    try:
+        probed = _cached(out / "probes" / f"{cost_key}.json", launches, "probe",
+                         lambda: _probe(settings, **geometry))
+    except ValueError as err:  # fewer layers than chunks
+        return {"skipped": f"{chunks} chunks: {err}"}
+    costs = _probed(probed).costs("zerolock" if schedule == "terminal" else schedule)
+    pred = predict(method="zerolock" if schedule == "terminal" else schedule, stages=stages,
+                   batch=m * microbatch_size, microbatches=m, windows=SIM_WINDOWS, costs=costs,
+                   link=link_for(LinkConfig()), inflight_limit=settings.inflight_depth,
+                   skip_windows=skip_windows(SIM_WINDOWS))
+    held = [n / 2 for n in pred.inflight_peak] if schedule == DUALPIPE_V else list(pred.inflight_peak)
+    return {"samples_per_s": pred.samples_per_s, "peak_inflight": held, "bubble_fraction": pred.bubble_fraction,
+            "microbatches": m}
+
+
+def measure_k2(cfg: RunConfig, *, schedule: str, steps: int, out: Path, launches: Launches) -> dict[str, Any]:
+    """A short real pipeline run of the arm at K = 2: samples/s after the first window, its activation peaks
+    per stage and bytes sent (measure.py's `measured`)."""
+    from .common.measure import measured
+    from .common.pipeline_runs import PipelineRuns
+
+    timing = replace(cfg, train={"runtime": "pipeline", "method": schedule, "steps": steps, "eval_every": 0,
+                                 "threads": 1}, data={"eval_size": 1})
+
+    def run() -> dict[str, Any]:
+        runs = PipelineRuns(out / "timing", verbose=False)
+        return measured(runs.run(timing), batch=cfg.train.batch, microbatches=cfg.train.microbatches, steps=steps)
+
+    return _cached(out / "timing" / f"{_key(timing.to_dict() | {'out': None})}.json", launches, "timing", run)
+
+
+def _curve_run(cfg: RunConfig, analysis: dict[str, Any]) -> dict[str, Any]:
+    m = RunDir(cfg.out).read_metrics()
+
+    def acc(e: dict[str, Any]) -> float:
+        return e["label_accuracy"] if e.get("label_accuracy") is not None else e["token_accuracy"]
+
+    history = [h for h in m.eval_history if h["step"] < m.steps_done] + [{**m.eval, "step": m.steps_done}]
+    return {"seed": cfg.train.seed, "step": [h["step"] for h in history], "accuracy": [acc(h) for h in history],
+            "nll": [h["nll"] for h in history], "final": {"accuracy": acc(m.eval), "nll": m.eval["nll"]},
+            "run_s": m.total_s, "seconds_per_step_reference": analysis["seconds_per_step"]}
+
+
+def run_frontier(settings: BenchSettings, *, out: Path, tasks: tuple[tuple[str, str], ...], stages: tuple[int, ...],
+                 arms: tuple[str, ...], readouts: tuple[str, ...], seeds: tuple[int, ...],
+                 decisive_seeds: tuple[int, ...], decisive: tuple[str, ...], batch: int, microbatches: int,
+                 eval_every: int, eval_size: int, rank: int, jobs: int, time_steps: int,
+                 controls: bool = True) -> dict[str, Any]:
+    if not 1 <= jobs <= MAX_JOBS:
+        raise ValueError(f"--jobs must be 1 or {MAX_JOBS} (runs side by side, one thread each), got {jobs}")
+    if batch % microbatches:
+        raise ValueError(f"--batch ({batch}) must be a multiple of --microbatches ({microbatches})")
+    unknown = [a for a in arms if a not in ARMS]
+    if unknown:
+        raise ValueError(f"unknown frontier arm(s) {unknown}; choose from {', '.join(ARMS)} (or --readouts)")
+    table = {BASELINE: ARMS[BASELINE], **{a: ARMS[a] for a in arms},
+             **{READOUT_ARM + r: readout_arm(r) for r in readouts}}
+    launches, started = Launches(), time.perf_counter()
+    model = resolve_bench_model(settings.model)
+    targets = ("q_proj", "v_proj")
+    task_info = {name: describe_task(spec) for name, spec in tasks}
+
+    def config(arm: depth.Arm, *, task: str, k: int, seed: int, name: str, lora: int, runtime: str) -> RunConfig:
+        # depth's config is the reference runtime's: a pipeline-only method (PipeDream) is set after it
+        cfg = depth.run_config(settings, arm if runtime == "reference" else dataclasses.replace(arm, method=BP),
+                               stages=k, top=0, seed=seed, batch=batch, microbatches=microbatches,
+                               eval_every=eval_every, eval_size=eval_size, rank=lora, dataset=dict(tasks)[task],
+                               out=out / "runs" / f"{_slug(task)}-K{k}-{_slug(name)}-seed{seed}")
+        return cfg if runtime == "reference" else replace(cfg, train={"runtime": runtime, "method": arm.method})
+
+    # the plan: per task × K, the arms that train (BP always: its accuracy is the target), then the controls
+    plan: dict[tuple[str, int, str], dict[str, Any]] = {}
+    for task, _ in tasks:
+        for k in stages:
+            entries = {BP: {"arm": CONTROL, "rank": rank}}
+            entries |= {name: {"arm": a, "rank": rank} for name, a in table.items()}
+            if controls:
+                bp_params = None
+                for name, a in list(entries.items()):
+                    if a["arm"].trains is None or a["arm"].trains.method == "bp":
+                        continue
+                    if bp_params is None:
+                        bp_params = trainable_count(config(depth.Arm(method="bp"), task=task, k=k, seed=0,
+                                                           name=BP, lora=rank, runtime="reference"))
+                    params = trainable_count(config(a["arm"].trains, task=task, k=k, seed=0, name=name, lora=rank,
+                                                    runtime=a["arm"].runtime))
+                    if params > bp_params:
+                        entries[CONTROL_ARM + name] = {"arm": CONTROL, "rank": matched_rank_for(
+                            params, model=model, targets=targets), "matches": name}
+            for name, e in entries.items():
+                plan[(task, k, name)] = e
+    configs: dict[tuple[str, int, str, int], RunConfig] = {}
+    for (task, k, name), e in plan.items():
+        a = e["arm"]
+        if a.trains is None:
+            continue
+        for seed in (decisive_seeds if name in decisive or name == BP else seeds):
+            configs[(task, k, name, seed)] = config(a.trains, task=task, k=k, seed=seed, name=name, lora=e["rank"],
+                                                    runtime=a.runtime)
+    todo = [cfg for cfg in configs.values() if not depth._finished_with(cfg)]
+    print(f"  {len(configs)} runs, {len(configs) - len(todo)} already finished; {jobs} side by side", flush=True)
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for cfg in pool.map(lambda c: (depth._train(c, depth.beside(c.out, ".log")), c)[1], todo):
+            launches.add("train")
+            print(f"  finished {Path(cfg.out).name} ({time.perf_counter() - started:.0f} s so far)", flush=True)
+
+    results: dict[str, dict[str, dict[str, Any]]] = {}
+    for (task, k, name), e in plan.items():
+        a = e["arm"]
+        source = name if a.trains is not None else BP
+        runs_of = {seed: cfg for (t, kk, n, seed), cfg in configs.items() if (t, kk, n) == (task, k, source)}
+        cfg0 = next(iter(runs_of.values()))
+        per_run = []
+        for cfg in runs_of.values():
+            cached = Path(cfg.out) / "analysis.json"
+            analysis = read_json(cached) if cached.exists() else None
+            if analysis is None or not depth.ANALYSIS_FIELDS <= analysis.keys():
+                analysis = depth.analyse(cfg)
+                write_json_atomic(cached, analysis)
+            per_run.append((cfg, analysis))
+        analysis = per_run[0][1]
+        lora = cfg0.model.lora_rank
+        arm_settings = ArmSettings(**{**dataclasses.asdict(settings), "dataset": dict(tasks)[task],
+                                      "alpha": cfg0.objective.alpha[0], "threads": 1},
+                                   readout=cfg0.model.readout, lora_rank=lora, lora_targets=cfg0.model.lora_targets)
+        sim = simulate(arm_settings, schedule=a.schedule, stages=k, microbatch_size=batch // microbatches, out=out,
+                       launches=launches)
+        step_s: dict[str, float] = {}
+        if "samples_per_s" in sim:
+            step_s["simulated"] = batch / sim["samples_per_s"]
+        one_mb = analysis["stage_activation_bytes"]
+        activation, activation_source = one_mb, "one micro-batch (no schedule simulated)"
+        if a.schedule == DUALPIPE_V:
+            activation, activation_source = [], "n/a"
+            if "peak_inflight" in sim:  # a stage's micro-batch of the K-way split, held as DualPipe-V holds it
+                activation = [b * n for b, n in zip(one_mb, sim["peak_inflight"])]
+                activation_source = "simulated"
+        elif "peak_inflight" in sim:
+            activation = [b * n for b, n in zip(one_mb, sim["peak_inflight"])]
+            activation_source = "simulated: one micro-batch measured × micro-batches held (m = 2K)"
+        measured = None
+        if k == MEASURED_AT and a.schedule != DUALPIPE_V:
+            measured = measure_k2(cfg0, schedule=a.schedule, steps=time_steps, out=out, launches=launches)
+            step_s["measured"] = batch / measured["samples_per_s"]
+            activation, activation_source = measured["peak_activation_bytes"], "measured (pipeline run)"
+        # forward: each boundary's hidden state (and readout rows); backprop sends as many gradient bytes back
+        wire = sum(analysis["bytes_per_microbatch"]) * microbatches * (1 if cfg0.train.method in LOCAL_METHODS else 2)
+        entry = {"arm": name, "method": cfg0.train.method, "schedule": a.schedule, "runtime": cfg0.train.runtime,
+                 "readout": cfg0.model.readout, "alpha": cfg0.objective.alpha[0], "lora_rank": lora,
+                 "locking": a.locking, "accuracy_from": source, "seeds": sorted(runs_of),
+                 "runs": [_curve_run(cfg, an) for cfg, an in per_run],
+                 "step_s": step_s, "time_source": "measured" if "measured" in step_s else
+                 ("simulated" if step_s else "n/a"), "simulated": sim, "measured": measured,
+                 "activation_bytes": activation or [0], "activation_source": activation_source,
+                 "trainable_params": sum(analysis["trainable_params"]),
+                 "bytes_per_microbatch": analysis["bytes_per_microbatch"], "wire_bytes_per_step": wire}
+        if "matches" in e:
+            entry["matches"] = e["matches"]
+        results.setdefault(task, {}).setdefault(str(k), {})[name] = entry
+    report = {
+        **report_header("frontier", settings),
+        "tasks": task_info,
+        "config": {"stages": list(stages), "arms": list(table), "readouts": list(readouts), "batch": batch,
+                   "microbatches": microbatches, "steps": settings.steps, "eval_every": eval_every,
+                   "eval_size": eval_size, "seeds": list(seeds), "decisive_seeds": list(decisive_seeds),
+                   "decisive": list(decisive), "lora_rank": rank, "jobs": jobs, "threads_per_run": 1,
+                   "time_steps": time_steps, "measured_at": MEASURED_AT,
+                   "simulated_microbatches": f"{MICROBATCHES_PER_STAGE}K"},
+        "launched": launches.counts,
+        "wall_s": round(time.perf_counter() - started, 1),
+        "results": results,
+    }
+    report["summary"] = summary(report)
+    return report
+
+
+# ---- the report ------------------------------------------------------------------------------------
+
+
+def _cell(value: float | None, spec: str = ".2f") -> str:
+    return "never" if value is None else format(value, spec)
+
+
+def format_report(report: dict[str, Any]) -> str:
+    c, s = report["config"], report["settings"]
+    lines = preamble(report, f"model {s['model']}, K in {c['stages']}, b={c['batch']}, m={c['microbatches']}, "
+                             f"{c['steps']} steps, eval every {c['eval_every']}, LoRA r={c['lora_rank']}; time per "
+                             f"step measured at K={c['measured_at']}, simulated (m = {c['simulated_microbatches']}, "
+                             "the arm's own probed costs) elsewhere")
+    for name, t in report["tasks"].items():
+        lines.append(f"task {name}: {t['dataset']}" + (f" (sha256 {t['sha256']})" if "sha256" in t else ""))
+    source = {(task, k, arm): e["time_source"] for task, per_k in report["results"].items()
+              for k, arms in per_k.items() for arm, e in arms.items()}
+    heads = ["task · K", "arm", "locking", "seeds", "accuracy", "reaches BP", "time to BP vs 1F1B", "time from",
+             "act. peak vs 1F1B", "trainable vs BP"]
+    rows = [[f"{r['task']} K={r['K']}", r["arm"], "yes" if r["locking"] else "no", r["seeds"],
+             f"{r['accuracy_mean']:.3f} ± {r['accuracy_sd']:.3f}" + (f" (NLL {r['nll_mean']:.2f})" if "nll_mean" in r
+                                                                      else ""),
+             "yes" if r["reaches_bp"] else "no", _cell(r["time_to_bp_vs_1f1b"]),
+             source[(r["task"], str(r["K"]), r["arm"])], _cell(r["activation_peak_vs_1f1b"]),
+             _cell(r["trainable_vs_bp"])] for r in report["summary"]]
+    lines.append(markdown_table(heads, rows))
+    lines.append("runs launched by this invocation: " + ", ".join(f"{k} {v}" for k, v in report["launched"].items()))
+    lines.append("largest stage's activation peak, MiB: " + "; ".join(
+        f"{task} K={k} {arm} {mib(max(e['activation_bytes']))}" for task, per_k in report["results"].items()
+        for k, arms in per_k.items() for arm, e in arms.items() if arm == BASELINE))
+    return "\n".join(lines)
+
+
+NEVER_EDGE = 1.15  # "never reached": drawn at this fraction past the largest finite ratio
+
+
+def frontier_figure(report: dict[str, Any], task: str, k: int):
+    """x: time to BP's accuracy against 1F1B's, y: peak activation memory against 1F1B's; one marker per
+    arm, an arm that never reaches BP's accuracy on the right edge (open marker)."""
+    import plotly.graph_objects as go
+
+    rows = [r for r in report["summary"] if r["task"] == task and r["K"] == k]
+    arms = report["results"][task][str(k)]
+    finite = [r["time_to_bp_vs_1f1b"] for r in rows if r["time_to_bp_vs_1f1b"] is not None]
+    edge = NEVER_EDGE * max([1.0, *finite])
+    fig = plots.figure(title=f"{task}, K={k}: time to BP's accuracy and activation memory against 1F1B",
+                       xaxis_title="time to BP's accuracy ÷ 1F1B's (right edge: never)",
+                       yaxis_title="peak activation per stage ÷ 1F1B's", template="plotly_white")
+    per_colour: dict[str, int] = {}
+    for r in rows:
+        e = arms[r["arm"]]
+        colour = method_colour(BP if "matches" in e else e["schedule"])  # a BP control in BP's colour
+        n = per_colour.get(colour, 0)
+        per_colour[colour] = n + 1
+        never = r["time_to_bp_vs_1f1b"] is None
+        fig.add_trace(go.Scatter(name=r["arm"] + (" (never)" if never else ""), mode="markers+text",
+                                 x=[edge if never else r["time_to_bp_vs_1f1b"]], y=[r["activation_peak_vs_1f1b"]],
+                                 text=[r["arm"]], textposition="top center",
+                                 marker={"symbol": marker(n) + ("-open" if never else ""), "size": 12,
+                                         "color": colour}))
+    fig.add_vline(x=edge, line={"dash": "dot", "color": NEUTRAL["ink"]}, annotation_text="never reached")
+    return fig
+
+
+def figures(report: dict[str, Any]) -> dict[str, Any]:
+    return {f"frontier-{task}-K{k}": frontier_figure(report, task, int(k))
+            for task, per_k in report["results"].items() for k in per_k}
+
+
+def _arguments(a: argparse.Namespace, out: Path) -> dict[str, Any]:
+    def names(text: str) -> tuple[str, ...]:
+        return tuple(x.strip() for x in text.split(",") if x.strip())
+
+    return dict(tasks=tuple(a.task) if a.task else ((a.dataset, a.dataset),), stages=a.stages, arms=names(a.arms),
+                readouts=names(a.readouts), seeds=a.seeds, decisive_seeds=a.decisive_seeds,
+                decisive=names(a.decisive), batch=a.batch, microbatches=a.microbatches,
+                eval_every=a.eval_every or max(1, a.steps // 8), eval_size=a.eval_size, rank=a.lora_rank, jobs=a.jobs,
+                time_steps=a.time_steps, controls=not a.no_controls)
+
+
+EXPERIMENT = Experiment(name="frontier", run=run_frontier, figures=figures, format_report=format_report,
+                        arguments=_arguments, steps=240, seq_len=64, defaults={"lr": 5e-4, "model": "smollm2-135m"},
+                        shape=None, runs=False, repeats=False, out=True)
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    EXPERIMENT.register(p)
+    p.add_argument("--task", action="append", type=task_arg, metavar="NAME=SPEC",
+                   help="a task, repeatable: topics (built in), NAME=csv:PATH or NAME=jsonl:PATH (a result names "
+                        "the file and its sha256); default: --dataset")
+    p.add_argument("--stages", type=ints_arg, default=(3, 4), help="comma-separated K values (K=2 is measured)")
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--microbatches", type=int, default=4)
+    p.add_argument("--arms", default=",".join(DEFAULT_ARMS), help=f"comma-separated, from: {', '.join(ARMS)} "
+                   f"(1F1B always runs: every ratio is against it)")
+    p.add_argument("--readouts", default="", metavar="SPEC,SPEC",
+                   help="more ZeroLock arms, one per readout the engine validates (e.g. sample-lora:4)")
+    p.add_argument("--no-controls", action="store_true",
+                   help="no BP control with matched trainable parameters for the arms that train more than BP")
+    p.add_argument("--seeds", type=ints_arg, default=(0, 1))
+    p.add_argument("--decisive-seeds", type=ints_arg, default=(0, 1, 2), help="seeds of BP and the --decisive arms")
+    p.add_argument("--decisive", default="zerolock top-lora:last", help="comma-separated arm names")
+    p.add_argument("--eval-every", type=int, default=0, help="0 = steps // 8")
+    p.add_argument("--eval-size", type=int, default=200)
+    p.add_argument("--lora-rank", type=int, default=4)
+    p.add_argument("--jobs", type=int, default=2, help=f"runs side by side, one thread each (at most {MAX_JOBS})")
+    p.add_argument("--time-steps", type=int, default=10, help="steps of each K=2 timing run of the pipeline")

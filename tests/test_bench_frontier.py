@@ -1,0 +1,196 @@
+"""`zerolock bench frontier`: its pure parts on hand-made numbers, and a tiny end-to-end study whose rerun
+runs nothing."""
+
+import hashlib
+import math
+import statistics
+
+import pytest
+
+from benchmarks import frontier as F
+from benchmarks.common.settings import BenchSettings
+
+CURVE = [(2, 0.40), (4, 0.70), (6, 0.85), (8, 0.86)]
+
+SUMMARY_FIELDS = ["task", "K", "arm", "seeds", "steps", "locking", "accuracy_mean", "accuracy_sd", "reaches_bp",
+                  "time_to_bp_vs_1f1b", "activation_peak_vs_1f1b", "trainable_vs_bp"]
+
+
+@pytest.mark.parametrize("target,step_s,expected", [
+    (0.40, 1.5, 3.0),    # reached at the first eval
+    (0.70, 2.0, 8.0),    # exactly at the target counts
+    (0.80, 2.0, 12.0),   # reached late
+    (0.86, 0.5, 4.0),    # only at the last eval
+    (0.90, 2.0, None),   # never
+    (0.40, None, None),  # no time for this arm
+])
+def test_time_to_accuracy(target, step_s, expected):
+    got = F.time_to_accuracy(CURVE, target, step_s)
+    assert got == (None if expected is None else pytest.approx(expected))
+
+
+@pytest.mark.parametrize("finals,expected", [
+    ([0.80], 0.80),                                  # one seed: no spread to take off
+    ([0.70, 0.90], 0.80 - statistics.stdev([0.7, 0.9])),
+    ([0.50, 0.50, 0.50], 0.50),
+    ([0.80, 0.84, 0.88], 0.84 - 0.04),
+])
+def test_target_is_bp_mean_less_one_seed_sd(finals, expected):
+    assert F.bp_target(finals) == pytest.approx(expected)
+
+
+def _run(seed, accuracy, nll=1.0, steps=(2, 4, 6, 8)):
+    return {"seed": seed, "step": list(steps), "accuracy": list(accuracy),
+            "final": {"accuracy": accuracy[-1], "nll": nll}}
+
+
+def _entry(runs, *, locking, step_s, activation, trainable, **extra):
+    return {"runs": runs, "locking": locking, "step_s": step_s, "activation_bytes": activation,
+            "trainable_params": trainable, **extra}
+
+
+BP_RUNS = [_run(0, [0.5, 0.7, 0.8, 0.82]), _run(1, [0.5, 0.7, 0.8, 0.78])]  # finals 0.82, 0.78: target 0.80 - sd
+
+
+def hand_made_report():
+    bp = dict(locking=True, trainable=1000)
+    arms = {
+        "bp": _entry(BP_RUNS, step_s={"simulated": 1.0}, activation=[10, 8, 6], **bp),
+        "1f1b": _entry(BP_RUNS, step_s={"simulated": 2.0}, activation=[100, 80, 60], **bp),
+        "zb-h1": _entry(BP_RUNS, step_s={"simulated": 1.5}, activation=[100, 80, 60], **bp),
+        "zerolock": _entry([_run(0, [0.3, 0.4, 0.5, 0.6]), _run(1, [0.3, 0.4, 0.5, 0.6])], locking=False,
+                           step_s={"simulated": 1.0}, activation=[40, 40, 40], trainable=1000),
+        "zerolock top-lora:last": _entry([_run(0, [0.3, 0.5, 0.7, 0.9]), _run(1, [0.3, 0.5, 0.7, 0.9])],
+                                         locking=False, step_s={"simulated": 1.0}, activation=[50, 30, 20],
+                                         trainable=1500),
+        "bp matched to zerolock top-lora:last": _entry([_run(0, [0.5, 0.8, 0.9, 0.9])], locking=True,
+                                                       step_s={"simulated": 2.2}, activation=[110, 90, 70],
+                                                       trainable=1600, matches="zerolock top-lora:last"),
+    }
+    k2 = {  # K = 2: 1F1B measured, ZeroLock only simulated -> no ratio of mixed sources
+        "bp": _entry(BP_RUNS, step_s={"measured": 1.0}, activation=[10, 8], **bp),
+        "1f1b": _entry(BP_RUNS, step_s={"measured": 1.0, "simulated": 1.0}, activation=[100, 80], **bp),
+        "zerolock": _entry([_run(0, [0.9, 0.9, 0.9, 0.9])], locking=False, step_s={"simulated": 0.5},
+                           activation=[50, 50], trainable=1000),
+    }
+    alpaca = {  # a prompt -> response task: nll_mean too
+        "bp": _entry(BP_RUNS, step_s={"simulated": 1.0}, activation=[10, 8, 6], **bp),
+        "1f1b": _entry(BP_RUNS, step_s={"simulated": 2.0}, activation=[100, 80, 60], **bp),
+    }
+    return {"config": {"steps": 8}, "tasks": {"topics": {"pairs": False}, "alpaca": {"pairs": True}},
+            "results": {"topics": {"3": arms, "2": k2}, "alpaca": {"4": alpaca}}}
+
+
+def test_summary_rows_from_a_hand_made_report():
+    rows = F.summary(hand_made_report())
+    by = {(r["task"], r["K"], r["arm"]): r for r in rows}
+    assert ("topics", 3, "bp") not in by  # BP is the accuracy source, its schedules are the rows
+    assert len(rows) == 5 + 2 + 1
+    for r in rows:
+        fields = SUMMARY_FIELDS + (["nll_mean"] if r["task"] == "alpaca" else [])
+        assert sorted(r) == sorted(fields), r["arm"]
+    base = by[("topics", 3, "1f1b")]
+    target = F.bp_target([0.82, 0.78])
+    assert target == pytest.approx(0.8 - statistics.stdev([0.82, 0.78]))
+    # BP's mean curve: 0.5, 0.7, 0.8, 0.8 -> first at >= target at step 6; 1F1B: 6 x 2.0 s
+    assert base == {"task": "topics", "K": 3, "arm": "1f1b", "seeds": 2, "steps": 8, "locking": True,
+                    "accuracy_mean": pytest.approx(0.8), "accuracy_sd": pytest.approx(statistics.stdev([0.82, 0.78])),
+                    "reaches_bp": True, "time_to_bp_vs_1f1b": pytest.approx(1.0), "activation_peak_vs_1f1b": 1.0,
+                    "trainable_vs_bp": 1.0}
+    assert by[("topics", 3, "zb-h1")]["time_to_bp_vs_1f1b"] == pytest.approx(6 * 1.5 / 12)
+    never = by[("topics", 3, "zerolock")]
+    assert (never["reaches_bp"], never["time_to_bp_vs_1f1b"], never["locking"]) == (False, None, False)
+    assert never["activation_peak_vs_1f1b"] == pytest.approx(0.4)
+    late = by[("topics", 3, "zerolock top-lora:last")]  # 0.7 < target at step 6, 0.9 at step 8: 8 x 1.0 s
+    assert late["reaches_bp"] and late["time_to_bp_vs_1f1b"] == pytest.approx(8 / 12)
+    assert late["activation_peak_vs_1f1b"] == pytest.approx(0.5) and late["trainable_vs_bp"] == pytest.approx(1.5)
+    control = by[("topics", 3, "bp matched to zerolock top-lora:last")]
+    assert control["seeds"] == 1 and control["accuracy_sd"] == 0.0 and control["locking"]
+    assert control["time_to_bp_vs_1f1b"] == pytest.approx(4 * 2.2 / 12)
+    assert control["trainable_vs_bp"] == pytest.approx(1.6)
+    # K = 2: a time only simulated is not set against 1F1B's measured one... unless 1F1B has both
+    assert by[("topics", 2, "zerolock")]["time_to_bp_vs_1f1b"] == pytest.approx(2 * 0.5 / (6 * 1.0))
+    assert by[("alpaca", 4, "1f1b")]["nll_mean"] == pytest.approx(1.0)
+
+
+def test_summary_has_no_ratio_across_sources():
+    report = hand_made_report()
+    del report["results"]["topics"]["2"]["1f1b"]["step_s"]["simulated"]
+    row = next(r for r in F.summary(report) if r["K"] == 2 and r["arm"] == "zerolock")
+    assert row["reaches_bp"] and row["time_to_bp_vs_1f1b"] is None
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("topics", ("topics", "topics")),
+    ("trec6=csv:data/trec6.csv", ("trec6", "csv:data/trec6.csv")),
+    ("alpaca=jsonl:a.jsonl", ("alpaca", "jsonl:a.jsonl")),
+])
+def test_task_flag(text, expected):
+    assert F.task_arg(text) == expected
+
+
+def test_a_file_task_records_its_path_and_sha256(tmp_path):
+    path = tmp_path / "rows.jsonl"
+    path.write_text('{"prompt": "a", "response": "b"}\n')
+    info = F.describe_task(f"jsonl:{path}")
+    assert info == {"dataset": f"jsonl:{path}", "path": str(path.resolve()),
+                    "sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "pairs": True}
+    assert F.describe_task("topics") == {"dataset": "topics", "pairs": False}
+    with pytest.raises(ValueError, match="no such file"):
+        F.describe_task(f"csv:{tmp_path / 'missing.csv'}")
+
+
+def test_any_readout_is_an_arm_and_the_engine_judges_it(tmp_path):
+    arm = F.readout_arm("sample-lora:4")  # whether or not the engine has it yet: the arm list takes the string
+    assert arm.trains.readout == "sample-lora:4" and not arm.locking and arm.schedule == "zerolock"
+    with pytest.raises(Exception, match="--readout"):  # the engine's refusal, before anything trains
+        F.run_frontier(BenchSettings(model="tiny", seq_len=32, steps=4), out=tmp_path, tasks=(("topics", "topics"),),
+                       stages=(3,), arms=("1f1b",), readouts=("bogus:1",), seeds=(0,), decisive_seeds=(0,),
+                       decisive=(), batch=4, microbatches=2, eval_every=2, eval_size=8, rank=4, jobs=2, time_steps=3)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_more_than_two_runs_side_by_side_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="--jobs"):
+        F.run_frontier(BenchSettings(model="tiny"), out=tmp_path, tasks=(("topics", "topics"),), stages=(3,),
+                       arms=(), readouts=(), seeds=(0,), decisive_seeds=(0,), decisive=(), batch=4, microbatches=2,
+                       eval_every=2, eval_size=8, rank=4, jobs=3, time_steps=3)
+
+
+def test_frontier_is_registered_and_takes_its_flags():
+    from benchmarks import BENCHMARKS, benchmark_parser
+
+    assert "frontier" in BENCHMARKS
+    a = benchmark_parser("frontier").parse_args(
+        ["--task", "topics", "--task", "trec6=csv:x.csv", "--stages", "3,4", "--readouts", "sample-lora:4"])
+    kw = F._arguments(a, out=None)
+    assert kw["tasks"] == (("topics", "topics"), ("trec6", "csv:x.csv")) and kw["readouts"] == ("sample-lora:4",)
+    assert kw["stages"] == (3, 4) and kw["eval_every"] == a.steps // 8
+
+
+@pytest.mark.slow
+def test_a_tiny_frontier_end_to_end_and_its_rerun_runs_nothing(tmp_path):
+    settings = BenchSettings(model="tiny", seq_len=32, steps=4)
+    kw = dict(out=tmp_path, tasks=(("topics", "topics"),), stages=(2, 3), arms=("1f1b", "zerolock"), readouts=(),
+              seeds=(0,), decisive_seeds=(0,), decisive=(), batch=4, microbatches=2, eval_every=2, eval_size=8,
+              rank=4, jobs=2, time_steps=3)
+    report = F.run_frontier(settings, **kw)
+    # BP and ZeroLock trained at each K; 1F1B and ZeroLock timed at K = 2; one probe per K (same chunks)
+    assert report["launched"] == {"train": 4, "timing": 2, "probe": 2}
+    rows = report["summary"]
+    assert {(r["K"], r["arm"]) for r in rows} == {(k, a) for k in (2, 3) for a in ("1f1b", "zerolock")}
+    for r in rows:
+        assert sorted(r) == sorted(SUMMARY_FIELDS)
+        assert r["steps"] == 4 and r["seeds"] == 1 and r["locking"] == (r["arm"] == "1f1b")
+        assert r["trainable_vs_bp"] == 1.0 and r["activation_peak_vs_1f1b"] > 0
+    for k, source in (("2", "measured"), ("3", "simulated")):
+        for e in report["results"]["topics"][k].values():
+            assert e["time_source"] == source and [x["step"] for x in e["runs"]] == [[2, 4]]
+    zerolock = report["results"]["topics"]["3"]["zerolock"]
+    assert zerolock["activation_bytes"] < report["results"]["topics"]["3"]["1f1b"]["activation_bytes"]
+    assert math.isfinite(zerolock["step_s"]["simulated"])
+    figures = F.figures(report)
+    assert set(figures) == {"frontier-topics-K2", "frontier-topics-K3"}
+    again = F.run_frontier(settings, **kw)
+    assert again["launched"] == {"train": 0, "timing": 0, "probe": 0}
+    assert again["summary"] == rows
