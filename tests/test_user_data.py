@@ -107,6 +107,19 @@ def test_class_indices_take_the_given_label_words_and_csv_parquet_and_saved_data
     assert saved.train + saved.eval == tuple(Example(text=r["text"], label=r["label"]) for r in rows)
 
 
+@pytest.mark.parametrize("columns,text", [
+    (("text", "title", "label"), "the text"),  # text first, whatever else the file has
+    (("title", "description", "question", "label"), "the title. the description"),
+    (("question", "fine_label", "label"), "the question"),  # TREC's shape
+])
+def test_the_text_fields_default_to_the_first_known_shape(tmp_path, columns, text):
+    values = {"text": "the text", "title": "the title", "description": "the description", "question": "the question",
+              "fine_label": "HUM:ind"}
+    rows = [{**{c: values[c] for c in columns if c != "label"}, "label": ("yes", "no")[i % 2]} for i in range(10)]
+    task = load_task(f"jsonl:{write_jsonl(tmp_path / 'd.jsonl', rows)}")
+    assert {ex.text for ex in task.train} == {text}
+
+
 def test_an_agnews_shaped_csv_needs_no_field(tmp_path):
     path = tmp_path / "news.csv"
     path.write_text("".join(f'"{i % 4 + 1}","title {i}","text {i}"\n' for i in range(20)))

@@ -107,7 +107,7 @@ def _data_panel(d: RunForm, runs_root: Path | None) -> DataPanel:
         kind = gr.Radio(list(DATA_KINDS), value=d.data.kind, label="the task in your file", elem_id="data-kind")
         with gr.Row(visible=d.data.kind == CLASSIFICATION_KIND) as classification:
             text_fields = gr.Textbox(d.data.text_fields, label=_label("text_fields", "comma-separated; "
-                                                                                    "default text, else title,description"),
+                                                                                    "default text, else title,description, else question"),
                                      elem_id="data-text-fields")
             label_field = gr.Textbox(d.data.label_field, label=_label("label_field", "default label"),
                                      elem_id="data-label-field")

@@ -64,7 +64,7 @@ class DataConfig:
     # your own file's fields (data/user_task.py): a classification or a prompt -> response task
     text_fields: tuple[str, ...] = setting((), flag="--text-fields", parse=names_arg, group=YOUR_DATA,
                                            help="the text of a classification, joined by '. ' (default: text, "
-                                                "else title,description)")
+                                                "else title,description, else question)")
     label_field: str = setting("", flag="--label-field", group=YOUR_DATA,
                                help="the label of a classification: a label word or a class index (default: label)")
     label_words: tuple[str, ...] = setting((), flag="--label-words", parse=names_arg, group=YOUR_DATA,

@@ -19,7 +19,7 @@ from .sources import Source, Table, read
 
 CLASSIFICATION_CUE = "Label:"
 RESPONSE_CUE = "Response:"
-DEFAULT_TEXT_FIELDS = (("text",), ("title", "description"))  # the first whose fields the data has
+DEFAULT_TEXT_FIELDS = (("text",), ("title", "description"), ("question",))  # the first whose fields the data has
 DEFAULT_LABEL_FIELD = "label"
 TEXT_JOIN = ". "  # title + description, as AG News
 ROW_NUMBER = "\0row"  # a held-back row's number in its file (a key no file's field can have)
