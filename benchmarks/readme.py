@@ -49,6 +49,7 @@ FORMATTERS: dict[str, tuple[str, str, bool]] = {
     "wshare": ("wshare", "format_report", False),
     "hetero": ("hetero", "format_report", False),
     "schedulers": ("schedulers", "format_report", False),
+    "frontier": ("frontier", "format_report", False),
 }
 
 # the result files of the README's headline table, in the order `format_headline` takes them
