@@ -150,8 +150,19 @@ def formatted(report: dict[str, Any]) -> str:
         raise ValueError(f"no formatter for a {bench!r} result; add it to FORMATTERS")
     module, name, plain = FORMATTERS[bench]
     fmt: Callable[[dict[str, Any]], str] = getattr(importlib.import_module(f"benchmarks.{module}"), name)
-    text = fmt(report).rstrip()
+    text = portable(fmt(report).rstrip())
     return f"```\n{text}\n```" if plain else paragraphs(text)
+
+
+# the studies' real data (issue 41) lives beside the checkout, not in it: a page names it $DATA, never by a
+# path that leaves the repository (tests/test_docs_links.py)
+STUDY_DATA = re.compile(r"(?:\.\./)+shared/data/")
+DATA = "$DATA/"
+
+
+def portable(text: str) -> str:
+    """`text` with the studies' data folder written $DATA (a page must not name a path outside the repo)."""
+    return STUDY_DATA.sub(DATA, text)
 
 
 def paragraphs(text: str) -> str:
@@ -180,7 +191,7 @@ def render(name: str, results: Path = RESULTS) -> str:
         files = ", ".join(f"`docs/results/{n}.json`" for n in names)
         return f"From {files}:\n\n{paragraphs(summarise([_load(n, results) for n in names]).rstrip())}\n"
     report = _load(name, results)
-    lines = [f"`{report['command']}` → `docs/results/{name}.json`" if report.get("command") else
+    lines = [f"`{portable(report['command'])}` → `docs/results/{name}.json`" if report.get("command") else
              f"`docs/results/{name}.json`", "", formatted(report)]
     return "\n".join(lines) + "\n"
 

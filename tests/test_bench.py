@@ -726,3 +726,14 @@ def test_the_arms_of_one_method_differ_by_dash_and_by_marker_in_the_depth_figure
     assert len({s["color"] for s in zerolock}) == 1  # one method, one colour
     assert len({s["line"]["dash"] for s in zerolock}) == len({s["marker"]["symbol"] for s in zerolock}) == 3
     assert "zerolock a=1 top:last" in styles  # keyed by the arm across K (top:3 at K=3 is top:last)
+
+
+@pytest.mark.parametrize("text,shown", [
+    ("--task trec6=csv:../shared/data/trec6.csv", "--task trec6=csv:$DATA/trec6.csv"),
+    ("jsonl:../../shared/data/alpaca5k.jsonl", "jsonl:$DATA/alpaca5k.jsonl"),
+    ("--dataset csv:examples/data/desks.csv", "--dataset csv:examples/data/desks.csv"),  # inside: kept
+])
+def test_a_page_names_the_studies_data_folder_as_data_never_by_a_path_outside(text, shown):
+    from benchmarks.readme import portable
+
+    assert portable(text) == shown
