@@ -183,12 +183,9 @@ def task_arg(text: str) -> tuple[str, str]:
     return name, spec
 
 
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
+def _sha256(path: Path) -> str:
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def describe_task(spec: str) -> dict[str, Any]:
@@ -199,7 +196,7 @@ def describe_task(spec: str) -> dict[str, Any]:
     p = Path(path)
     if not p.is_file():
         raise ValueError(f"--task {spec}: no such file {path}")
-    return {"dataset": spec, "path": str(p.resolve()), "sha256": sha256_of(p), "pairs": kind == "jsonl"}
+    return {"dataset": spec, "path": str(p.resolve()), "sha256": _sha256(p), "pairs": kind == "jsonl"}
 
 
 # ---- runs ------------------------------------------------------------------------------------------

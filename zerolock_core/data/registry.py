@@ -56,12 +56,9 @@ def file_stamp(path: Path) -> tuple[Any, ...]:
     a rewrite within the file system's clock tick."""
     files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path] if path.is_file() else []
 
-    def digest(f: Path) -> str:  # hashlib.file_digest is Python 3.11+; the project runs on 3.10 too
-        h = hashlib.blake2b()
+    def digest(f: Path) -> str:
         with f.open("rb") as stream:
-            for block in iter(lambda: stream.read(1 << 20), b""):
-                h.update(block)
-        return h.hexdigest()
+            return hashlib.file_digest(stream, "blake2b").hexdigest()
 
     return tuple((str(f), digest(f)) for f in files)
 
