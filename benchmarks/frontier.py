@@ -45,7 +45,7 @@ from zerolock_core.config.run_config import LinkConfig, RunConfig, replace
 from zerolock_core.methods import LOCAL_METHODS
 from zerolock_core.rundir.atomic_files import read_json, write_json_atomic
 from zerolock_core.rundir.run_dir import RunDir
-from zerolock_core.viz.palette import NEUTRAL, marker, method_colour
+from zerolock_core.viz.palette import NEUTRAL, dash, marker, method_colour
 
 from . import depth
 from .common import plots
@@ -169,6 +169,88 @@ def summary(report: dict[str, Any]) -> list[dict[str, Any]]:
                         "trainable_vs_bp": _ratio(e["trainable_params"], bp["trainable_params"])}
                 rows.append(row)
     return rows
+
+
+@dataclass(kw_only=True, frozen=True)
+class Goal:
+    """The goal issue 41 set: a configuration without update locking as accurate as BP (mean of `seeds`
+    seeds within `accuracy_within`; a pairs task's response NLL within `nll_within` of BP's, relative), in at
+    most `time_vs_1f1b` of 1F1B's time and ahead of every exact-gradient schedule, with at most
+    `activation_vs_1f1b` of 1F1B's peak activation memory, and not beaten by its BP control (the same
+    trainable parameters) by more than the larger seed sd of the two."""
+
+    accuracy_within: float = 0.01
+    nll_within: float = 0.02
+    time_vs_1f1b: float = 0.8
+    activation_vs_1f1b: float = 0.5
+    seeds: int = 3
+
+
+GOAL = Goal()
+CRITERIA = ("accuracy", "seeds", "time", "ahead of schedules", "memory", "control")
+
+
+def goal_rows(report: dict[str, Any], goal: Goal = GOAL) -> list[dict[str, Any]]:
+    """Per task × K × arm without update locking (BP controls aside): which of the goal's criteria it
+    meets (`CRITERIA`, None where the study lacks what decides it) and whether it meets them all."""
+    out = []
+    by_cell: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for r in report["summary"]:
+        by_cell.setdefault((r["task"], r["K"]), []).append(r)
+    for (task, k), rows in by_cell.items():
+        bp_runs = report["results"][task][str(k)][BP]["runs"]
+        bp_acc = statistics.fmean(r["final"]["accuracy"] for r in bp_runs)
+        bp_nll = statistics.fmean(r["final"]["nll"] for r in bp_runs)
+        pairs = report["tasks"][task].get("pairs", False)
+        schedules = [r["time_to_bp_vs_1f1b"] for r in rows if r["locking"] and r["arm"] != BASELINE
+                     and not r["arm"].startswith(CONTROL_ARM)]
+        by_arm = {r["arm"]: r for r in rows}
+        for r in rows:
+            if r["locking"]:
+                continue
+            t = r["time_to_bp_vs_1f1b"]
+            met: dict[str, bool | None] = {
+                "accuracy": r["accuracy_mean"] >= bp_acc - goal.accuracy_within - 1e-12
+                and (not pairs or r["nll_mean"] <= bp_nll * (1 + goal.nll_within)),
+                "seeds": r["seeds"] >= goal.seeds,
+                "time": t is not None and t <= goal.time_vs_1f1b,
+                "ahead of schedules": t is not None and all(o is None or t < o for o in schedules),
+                "memory": r["activation_peak_vs_1f1b"] is not None
+                and r["activation_peak_vs_1f1b"] <= goal.activation_vs_1f1b,
+                "control": None}
+            control = by_arm.get(CONTROL_ARM + r["arm"])
+            if r["trainable_vs_bp"] is not None and r["trainable_vs_bp"] <= 1.0:
+                met["control"] = True  # no more parameters than BP: BP itself is its control
+            elif control is not None:
+                met["control"] = (control["accuracy_mean"] - r["accuracy_mean"]
+                                  <= max(control["accuracy_sd"], r["accuracy_sd"]))
+            out.append({"task": task, "K": k, "arm": r["arm"], "accuracy_vs_bp": r["accuracy_mean"] - bp_acc,
+                        "met": met, "goal": all(v is True for v in met.values())})
+    return out
+
+
+def verdict_lines(report: dict[str, Any]) -> list[str]:
+    """One plain sentence per task × K: the configuration that meets the goal, or the closest and what it
+    misses (criteria the study cannot decide yet are named as open)."""
+    lines = []
+    cells: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for g in report.get("goal", []):
+        cells.setdefault((g["task"], g["K"]), []).append(g)
+    for (task, k), rows in cells.items():
+        winners = [g["arm"] for g in rows if g["goal"]]
+        if winners:
+            lines.append(f"{task} K={k}: {', '.join(winners)} meets the goal (BP's accuracy, ≤ {GOAL.time_vs_1f1b}× "
+                         f"1F1B's time and ahead of every exact-gradient schedule, ≤ {GOAL.activation_vs_1f1b}× its "
+                         "activation memory).")
+            continue
+        best = max(rows, key=lambda g: (sum(v is True for v in g["met"].values()), g["accuracy_vs_bp"]))
+        misses = [c for c in CRITERIA if best["met"][c] is False]
+        open_ = [c for c in CRITERIA if best["met"][c] is None]
+        lines.append(f"{task} K={k}: no configuration without update locking meets the goal; the closest, "
+                     f"{best['arm']} (accuracy {best['accuracy_vs_bp']:+.3f} against BP), misses "
+                     f"{', '.join(misses) or 'nothing decided'}" + (f"; open: {', '.join(open_)}" if open_ else "")
+                     + ".")
+    return lines
 
 
 # ---- tasks -----------------------------------------------------------------------------------------
@@ -336,7 +418,7 @@ def run_frontier(settings: BenchSettings, *, out: Path, tasks: tuple[tuple[str, 
                  arms: tuple[str, ...], readouts: tuple[str, ...], seeds: tuple[int, ...],
                  decisive_seeds: tuple[int, ...], decisive: tuple[str, ...], batch: int, microbatches: int,
                  eval_every: int, eval_size: int, rank: int, jobs: int, time_steps: int,
-                 controls: bool = True) -> dict[str, Any]:
+                 controls: bool = True, finished_only: bool = False) -> dict[str, Any]:
     if not 1 <= jobs <= MAX_JOBS:
         raise ValueError(f"--jobs must be 1 or {MAX_JOBS} (runs side by side, one thread each), got {jobs}")
     if batch % microbatches:
@@ -388,6 +470,16 @@ def run_frontier(settings: BenchSettings, *, out: Path, tasks: tuple[tuple[str, 
         for seed in (decisive_seeds if name in decisive or name == BP else seeds):
             configs[(task, k, name, seed)] = config(a.trains, task=task, k=k, seed=seed, name=name, lora=e["rank"],
                                                     runtime=a.runtime)
+    missing: list[str] = []
+    if finished_only:  # a study cut short reports what it has and names what it still lacks
+        missing = sorted(Path(cfg.out).name for cfg in configs.values() if not depth._finished_with(cfg))
+        configs = {key: cfg for key, cfg in configs.items() if depth._finished_with(cfg)}
+        if not configs:
+            raise ValueError(f"no run of this plan has finished under {out / 'runs'}")
+        trained = {(t, k, n) for t, k, n, _ in configs}
+        # an arm none of whose runs finished is left out; without BP's runs a task × K has no target
+        plan = {key: e for key, e in plan.items() if (key[0], key[1], BP) in trained
+                and (e["arm"].trains is None or key in trained)}
     todo = [cfg for cfg in configs.values() if not depth._finished_with(cfg)]
     print(f"  {len(configs)} runs, {len(configs) - len(todo)} already finished; {jobs} side by side", flush=True)
     (out / "runs").mkdir(parents=True, exist_ok=True)
@@ -460,9 +552,11 @@ def run_frontier(settings: BenchSettings, *, out: Path, tasks: tuple[tuple[str, 
                    "simulated_microbatches": f"{MICROBATCHES_PER_STAGE}K"},
         "launched": launches.counts,
         "wall_s": round(time.perf_counter() - started, 1),
+        "missing": missing,
         "results": results,
     }
     report["summary"] = summary(report)
+    report["goal"] = goal_rows(report)
     return report
 
 
@@ -492,6 +586,13 @@ def format_report(report: dict[str, Any]) -> str:
              source[(r["task"], str(r["K"]), r["arm"])], _cell(r["activation_peak_vs_1f1b"]),
              _cell(r["trainable_vs_bp"])] for r in report["summary"]]
     lines.append(markdown_table(heads, rows))
+    if report.get("goal"):
+        lines.append("the goal (" + ", ".join(CRITERIA) + "): " + "; ".join(
+            f"{g['task']} K={g['K']} {g['arm']} "
+            + "".join({True: "✓", False: "✗", None: "?"}[g["met"][c]] for c in CRITERIA) for g in report["goal"]))
+        lines += verdict_lines(report)
+    if report.get("missing"):
+        lines.append(f"not finished yet ({len(report['missing'])} runs): " + ", ".join(report["missing"]))
     lines.append("runs launched by this invocation: " + ", ".join(f"{k} {v}" for k, v in report["launched"].items()))
     lines.append("largest stage's activation peak, MiB: " + "; ".join(
         f"{task} K={k} {arm} {mib(max(e['activation_bytes']))}" for task, per_k in report["results"].items()
@@ -530,9 +631,45 @@ def frontier_figure(report: dict[str, Any], task: str, k: int):
     return fig
 
 
+def curves_figure(report: dict[str, Any], task: str, k: int):
+    """Accuracy against the seconds a K-stage pipeline of each arm takes to get there (eval step × the arm's
+    step time, one source for all), mean over seeds; the exact-gradient schedules share BP's curve, each at
+    its own pace. The dotted line is BP's target."""
+    import plotly.graph_objects as go
+
+    arms = report["results"][task][str(k)]
+    bp_runs = arms[BP]["runs"]
+    target = bp_target([r["final"]["accuracy"] for r in bp_runs])
+    sources = [s for s in ("measured", "simulated") if s in arms[BASELINE]["step_s"]]
+    source = sources[0] if sources else None
+    fig = plots.figure(title=f"{task}, K={k}: accuracy against a {k}-stage pipeline's seconds ({source or 'no'} "
+                             "step times)", xaxis_title="seconds of training (eval step × seconds per step)",
+                       yaxis_title="accuracy (mean over seeds)", template="plotly_white")
+    per_colour: dict[str, int] = {}
+    for name, e in arms.items():
+        step_s = e["step_s"].get(source) if source else None
+        if name == BP or step_s is None:
+            continue
+        colour = method_colour(BP if "matches" in e else e["schedule"])
+        n = per_colour.get(colour, 0)
+        per_colour[colour] = n + 1
+        curve = mean_curve(e["runs"])
+        fig.add_trace(go.Scatter(name=f"{name} ({len(e['runs'])} seeds)", mode="lines+markers",
+                                 x=[step * step_s for step, _ in curve], y=[a for _, a in curve],
+                                 line={"color": colour, "dash": dash(n)},
+                                 marker={"symbol": marker(n), "color": colour}))
+    fig.add_hline(y=target, line={"dash": "dot", "color": NEUTRAL["ink"]},
+                  annotation_text=f"BP's target {target:.3f} (mean − 1 sd)")
+    return fig
+
+
 def figures(report: dict[str, Any]) -> dict[str, Any]:
-    return {f"frontier-{task}-K{k}": frontier_figure(report, task, int(k))
-            for task, per_k in report["results"].items() for k in per_k}
+    out = {}
+    for task, per_k in report["results"].items():
+        for k in per_k:
+            out[f"frontier-{task}-K{k}"] = frontier_figure(report, task, int(k))
+            out[f"curves-{task}-K{k}"] = curves_figure(report, task, int(k))
+    return out
 
 
 def _arguments(a: argparse.Namespace, out: Path) -> dict[str, Any]:
@@ -543,7 +680,7 @@ def _arguments(a: argparse.Namespace, out: Path) -> dict[str, Any]:
                 readouts=names(a.readouts), seeds=a.seeds, decisive_seeds=a.decisive_seeds,
                 decisive=names(a.decisive), batch=a.batch, microbatches=a.microbatches,
                 eval_every=a.eval_every or max(1, a.steps // 8), eval_size=a.eval_size, rank=a.lora_rank, jobs=a.jobs,
-                time_steps=a.time_steps, controls=not a.no_controls)
+                time_steps=a.time_steps, controls=not a.no_controls, finished_only=a.finished_only)
 
 
 EXPERIMENT = Experiment(name="frontier", run=run_frontier, figures=figures, format_report=format_report,
@@ -573,3 +710,5 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lora-rank", type=int, default=4)
     p.add_argument("--jobs", type=int, default=2, help=f"runs side by side, one thread each (at most {MAX_JOBS})")
     p.add_argument("--time-steps", type=int, default=10, help="steps of each K=2 timing run of the pipeline")
+    p.add_argument("--finished-only", action="store_true",
+                   help="train nothing: report the runs of this plan that have finished and list the missing ones")

@@ -190,7 +190,73 @@ def test_a_tiny_frontier_end_to_end_and_its_rerun_runs_nothing(tmp_path):
     assert zerolock["activation_bytes"] < report["results"]["topics"]["3"]["1f1b"]["activation_bytes"]
     assert math.isfinite(zerolock["step_s"]["simulated"])
     figures = F.figures(report)
-    assert set(figures) == {"frontier-topics-K2", "frontier-topics-K3"}
+    assert set(figures) == {f"{kind}-topics-K{k}" for kind in ("frontier", "curves") for k in (2, 3)}
     again = F.run_frontier(settings, **kw)
     assert again["launched"] == {"train": 0, "timing": 0, "probe": 0}
-    assert again["summary"] == rows
+    assert again["summary"] == rows and again["missing"] == []
+    # a study cut short: an arm nobody ran is left out and named, nothing is trained
+    cut = F.run_frontier(settings, **{**kw, "arms": ("1f1b", "zerolock", "terminal"), "finished_only": True})
+    assert cut["launched"]["train"] == 0
+    assert cut["missing"] == ["topics-K2-terminal-seed0", "topics-K3-terminal-seed0"]
+    assert cut["summary"] == rows
+
+
+def _goal_report(*, arm_acc, arm_sd=0.0, seeds=3, time=0.7, memory=0.4, trainable=1.0, control=None,
+                 schedules=(0.9,)):
+    """A summary of one task × K as `goal_rows` reads it: BP's finals 0.80 (two seeds), one arm."""
+    rows = [{"task": "t", "K": 4, "arm": "1f1b", "locking": True, "time_to_bp_vs_1f1b": 1.0,
+             "accuracy_mean": 0.8, "accuracy_sd": 0.0, "seeds": 2, "activation_peak_vs_1f1b": 1.0,
+             "trainable_vs_bp": 1.0}]
+    rows += [{**rows[0], "arm": f"schedule{i}", "time_to_bp_vs_1f1b": t} for i, t in enumerate(schedules)]
+    rows.append({"task": "t", "K": 4, "arm": "zerolock x", "locking": False, "time_to_bp_vs_1f1b": time,
+                 "accuracy_mean": arm_acc, "accuracy_sd": arm_sd, "seeds": seeds, "activation_peak_vs_1f1b": memory,
+                 "trainable_vs_bp": trainable})
+    if control is not None:
+        rows.append({**rows[0], "arm": F.CONTROL_ARM + "zerolock x", "accuracy_mean": control[0],
+                     "accuracy_sd": control[1]})
+    bp = {"runs": [_run(0, [0.8, 0.8, 0.8, 0.8]), _run(1, [0.8, 0.8, 0.8, 0.8])]}
+    return {"summary": rows, "tasks": {"t": {"pairs": False}}, "results": {"t": {"4": {"bp": bp}}}}
+
+
+@pytest.mark.parametrize("case,kw,expected", [
+    ("meets every criterion", {"arm_acc": 0.795}, {c: True for c in F.CRITERIA}),
+    ("0.011 behind BP", {"arm_acc": 0.789}, {"accuracy": False}),
+    ("two seeds", {"arm_acc": 0.80, "seeds": 2}, {"seeds": False}),
+    ("never reaches BP", {"arm_acc": 0.80, "time": None}, {"time": False, "ahead of schedules": False}),
+    ("slower than 0.8x", {"arm_acc": 0.80, "time": 0.85, "schedules": (0.95,)}, {"time": False}),
+    ("behind a faster schedule", {"arm_acc": 0.80, "time": 0.7, "schedules": (0.65,)},
+     {"ahead of schedules": False}),
+    ("holds 0.6x the memory", {"arm_acc": 0.80, "memory": 0.6}, {"memory": False}),
+    ("more parameters, no control yet", {"arm_acc": 0.80, "trainable": 1.5}, {"control": None}),
+    ("its control ahead by more than the spread", {"arm_acc": 0.80, "arm_sd": 0.01, "trainable": 1.5,
+                                                   "control": (0.83, 0.02)}, {"control": False}),
+    ("its control ahead within the spread", {"arm_acc": 0.80, "arm_sd": 0.01, "trainable": 1.5,
+                                             "control": (0.815, 0.02)}, {"control": True}),
+])
+def test_goal_criteria_on_hand_made_rows(case, kw, expected):
+    (row,) = F.goal_rows(_goal_report(**kw))
+    want = {c: True for c in F.CRITERIA} | expected
+    assert row["met"] == want, case
+    assert row["goal"] == all(v is True for v in want.values())
+    assert row["accuracy_vs_bp"] == pytest.approx(kw["arm_acc"] - 0.8)
+
+
+def test_goal_on_a_pairs_task_needs_the_response_nll_within_two_percent():
+    report = _goal_report(arm_acc=0.80)
+    report["tasks"]["t"]["pairs"] = True  # BP's NLL is 1.0 (_run's default)
+    for nll, ok in ((1.019, True), (1.03, False)):
+        report["summary"][-1]["nll_mean"] = nll
+        assert F.goal_rows(report)[0]["met"]["accuracy"] is ok
+
+
+def test_the_verdict_names_the_winner_or_the_closest_and_what_it_misses():
+    report = _goal_report(arm_acc=0.795)
+    report["goal"] = F.goal_rows(report)
+    assert F.verdict_lines(report) == [
+        "t K=4: zerolock x meets the goal (BP's accuracy, ≤ 0.8× 1F1B's time and ahead of every exact-gradient "
+        "schedule, ≤ 0.5× its activation memory)."]
+    report = _goal_report(arm_acc=0.80, memory=0.6, trainable=1.5)
+    report["goal"] = F.goal_rows(report)
+    assert F.verdict_lines(report) == [
+        "t K=4: no configuration without update locking meets the goal; the closest, zerolock x (accuracy +0.000 "
+        "against BP), misses memory; open: control."]
