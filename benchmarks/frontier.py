@@ -600,6 +600,40 @@ def format_report(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def format_verdict(reports: list[dict[str, Any]]) -> str:
+    """The README's frontier table, one row per task × K × arm (BP's controls aside): accuracy over seeds,
+    the time to BP's accuracy and the peak activation memory against 1F1B, trainable parameters against
+    BP's, the goal's criteria met (✓ / ✗ / ? undecided), then the verdict lines and what is still missing."""
+    lines = []
+    for report in reports:
+        c = report["config"]
+        goal = {(g["task"], g["K"], g["arm"]): g for g in report.get("goal", [])}
+        heads = ["task · K", "arm", "locking", "accuracy (seeds)", "time to BP vs 1F1B", "act. peak vs 1F1B",
+                 "trainable vs BP", "goal: " + " · ".join(CRITERIA)]
+        rows = []
+        for r in report["summary"]:
+            if r["arm"].startswith(CONTROL_ARM):
+                continue
+            g = goal.get((r["task"], r["K"], r["arm"]))
+            marks = "–" if g is None else " ".join({True: "✓", False: "✗", None: "?"}[g["met"][x]] for x in CRITERIA)
+            rows.append([f"{r['task']} K={r['K']}", r["arm"], "yes" if r["locking"] else "no",
+                         f"{r['accuracy_mean']:.3f} ± {r['accuracy_sd']:.3f} ({r['seeds']})"
+                         + (f", NLL {r['nll_mean']:.3f}" if "nll_mean" in r else ""),
+                         _cell(r["time_to_bp_vs_1f1b"]), _cell(r["activation_peak_vs_1f1b"]),
+                         _cell(r["trainable_vs_bp"]), marks])
+        runs = [run for per_k in report["results"].values() for arms in per_k.values() for name, e in arms.items()
+                if name == BP or e["accuracy_from"] == name for run in e["runs"]]
+        hours = sum(run.get("run_s") or 0.0 for run in runs) / 3600
+        lines += [f"{report['settings']['model']}, {c['steps']} steps, b={c['batch']}, m={c['microbatches']}, "
+                  f"accuracy mean ± sd over seeds (BP's schedules share BP's runs); time per step simulated as a "
+                  f"K-stage pipeline with each arm's probed costs (m = {c['simulated_microbatches']}); "
+                  f"{len(runs)} runs, {hours:.1f} CPU-hours", "", markdown_table(heads, rows), ""]
+        lines += [f"- {line}" for line in verdict_lines(report)]
+        if report.get("missing"):
+            lines.append(f"- still to run ({len(report['missing'])}): " + ", ".join(report["missing"]))
+    return "\n".join(lines).rstrip()
+
+
 NEVER_EDGE = 1.15  # "never reached": drawn at this fraction past the largest finite ratio
 
 

@@ -260,3 +260,22 @@ def test_the_verdict_names_the_winner_or_the_closest_and_what_it_misses():
     assert F.verdict_lines(report) == [
         "t K=4: no configuration without update locking meets the goal; the closest, zerolock x (accuracy +0.000 "
         "against BP), misses memory; open: control."]
+
+
+def test_the_readme_table_has_a_row_per_arm_but_the_controls_and_the_goal_marks():
+    report = hand_made_report()
+    report["summary"] = F.summary(report)
+    report["settings"] = {"model": "tiny"}
+    report["config"] |= {"batch": 4, "microbatches": 2, "simulated_microbatches": "2K"}
+    for arms in (a for per_k in report["results"].values() for a in per_k.values()):
+        for name, e in arms.items():
+            e["accuracy_from"] = "bp" if e["locking"] and "matches" not in e else name
+    report["goal"] = F.goal_rows(report)
+    report["missing"] = ["topics-K3-terminal-seed0"]
+    text = F.format_verdict([report])
+    table = [line for line in text.splitlines() if line.startswith("| topics") or line.startswith("| alpaca")]
+    assert len(table) == len(report["summary"]) - 1  # the BP control is not a row
+    (late,) = [line.split("|")[2:-1] for line in table if "zerolock top-lora:last" in line]
+    assert [c.strip() for c in late][:6] == ["zerolock top-lora:last", "no", "0.900 ± 0.000 (2)", "0.67", "0.50",
+                                             "1.50"]
+    assert text.endswith("still to run (1): topics-K3-terminal-seed0")
