@@ -38,7 +38,7 @@ BAD_FLAGS = [
     (["--warm-standby", "sometimes"], "--warm-standby"),
     (["--stage-speed", "0.5"], "--stage-speed slows the stages of --runtime pipeline"),
     (["--runtime", "pipeline", "--stages", "3", "--stage-speed", "1,0.5"], "--stage-speed has 2 values"),
-    (["--runtime", "pipeline", "--stage-speed", "1,1.5"], r"--stage-speed .*outside \(0, 1\]"),
+    (["--runtime", "pipeline", "--stage-speed", "1,1.5"], r"--stage-speed .*outside \[0.001, 1\]"),
     (["--runtime", "pipeline", "--fail", "1@2:slow=0.5"], "a straggler's factor must be a finite number > 1"),
 ]
 

@@ -124,7 +124,8 @@ def test_bad_values_are_refused_in_the_words_of_who_asked(flags, cli, form, tmp)
 
 @pytest.mark.parametrize("flags", [[], [*PIPE, "--stages", "8", "--fail", "7@3:post-step"],
                                    ["--model", "{tmp}/k4", "--stages", "4"], ["--model", "{tmp}/three.gguf"],
-                                   ["--dataset", "csv:{tmp}/only_train/train.csv"], ["--dataset", "needle"],
+                                   ["--dataset", "csv:{tmp}/only_train/train.csv", "--batch", "1", "--microbatches", "1"],
+                                   ["--dataset", "needle"],
                                    ["--stages", "3", "--boundaries", "2,7"]])
 def test_a_good_config_passes(flags, tmp):
     a = build_parser().parse_args(["train", *(f.replace("{tmp}", str(tmp)) for f in flags)])

@@ -30,7 +30,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def test_every_field_is_a_train_flag_whose_default_is_the_fields(key):
     f = RUN_FIELDS[key]
     action = next(a for a in train_parser()._actions if a.dest == key)
-    assert action.option_strings == [f.setting.flag] and action.help == f.setting.help
+    assert action.option_strings == [f.setting.flag] and action.help == f.setting.help_text
     assert action.default == (list(f.default) if f.setting.repeat else f.default)
 
 
@@ -114,7 +114,7 @@ BOUNDS = [
     ({"train": {"keep_checkpoints": 1}}, "--keep-checkpoints must be at least 2 (got 1)", "keep checkpoints must"),
     ({"data": {"eval_size": -1}}, "--eval-size must be >= 0 (got -1)", "eval examples must be >= 0 (got -1)"),
     ({"train": {"runtime": "pipeline"}, "link": {"profile": "wifi", "bandwidth_mbps": 0.0}},
-     "--link-bandwidth-mbps must be positive and finite (got 0.0)", "link bandwidth (Mbps) must be positive"),
+     "--link-bandwidth-mbps 0.0 is outside [0.001, 1,000,000]", "link bandwidth (Mbps) = 0.0 is outside [0.001"),
     ({"objective": {"consistency": "sideways"}}, "--consistency 'sideways' is not one of reverse, forward",
      "consistency direction 'sideways' is not one of reverse, forward"),
     ({"objective": {"alpha": (0.5, 0.0)}, "train": {"stages": 2}}, "--alpha 0.0 is outside (0, 1]",

@@ -62,7 +62,7 @@ class RunFlag(argparse.Action):
 def _flag_arguments(f: RunField) -> dict:
     """add_argument's keywords for a field, from its setting (run_fields.py); the dest is the field's name."""
     s, d = f.setting, f.default
-    kw: dict = dict(dest=f.key, action=RunFlag, help=s.help)
+    kw: dict = dict(dest=f.key, action=RunFlag, help=s.help_text)
     if s.switch:
         return kw | dict(nargs=0, const=not d, default=d)
     parse = s.parse or (type(d) if type(d) in (int, float, str) else None)

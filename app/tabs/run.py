@@ -46,8 +46,8 @@ class RunTab:
 
 
 def _label(key: str, hint: str = "") -> str:
-    """The form's label of a field: the same words its error messages use (run_fields.py defines them)."""
-    return f"{FORM.name(key)} ({hint})" if hint else FORM.name(key)
+    """The form's label of a field: the same words its error messages use, and its bound (run_fields.py)."""
+    return FORM.label(key, hint)
 
 
 def build_run_tab(defaults: RunForm = RunForm(), runs_root: Path | None = None) -> RunTab:

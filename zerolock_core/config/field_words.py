@@ -41,6 +41,12 @@ class Words:
             return f"{f.section}.{key}"
         return f.setting.flag
 
+    def label(self, key: str, hint: str = "") -> str:
+        """A widget's label: the field's name with the caller's hint, else the limit the model or the machine
+        sets it ("sequence length (at most the model's positions)")."""
+        hint = hint or FIELDS[key].setting.bound
+        return f"{self.name(key)} ({hint})" if hint else self.name(key)
+
     def value(self, key: str, value: object) -> str:
         """The field holding a value: "--batch 6" | "batch b = 6" | "train.batch = 6" (text: "method 1f1b")."""
         number = isinstance(value, (int, float)) and not isinstance(value, bool)

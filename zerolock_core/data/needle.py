@@ -135,8 +135,11 @@ def _draw(rng: random.Random, n: int, filler_sentences: tuple[int, int], exclude
     return out
 
 
+TRAIN_ROWS = 4_000  # a run's batch must fit in them (preflight checks it without drawing the task)
+
+
 def make_needle(
-    *, seed: int = 0, n_train: int = 4_000, n_eval: int = 500, filler_sentences: tuple[int, int] = (6, 14)
+    *, seed: int = 0, n_train: int = TRAIN_ROWS, n_eval: int = 500, filler_sentences: tuple[int, int] = (6, 14)
 ) -> TaskData:
     """The synthetic needle task: balanced over the 8 colours, eval texts never in train."""
     if n_train < 1 or n_eval < 1:

@@ -10,12 +10,14 @@ from typing import Any
 
 from .agnews import load_agnews_csv, load_agnews_hub
 from .examples import TaskData
-from .needle import make_needle
+from .needle import TRAIN_ROWS as NEEDLE_TRAIN_ROWS, make_needle
 from .sources import SOURCE_SPECS, Source, parse_source
-from .topics import make_topics
+from .topics import TRAIN_ROWS as TOPICS_TRAIN_ROWS, make_topics
 from .user_task import FieldMap, load_user_task
 
 BUILT_IN = ("topics", "needle", "ag_news")
+# the train rows of the built-in tasks drawn here (ag_news: the hub's copy says)
+BUILT_IN_TRAIN_ROWS = {"topics": TOPICS_TRAIN_ROWS, "needle": NEEDLE_TRAIN_ROWS}
 ACCEPTED_SPECS = (*BUILT_IN, *SOURCE_SPECS)
 
 

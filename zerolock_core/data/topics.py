@@ -241,7 +241,10 @@ def draw_headlines(rng: random.Random, n: int, *, exclude: frozenset[str] = froz
     return out
 
 
-def make_topics(*, seed: int = 0, n_train: int = 10_000, n_eval: int = 1_000) -> TaskData:
+TRAIN_ROWS = 10_000  # a run's batch must fit in them (preflight checks it without drawing the task)
+
+
+def make_topics(*, seed: int = 0, n_train: int = TRAIN_ROWS, n_eval: int = 1_000) -> TaskData:
     """The synthetic topics task: balanced train/eval, eval texts never in train."""
     if n_train < 1 or n_eval < 1:
         raise ValueError(f"topics needs n_train >= 1 and n_eval >= 1, got {n_train} and {n_eval}")
