@@ -1,28 +1,33 @@
 """The paper's Fig. 1 from the schedule simulator: BP vs ZeroLock timelines and the activations
-each stage holds, for any K and m, in milliseconds and without running a model."""
+each stage holds, for any K and m, per-stage costs and link, in milliseconds and without running a model;
+the timeline played back to any instant, the textbook bubble beside the simulated one."""
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from zerolock_core.schedule import Costs, LinkProfile, build_schedule, simulate
+from zerolock_core.schedule import Schedule, SimResult, build_schedule, simulate
 from zerolock_core.methods import names, schedule_of
 from zerolock_core.schedule.dualpipe_v import DUALPIPE_V
+from zerolock_core.schedule.interleaved import INTERLEAVED_1F1B, INTERLEAVED_LABEL, build_interleaved_1f1b
 
-from .figures.compare import Series, compare_memory_figure, compare_timeline_figure
+from .bubble_formula import Textbook, textbook, why_they_differ
+from .figures.compare import Series, compare_memory_figure
+from .figures.playback import X_TITLE, Played, playback_figure
 from zerolock_core.viz.palette import method_label  # bar colours: palette.KIND_COLOURS, named in the text below
 from .figures.simulated import events_from_simulation
+from .schedule_costs import DEFAULT_COST, LinkCost, StageCost, schedule_costs, uniform
 
-# Assumed costs: a backward costs about two forwards; ZeroLock's local step (readout + local loss
-# + local backward) about the same as a backward. ZB-H1 splits the backward into B and W, half each:
-# the zero-bubble paper's F = B = W (under LoRA W is the adapters' gradient alone, likely less).
-EXPLAIN_COSTS = Costs(forward=0.010, local=0.020, backward=0.020, weight_grad=0.010)
-# DualPipe-V cuts the same model into 2K chunks, two on each of the K devices: a chunk costs half a stage
-CHUNK_COSTS = Costs(forward=0.005, local=0.010, backward=0.010, weight_grad=0.005)
 # the backprop pipelines with a schedule whose optimizer step drains the pipeline (one step is a picture of
 # them: not PipeDream), in the registry's order (methods.py)
 BP_METHODS = names(where=lambda m: m.schedule is not None and not m.local and m.flushes)
+# schedules the simulator has and the runtime does not run (one process per stage): Explain's own
+SIMULATED_ONLY = (INTERLEAVED_1F1B,)
+CHOICES = BP_METHODS + SIMULATED_ONLY
+CHUNKS = (2, 3, 4)  # interleaved 1F1B's chunks per device v
 # what a stage of each backprop pipeline holds while it waits for a gradient
 HELD = {"gpipe": "every micro-batch it has forwarded",
         "1f1b": "the micro-batches it forwarded while waiting (K − s on stage s)",
@@ -30,7 +35,9 @@ HELD = {"gpipe": "every micro-batch it has forwarded",
                  "is still to run: K on every stage, 1F1B's peak, its later stages' idle tail filled with W",
         DUALPIPE_V: "the micro-batches both its chunks forwarded and have not finished (each chunk is half a "
                     "stage: two chunk micro-batches count as one): K + ½ on every device, more than 1F1B's K "
-                    "on stage 0"}
+                    "on stage 0",
+        INTERLEAVED_1F1B: "the micro-batches each of its chunks forwarded and has not finished (a chunk's "
+                          "micro-batch counts 1/v of a stage's): its longer warm-up holds more than 1F1B"}
 HELD_BY_DEFAULT = "the micro-batches it forwarded whose gradient has not come back yet"  # a method not above
 
 
@@ -41,52 +48,135 @@ class Explanation:
     text: str
     peaks: dict[str, tuple[int, ...]]  # method -> micro-batches held at the peak, per stage
     makespan_ms: dict[str, float]
+    played: tuple[Played, ...]  # the two simulations the timeline plays back
+    bubble: dict[str, float]  # method -> simulated idle share of the step
+    textbook: dict[str, Textbook | None]  # method -> its formula (None: none given)
 
 
-def explain(*, stages: int, microbatches: int, bp_method: str = "gpipe") -> Explanation:
-    if bp_method not in BP_METHODS:
-        raise ValueError(f"bp_method must be one of {', '.join(BP_METHODS)} (got {bp_method!r})")
+def schedule_for(method: str, *, stages: int, microbatches: int, chunks: int = 2) -> Schedule:
+    """The schedule Explain simulates for `method` (a registry method's, or interleaved 1F1B with v = `chunks`)."""
+    if method == INTERLEAVED_1F1B:
+        return build_interleaved_1f1b(devices=stages, chunks_per_device=chunks, microbatches=microbatches)
+    return build_schedule(schedule_of(method), stages=stages, microbatches=microbatches)
+
+
+def simulate_method(method: str, *, stages: int, microbatches: int, stage_costs: Sequence[StageCost],
+                    link: LinkCost, chunks: int = 2) -> SimResult:
+    sched = schedule_for(method, stages=stages, microbatches=microbatches, chunks=chunks)
+    return simulate(sched, costs=schedule_costs(stage_costs, sched, link), link=link.profile())
+
+
+def label_of(method: str) -> str:
+    return INTERLEAVED_LABEL if method == INTERLEAVED_1F1B else method_label(method)
+
+
+def explain(*, stages: int, microbatches: int, bp_method: str = "gpipe",
+            stage_costs: Sequence[StageCost] | None = None, link: LinkCost | None = None, chunks: int = 2,
+            t_ms: float | None = None) -> Explanation:
+    """`bp_method` beside ZeroLock on K = `stages`, m = `microbatches`; `stage_costs` one per stage (default:
+    F 10, B 20, W 10, L 20 ms), `link` (default: ideal), `chunks` = v of interleaved 1F1B; the timeline
+    drawn up to `t_ms` (default: the whole step)."""
+    if bp_method not in CHOICES:
+        raise ValueError(f"bp_method must be one of {', '.join(CHOICES)} (got {bp_method!r})")
     if not 1 <= stages <= 16 or not 1 <= microbatches <= 64:
         raise ValueError(f"choose 1 <= K <= 16 and 1 <= m <= 64 (got K={stages}, m={microbatches})")
-    series, peaks, makespan, bubble = [], {}, {}, {}
+    if bp_method == INTERLEAVED_1F1B and chunks not in CHUNKS:
+        raise ValueError(f"choose v among {', '.join(map(str, CHUNKS))} chunks per device (got {chunks})")
+    stage_costs = tuple(stage_costs or (DEFAULT_COST,) * stages)
+    if len(stage_costs) != stages:
+        raise ValueError(f"give one row of costs per stage: {len(stage_costs)} rows for K = {stages}")
+    link = link or LinkCost()
+    series, played, peaks, makespan, bubble, books = [], [], {}, {}, {}, {}
     for method in (bp_method, "zerolock"):
-        placed = method == DUALPIPE_V
-        sim = simulate(build_schedule(schedule_of(method), stages=stages, microbatches=microbatches),
-                       costs=CHUNK_COSTS if placed else EXPLAIN_COSTS, link=LinkProfile.profile("ideal"))
-        where = f"{stages} devices × 2 chunks" if placed else f"K={stages}"
-        label = f"{method_label(method)} (simulated, {where}, m={microbatches})"
+        sim = simulate_method(method, stages=stages, microbatches=microbatches, stage_costs=stage_costs, link=link,
+                              chunks=chunks)
+        placed = bool(sim.schedule.placement)
+        v = sim.schedule.stages // sim.schedule.devices
+        where = f"{stages} devices × {v} chunks" if placed else f"K={stages}"
+        only = ", simulated only" if method in SIMULATED_ONLY else ""
+        label = f"{label_of(method)} (simulated{only}, {where}, m={microbatches})"
         series.append(Series(label=label, events=events_from_simulation(sim), stages=stages, method=method))
+        played.append(Played(label=label, sim=sim))
         share = sim.schedule.devices / sim.schedule.stages  # a chunk's micro-batch is this much of a stage's
         peaks[method] = tuple(p * share for p in sim.inflight_peak)
         makespan[method], bubble[method] = 1e3 * sim.makespan_s, sim.bubble_fraction
-    axis = "simulated seconds from the step's first action"
-    timeline = compare_timeline_figure(series, title="One optimizer step: backprop pipeline vs ZeroLock",
-                                       predicted=False, x_title=axis)
-    if bp_method == DUALPIPE_V:  # its lanes are devices, each running two chunks (bars read "3F0": chunk 3)
-        timeline.update_yaxes(ticktext=[f"device {d}" for d in range(stages)], row=1, col=1)
+        mean = _mean_cost(stage_costs)
+        books[method] = textbook(method, stages=stages, microbatches=microbatches, cost=mean, chunks=v)
+    end_ms = max(makespan.values())
+    t = end_ms if t_ms is None else min(max(0.0, t_ms), end_ms)
+    # at the end of the step, the whole step: the actions that start at its very end too (a free last STEP)
+    timeline = playback_figure(played, t_s=math.inf if t >= end_ms else t / 1e3, title=_timeline_title(t, end_ms))
     memory = compare_memory_figure(series, measure="inflight", title="Activations each stage holds (micro-batches)",
-                                   x_title=axis)
-    return Explanation(timeline=timeline, memory=memory, peaks=peaks, makespan_ms=makespan,
-                       text=_text(stages, microbatches, bp_method, peaks, makespan, bubble))
+                                   x_title=X_TITLE)
+    setting = _Setting(k=stages, m=microbatches, bp=bp_method, v=chunks, stage_costs=stage_costs, link=link)
+    return Explanation(timeline=timeline, memory=memory, peaks=peaks, makespan_ms=makespan, played=tuple(played),
+                       bubble=bubble, textbook=books, text=_text(setting, peaks, makespan, bubble, books))
 
 
-def _text(k: int, m: int, bp: str, peaks: dict, makespan: dict, bubble: dict) -> str:
-    name = method_label(bp)
-    split = {"zb-h1": " (ZB-H1 splits each B into B = 10 ms for the input gradient and W = 10 ms for the "
-                      "weights')",
-             DUALPIPE_V: f". DualPipe-V cuts the same model into {2 * k} chunks, two per device in a V (device d "
-                         f"holds chunks d and {2 * k - 1} − d; a bar \"3F0\" is chunk 3's forward of micro-batch "
-                         "0), each half a stage: F = 5 ms, B = 5 ms for the input gradient, W = 5 ms for the "
-                         "weights'. It runs one chunk's forward beside the other's backward; the overlap that "
-                         "hides communication on GPUs is not modelled (one compute stream per device)"}.get(bp, "")
+def _timeline_title(t_ms: float, end_ms: float) -> str:
+    if t_ms >= end_ms:
+        return "One optimizer step: backprop pipeline vs ZeroLock"
+    return f"One optimizer step, played back: the actions started before t = {t_ms:.1f} ms"
+
+
+def _mean_cost(stage_costs: Sequence[StageCost]) -> StageCost:
+    """The textbook's equal stage: every cost averaged over the stages (W capped by B, as a stage's is)."""
+    n = len(stage_costs)
+    f, b, w, loc = (sum(getattr(c, name) for c in stage_costs) / n for name in ("F", "B", "W", "L"))
+    return StageCost(F=f, B=b, W=min(w, b), L=loc)
+
+
+@dataclass(kw_only=True, frozen=True)
+class _Setting:
+    k: int
+    m: int
+    bp: str
+    v: int
+    stage_costs: tuple[StageCost, ...]
+    link: LinkCost
+
+
+def _costs_words(s: _Setting) -> str:
+    if uniform(s.stage_costs):
+        c = s.stage_costs[0]
+        costs = f"F = {c.F:g} ms, B = {c.B:g} ms, L = {c.L:g} ms a stage"
+    else:
+        costs = "the per-stage costs of the table below (the stages are unequal)"
+    link = "an ideal link" if s.link.ideal else \
+        f"a link of {s.link.latency_ms:g} ms latency and {s.link.send_ms:g} ms per message"
+    return f"{costs} and {link}"
+
+
+def _split_words(s: _Setting) -> str:
+    c = s.stage_costs[0]
+    if s.bp == "zb-h1":
+        return (f" (ZB-H1 splits each B into B = {c.B - c.W:g} ms for the input gradient and W = {c.W:g} ms for "
+                "the weights')")
+    if s.bp == DUALPIPE_V:
+        return (f". DualPipe-V cuts the same model into {2 * s.k} chunks, two per device in a V (device d holds "
+                f"chunks d and {2 * s.k - 1} − d; a bar \"3F0\" is chunk 3's forward of micro-batch 0), each half a "
+                f"stage: F = {c.F / 2:g} ms, B = {(c.B - c.W) / 2:g} ms for the input gradient, W = {c.W / 2:g} ms "
+                "for the weights'. It runs one chunk's forward beside the other's backward; the overlap that hides "
+                "communication on GPUs is not modelled (one compute stream per device)")
+    if s.bp == INTERLEAVED_1F1B:
+        return (f". Interleaved 1F1B cuts the same model into {s.v * s.k} chunks, {s.v} per device (device d "
+                f"holds chunks d, d + {s.k}, …; a bar \"3F0\" is chunk 3's forward of micro-batch 0), each 1/{s.v} "
+                "of a stage, so a micro-batch goes round the devices v times: a shorter fill for v times the "
+                "messages. **Simulated only**: the engine's runtime runs one stage per process, so no run of it "
+                "exists; its order is torch.distributed.pipelining's ScheduleInterleaved1F1B")
+    return ""
+
+
+def _text(s: _Setting, peaks: dict, makespan: dict, bubble: dict, books: dict) -> str:
+    name = label_of(s.bp)
+    lane = "device" if s.bp in (DUALPIPE_V, INTERLEAVED_1F1B) else "stage"
     return f"""
-**What you see.** Both pipelines train a model cut over K = {k} devices on m = {m} micro-batches for one
-optimizer step, with assumed costs F = 10 ms, B = L = 20 ms a stage and an ideal link{split}. Nothing is
-trained: this is the schedule simulator.
+**What you see.** Both pipelines train a model cut over K = {s.k} devices on m = {s.m} micro-batches for one
+optimizer step, with {_costs_words(s)}{_split_words(s)}. Nothing is trained: this is the schedule simulator.
 
 **Backprop ({name}).** A stage can run its backward (B, orange) only when the gradient has come back from the
 stage after it; the pink *RB* bars are stages waiting for it — *update locking*. Until then it must keep the
-activations of {HELD.get(bp, HELD_BY_DEFAULT)}: at the peak the stages hold **{_list(peaks[bp])}** micro-batches.
+activations of {HELD.get(s.bp, HELD_BY_DEFAULT)}: at the peak the stages hold **{_list(peaks[s.bp])}** micro-batches.
 
 **ZeroLock.** Every stage sends its hidden state on first (early forwarding), then reads it out through the
 frozen LM head and trains on its own local loss (L, green). No gradient comes back, so no stage ever waits
@@ -96,10 +186,27 @@ fill at the start (lavender *RF* bars: waiting for the first hidden state).
 
 | | {name} | ZeroLock |
 |---|---|---|
-| time for the step | {makespan[bp]:.0f} ms | {makespan['zerolock']:.0f} ms |
-| idle (bubble) | {100 * bubble[bp]:.0f}% | {100 * bubble['zerolock']:.0f}% |
-| peak micro-batches held, {"device" if bp == DUALPIPE_V else "stage"} 0 … {k - 1} | {_list(peaks[bp])} | {_list(peaks['zerolock'])} |
+| time for the step | {makespan[s.bp]:.0f} ms | {makespan['zerolock']:.0f} ms |
+| idle (bubble), simulated | {100 * bubble[s.bp]:.0f}% | {100 * bubble['zerolock']:.0f}% |
+| idle, by the formula | {_percent(books[s.bp])} | {_percent(books['zerolock'])} |
+| peak micro-batches held, {lane} 0 … {s.k - 1} | {_list(peaks[s.bp])} | {_list(peaks['zerolock'])} |
+
+**The textbook bubble beside the simulated one** (the idle share of the step):
+{_formula_line(s, s.bp, bubble, books)}
+{_formula_line(s, 'zerolock', bubble, books)}
 """
+
+
+def _percent(book: Textbook | None) -> str:
+    return "—" if book is None else f"{100 * book.value:.0f}%"
+
+
+def _formula_line(s: _Setting, method: str, bubble: dict, books: dict) -> str:
+    book = books[method]
+    said = "" if book is None else f"{book.formula} → **{100 * book.value:.0f}%** ({book.source}); "
+    why = why_they_differ(method, simulated=bubble[method], book=book, stage_costs=s.stage_costs, link=s.link,
+                          stages=s.k, microbatches=s.m)
+    return f"- *{label_of(method)}*: {said}simulated **{100 * bubble[method]:.0f}%**. {why}"
 
 
 def _list(values: tuple[float, ...]) -> str:
