@@ -23,7 +23,7 @@ from zerolock_core.config.readout_spec import ReadoutSpec
 from zerolock_core.method.chunks import chunk_bounds
 from zerolock_core.schedule import build_schedule, inflight_peak, schedulable
 
-from .model_shapes import MODEL_NAMES, ModelShape, model_shape
+from .model_shapes import MODEL_NAMES, CalcModel, calc_model
 
 LORA_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 DEFAULT_TARGETS = ("q_proj", "v_proj")  # the engine's --lora-targets default
@@ -74,13 +74,14 @@ class CalcSetting:
             raise ValueError(f"LoRA targets must be among {', '.join(LORA_MODULES)} (got {', '.join(self.targets)})")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)} (got {self.precision!r})")
-        layers = self.shape.layers
+        layers = self.calc_model.shape.layers
         if self.stages > layers:
-            raise ValueError(f"K = {self.stages} stages needs at least one layer each: {self.shape.label} has {layers}")
+            raise ValueError(f"K = {self.stages} stages needs at least one layer each: {self.calc_model.label} has "
+                             f"{layers}")
 
     @property
-    def shape(self) -> ModelShape:
-        return model_shape(self.model)
+    def calc_model(self) -> CalcModel:
+        return calc_model(self.model)
 
     @property
     def tokens(self) -> int:
@@ -90,56 +91,57 @@ class CalcSetting:
 
 # --- the formulas, each once ----------------------------------------------------------------------
 
-def linear_shapes(shape: ModelShape) -> dict[str, tuple[int, int]]:
+def linear_shapes(model: CalcModel) -> dict[str, tuple[int, int]]:
     """(in, out) features of each linear of a decoder layer."""
-    h, f = shape.hidden, shape.intermediate
-    return {"q_proj": (h, shape.q_width), "k_proj": (h, shape.kv_width), "v_proj": (h, shape.kv_width),
-            "o_proj": (shape.q_width, h), "gate_proj": (h, f), "up_proj": (h, f), "down_proj": (f, h)}
+    h, f = model.shape.hidden, model.shape.intermediate
+    return {"q_proj": (h, model.q_width), "k_proj": (h, model.kv_width), "v_proj": (h, model.kv_width),
+            "o_proj": (model.q_width, h), "gate_proj": (h, f), "up_proj": (h, f), "down_proj": (f, h)}
 
 
-def layer_weights(shape: ModelShape) -> int:
+def layer_weights(model: CalcModel) -> int:
     """Parameters of one decoder layer: its seven linears (no bias) and two RMS norms."""
-    return sum(i * o for i, o in linear_shapes(shape).values()) + 2 * shape.hidden
+    return sum(i * o for i, o in linear_shapes(model).values()) + 2 * model.shape.hidden
 
 
-def lora_weights(shape: ModelShape, rank: int, targets: tuple[str, ...]) -> int:
+def lora_weights(model: CalcModel, rank: int, targets: tuple[str, ...]) -> int:
     """LoRA parameters of one layer: A (r × in) and B (out × r) on each target."""
-    return sum(rank * (i + o) for name, (i, o) in linear_shapes(shape).items() if name in targets)
+    return sum(rank * (i + o) for name, (i, o) in linear_shapes(model).items() if name in targets)
 
 
-def embedding_weights(shape: ModelShape) -> int:
-    return shape.vocab * shape.hidden
+def embedding_weights(model: CalcModel) -> int:
+    return model.shape.vocab * model.shape.hidden
 
 
-def head_weights(shape: ModelShape, *, beside_embedding: bool) -> int:
+def head_weights(model: CalcModel, *, beside_embedding: bool) -> int:
     """The final norm and the LM head; a tied head beside its own embedding (stage 0) costs the norm alone."""
-    return shape.hidden + (0 if shape.tied and beside_embedding else shape.vocab * shape.hidden)
+    return model.shape.hidden + (0 if model.tied and beside_embedding else embedding_weights(model))
 
 
-def model_weights(shape: ModelShape) -> int:
+def model_weights(model: CalcModel) -> int:
     """Every parameter of the model once (as `sum(p.numel() for p in model.parameters())` counts them)."""
-    return shape.layers * layer_weights(shape) + embedding_weights(shape) + head_weights(shape, beside_embedding=True)
+    return model.shape.layers * layer_weights(model) + embedding_weights(model) \
+        + head_weights(model, beside_embedding=True)
 
 
-def layer_activations(shape: ModelShape, rank: int, targets: tuple[str, ...]) -> int:
+def layer_activations(model: CalcModel, rank: int, targets: tuple[str, ...]) -> int:
     """Elements autograd saves per token in one decoder layer whose frozen weights carry LoRA on `targets`
     (a frozen linear saves nothing for its input gradient; fused attention, so no s × s score matrix):
     each RMS norm its input and 1/rms; the normed input where an adapter reads it; each adapter its rank-r
     middle; attention its q, k, v, output and log-sum-exp; the MLP its gate, SiLU and up outputs; o's and
     down's inputs where they carry adapters."""
     t = set(targets)
-    h, f = shape.hidden, shape.intermediate
+    h, f = model.shape.hidden, model.shape.intermediate
     norms = 2 * (h + 1)
     adapter_inputs = (h if t & {"q_proj", "k_proj", "v_proj"} else 0) + (h if t & {"gate_proj", "up_proj"} else 0) \
-        + (shape.q_width if "o_proj" in t else 0) + (f if "down_proj" in t else 0)
-    attention = 2 * shape.q_width + 2 * shape.kv_width + shape.heads
+        + (model.q_width if "o_proj" in t else 0) + (f if "down_proj" in t else 0)
+    attention = 2 * model.q_width + 2 * model.kv_width + model.shape.heads
     return norms + adapter_inputs + rank * len(t) + attention + 3 * f
 
 
-def rope_activations(shape: ModelShape, seq_len: int) -> int:
+def rope_activations(model: CalcModel, seq_len: int) -> int:
     """Elements a run of layers saves once for all its layers and every sequence of the micro-batch: the
     rotary cos and sin of each position."""
-    return 2 * shape.head_dim * seq_len
+    return 2 * model.shape.head_dim * seq_len
 
 
 # --- per stage ------------------------------------------------------------------------------------
@@ -188,24 +190,25 @@ def stage_memory(method: str, setting: CalcSetting) -> tuple[StageBytes, ...]:
         raise ValueError(f"unknown method {method!r}; choose one of {', '.join(CALC_METHODS)}")
     if why := why_not(method, setting):
         raise ValueError(why)
-    m, shape, k = CALC_METHODS[method], setting.shape, setting.stages
+    m, model, k = CALC_METHODS[method], setting.calc_model, setting.stages
     wbytes = PRECISIONS[setting.precision]
-    bounds = chunk_bounds(shape.layers, k)
+    layers_in_model = model.shape.layers
+    bounds = chunk_bounds(layers_in_model, k)
     spec = ReadoutSpec.of_model(m.readout, bounds)
-    per_layer = layer_weights(shape)
-    lora = lora_weights(shape, setting.rank, setting.targets)
-    act_layer = layer_activations(shape, setting.rank, setting.targets)
+    per_layer = layer_weights(model)
+    lora = lora_weights(model, setting.rank, setting.targets)
+    act_layer = layer_activations(model, setting.rank, setting.targets)
     out = []
     for s, ((first, end), held) in enumerate(zip(bounds, held_microbatches(method, setting))):
         layers = end - first
         readout = spec.of_chunk(s, k, every_chunk_trains=m.local)
-        extra = len(readout.layer_indices(shape.layers, after=end))
+        extra = len(readout.layer_indices(layers_in_model, after=end))
         reads_out = m.local or s == k - 1
-        frozen = (layers + extra) * per_layer + (embedding_weights(shape) if s == 0 else 0) \
-            + (head_weights(shape, beside_embedding=s == 0) if reads_out else 0)
+        frozen = (layers + extra) * per_layer + (embedding_weights(model) if s == 0 else 0) \
+            + (head_weights(model, beside_embedding=s == 0) if reads_out else 0)
         trainable = layers * lora + (extra * lora if readout.trains_layers else 0)
         runs = (1 if layers else 0) + (1 if extra else 0)  # runs of layers: the chunk's, the readout's
-        per_microbatch = setting.tokens * (layers + extra) * act_layer + runs * rope_activations(shape, setting.seq_len)
+        per_microbatch = setting.tokens * (layers + extra) * act_layer + runs * rope_activations(model, setting.seq_len)
         out.append(StageBytes(stage=s, layers=layers, readout_layers=extra, held=held, frozen=frozen,
                               trainable=trainable, parameters=frozen * wbytes + trainable * FP32,
                               gradients=trainable * FP32, optimizer=ADAM_MOMENTS * trainable * FP32,

