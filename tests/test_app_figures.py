@@ -656,7 +656,8 @@ def test_compare_chance_line_loss_overlay_and_predicted_timeline():
     assert LOCAL_LOSS_TITLE not in [a.text for a in alone.layout.annotations]
     tl = compare_timeline_figure(series, initial_steps=None)
     titles = [a.text for a in tl.layout.annotations]
-    assert "ZeroLock: predicted by the simulator (the run's mean action times)" in titles
+    assert "ZeroLock: predicted by the simulator (the run's mean action times): 2 steps in 0.13 s<br>" \
+           "F+L per micro-batch 30 / 22 ms" in titles  # what each stage's actions cost, on the figure
     predicted_f = [t for t in tl.data if t.type == "bar" and t.legendgroup == "F" and t.yaxis == "y2"]
     assert predicted_f and len(predicted_f[0].x) == 2 * 2 * 2  # 2 stages x 2 micro-batches x 2 steps
     assert predicted_f[0].x[0] == pytest.approx(0.011)  # the run's mean forward (10 ms) + its send (1 ms)

@@ -22,9 +22,10 @@ from .layout import amount, frame
 from .memory import DETAIL_MAX_EVENTS, MEASURES, MemoryGrid, add_memory_traces, envelope_trace, memory_grid, \
     step_peaks, with_failures
 from zerolock_core.viz.palette import NEUTRAL, dash, method_colour, method_label, stage_dash
-from zerolock_core.methods import LOCAL_METHODS
+from zerolock_core.config.readout_spec import HEAD, ReadoutSpec
+from zerolock_core.methods import LOCAL_METHODS, every_chunk_trains
 from zerolock_core.schedule import builders
-from zerolock_core.vocabulary import Kind
+from zerolock_core.vocabulary import BUSY_KINDS, Kind
 from .training import chunk_index, placeholder_figure
 from .simulated import events_from_simulation
 from .timebase import first_steps_s, time_end, training_origin, to_s
@@ -37,7 +38,7 @@ SIMULATED_METHODS = builders.METHODS  # every method with a one-stage-per-device
 @dataclass(kw_only=True)
 class Series:
     """One run to compare: its label, events, number of stages, and (optionally) its record and config
-    (default: the record's)."""
+    (default: the record's). The numbers every Compare view and the verdict read are defined here, once."""
     label: str
     events: list[dict[str, Any]]
     stages: int
@@ -47,11 +48,95 @@ class Series:
 
     @property
     def short(self) -> str:
-        return method_label(self.method) if self.method else self.label
+        """The method, and the readout when it is not the plain head ("ZeroLock · top-lora:last")."""
+        if not self.method:
+            return self.label
+        return " · ".join(p for p in (method_label(self.method), self.readout) if p)
 
     @property
     def run_config(self) -> dict[str, Any]:
         return self.config or (self.metrics.config if self.metrics else {})
+
+    @property
+    def readout(self) -> str:
+        """The run's --readout where some chunk reads through it ("" for the plain head, and for a readout
+        the method never uses: BP's chunks before the last read no readout of their own)."""
+        spec = _readout_spec(self.readout_text)
+        if spec is None:
+            return self.readout_text  # not a spec this version knows: shown as written
+        trains = every_chunk_trains(self.method)
+        return "" if all(spec.of_chunk(k, self.stages, every_chunk_trains=trains) == HEAD
+                         for k in range(self.stages)) else self.readout_text
+
+    @property
+    def samples_per_s(self) -> float | None:
+        """Throughput: samples trained / training time (the record's; None before it is written)."""
+        return self.metrics.throughput_samples_per_s if self.metrics and self.metrics.throughput_samples_per_s \
+            else None
+
+    @property
+    def accuracy(self) -> float | None:
+        """The final eval's headline accuracy (label accuracy, or token accuracy for a response task)."""
+        return self.metrics.headline_accuracy if self.metrics else None
+
+    @property
+    def activation_peaks(self) -> list[int]:
+        """Each stage's measured peak of held activation bytes (the record's; [] when it has none)."""
+        per_stage = self.metrics.per_stage if self.metrics else []
+        if len(per_stage) != self.stages or any(p.get("peak_activation_bytes") is None for p in per_stage):
+            return []
+        return [int(p["peak_activation_bytes"]) for p in per_stage]
+
+    @property
+    def peak_activation_bytes(self) -> int | None:
+        """The busiest stage's peak: what a device of the pipeline must hold."""
+        return max(self.activation_peaks) if self.activation_peaks else None
+
+    @property
+    def readout_text(self) -> str:
+        """The run's --readout as configured (the plain head when the config says nothing)."""
+        return str((self.run_config.get("model") or {}).get("readout") or "head")
+
+    @property
+    def stage_layers(self) -> list[tuple[int, int]] | None:
+        """Per stage, (its chunk's decoder layers, the layers its readout runs on top of them: a copy of the
+        model's top N or N sampled later layers, readout_spec.py), from the record's chunk bounds; None when
+        the record has no bounds or the readout is not one this version knows."""
+        bounds = [(int(b[0]), int(b[1])) for b in (self.metrics.layers if self.metrics else [])]
+        if len(bounds) != self.stages:
+            return None
+        try:
+            spec = ReadoutSpec.of_model(self.readout_text, bounds)
+            trains = every_chunk_trains(self.method)
+            return [(end - first, len(spec.of_chunk(k, self.stages, every_chunk_trains=trains)
+                                      .layer_indices(bounds[-1][1], after=end)))
+                    for k, (first, end) in enumerate(bounds)]
+        except ValueError:
+            return None
+
+
+def _readout_spec(text: str) -> ReadoutSpec | None:
+    try:
+        return ReadoutSpec.parse(text)
+    except ValueError:
+        return None
+
+
+def run_label(s: Series) -> str:
+    """What Compare calls a run: "ZeroLock · top-lora:last · K=3 · seed 0" (the readout only when it is not
+    the head; "(reference)" for a pipeline method trained in one process)."""
+    train = s.run_config.get("train") or {}
+    reference = train.get("runtime", "pipeline") != "pipeline" and s.method != "bp"
+    name = s.short + (" (reference)" if reference else "")
+    seed = train.get("seed")
+    return " · ".join([name, f"K={s.stages}", *([f"seed {seed}"] if seed is not None else [])])
+
+
+def unique_names(series: Sequence[Series]) -> list[str]:
+    """Each run's short name, or its label where two runs share the short one (so bars and legend entries
+    of two ZeroLock runs never fall on one category)."""
+    shorts = [s.short for s in series]
+    return [s.short if shorts.count(s.short) == 1 else s.label for s in series]
 
 
 def _split(series: Sequence[Series]) -> tuple[list[Series], str]:
@@ -118,6 +203,31 @@ def predicted_events(s: Series, *, windows: int = 3) -> list[dict[str, Any]] | N
                                   grad_bytes=0 if method in LOCAL_METHODS else hidden)
 
 
+PREDICTED = "predicted by the simulator (the run's mean action times)"
+
+
+def predicted_title(s: Series, sim: list[dict[str, Any]]) -> str:
+    """What the simulated row costs, on the figure: how long its steps take, each stage's compute per
+    micro-batch and the layers it runs — a readout's copies included, so a predicted ZeroLock step slower
+    than 1F1B's says why ("ZeroLock · top-lora:last: predicted … 3 steps in 1.40 s<br>F+L per micro-batch
+    107 / 112 / 54 ms on 3+2 / 3+2 / 2 layers (the chunk's + its readout's)": two lines)."""
+    steps = max((e["step"] for e in sim if e["kind"] == Kind.STEP), default=0)
+    head = f"{s.short}: {PREDICTED}"
+    if not steps:
+        return head
+    m = int((s.run_config.get("train") or {}).get("microbatches") or 1)
+    busy = [sum(e["t1"] - e["t0"] for e in sim if e["stage"] == k and e["kind"] in BUSY_KINDS
+                and e["kind"] != Kind.STEP) / 1e6 / (m * steps) for k in range(s.stages)]
+    kinds = "+".join(k for k in (Kind.F, Kind.L, Kind.B, Kind.W) if any(e["kind"] == k for e in sim))
+    text = f"{head}: {steps} steps in {to_s(time_end(sim), 0):.2f} s<br>{kinds} per micro-batch " \
+           f"{' / '.join(f'{b:.0f}' for b in busy)} ms"
+    layers = s.stage_layers
+    if layers:
+        text += f" on {' / '.join(f'{own}+{extra}' if extra else str(own) for own, extra in layers)} layers"
+        text += " (the chunk's + its readout's)" if any(extra for _, extra in layers) else ""
+    return text
+
+
 def compare_timeline_figure(series: Sequence[Series], *, title: str = "", initial_steps: int | None = 3,
                             webgl_threshold: int = WEBGL_THRESHOLD, predicted: bool = True,
                             x_title: str = COMPARE_X_TITLE) -> go.Figure:
@@ -137,7 +247,7 @@ def compare_timeline_figure(series: Sequence[Series], *, title: str = "", initia
         rows.append((s.label, s.events, s.stages, training_origin(s.events)))
         sim = predicted_events(s, windows=initial_steps or 3) if predicted else None
         if sim:
-            rows.append((f"{s.short}: predicted by the simulator (the run's mean action times)", sim, s.stages, 0))
+            rows.append((predicted_title(s, sim), sim, s.stages, 0))
     total = sum(len(r[1]) for r in rows)
     span = (focus[1] - focus[0]) if focus else max(to_s(time_end(ev), o) for _, ev, _, o in rows)
     heights = [max(1, r[2]) for r in rows]
@@ -162,8 +272,8 @@ def _peaks(s: Series, grid: MemoryGrid, measure: str) -> list[float]:
     """Measured peak per stage from the run's record when it is there (it also sees transients inside an
     action), else the peak of the after-action samples."""
     per_stage = s.metrics.per_stage if s.metrics else []
-    if measure == "act_bytes" and len(per_stage) == s.stages:
-        return [p["peak_activation_bytes"] / 2**20 for p in per_stage]
+    if measure == "act_bytes" and s.activation_peaks:
+        return [b / 2**20 for b in s.activation_peaks]
     if measure == "inflight" and len(per_stage) == s.stages:
         return [float(p["peak_inflight_microbatches"]) for p in per_stage]
     return grid.peaks
@@ -193,7 +303,7 @@ def compare_memory_figure(series: Sequence[Series], *, measure: str = "act_bytes
     grids = [memory_grid(with_failures(s.events, s.metrics.recovery if s.metrics else [], stages=s.stages),
                          stages=s.stages, measure=measure, origin_ns=training_origin(s.events)) for s in series]
     top = 1.05 * max((max(v, default=0) for g in grids for v in g.values), default=0) or 1.0
-    for i, (s, grid) in enumerate(zip(series, grids), start=1):
+    for i, (s, grid, name) in enumerate(zip(series, grids, unique_names(series)), start=1):
         if len(s.events) <= DETAIL_MAX_EVENTS:
             add_memory_traces(fig, grid, row=i, col=1, showlegend=i == 1)
         else:
@@ -207,10 +317,10 @@ def compare_memory_figure(series: Sequence[Series], *, measure: str = "act_bytes
         fig.update_yaxes(title_text=unit, range=[0, top], row=i, col=1)  # one scale for every run
         peaks = _peaks(s, grid, measure)
         if any(peaks):
-            fig.add_trace(go.Bar(
-                x=peaks, y=list(range(s.stages)), orientation="h", name=s.label, showlegend=False,
+            fig.add_trace(go.Bar(  # named in the legend: a run's name beside a short bar would be cut off
+                x=peaks, y=list(range(s.stages)), orientation="h", name=f"{name}: peak", showlegend=True,
                 marker=dict(color=method_colour(s.method)), offsetgroup=str(i),
-                text=[f"{s.short}: {amount(p, unit)}" for p in peaks], textposition="auto",
+                text=[amount(p, unit) for p in peaks], textposition="auto",
                 insidetextanchor="start", customdata=[f"stage {k}" for k in range(s.stages)],
                 hovertemplate=f"{s.label}<br>%{{customdata}} peak %{{x:.3g}} {unit}<extra></extra>"), row=1, col=2)
     fig.update_yaxes(tickmode="array", tickvals=list(range(stages)),
@@ -263,17 +373,17 @@ def add_loss_curves(fig: go.Figure, series: Sequence[Series], *, row: int, col: 
     curves were drawn."""
     drawn = 0
     symbols = ("circle", "square", "diamond", "triangle-up", "x", "cross")
-    for i, s in enumerate(series):
+    for i, (s, name) in enumerate(zip(series, unique_names(series))):
         curves = s.metrics.curves if s.metrics else []
         main = task_curve(curves)
         if main is None:
             continue
         y = main.get("task") or main["loss"]
         few = len(main["step"]) <= MARKERS_UP_TO
-        fig.add_trace(go.Scatter(x=main["step"], y=y, mode="lines+markers" if few else "lines", name=s.short,
+        fig.add_trace(go.Scatter(x=main["step"], y=y, mode="lines+markers" if few else "lines", name=name,
                                  legendgroup=s.label, line=_line(s, i, width=2.5, main=True),
                                  marker=dict(symbol=symbols[i % len(symbols)], size=6),
-                                 hovertemplate=f"{s.short} · step %{{x}}: task loss %{{y:.3f}}<extra></extra>"),
+                                 hovertemplate=f"{name} · step %{{x}}: task loss %{{y:.3f}}<extra></extra>"),
                       row=row, col=col)
         drawn += 1
         if local_col is None:
@@ -282,7 +392,7 @@ def add_loss_curves(fig: go.Figure, series: Sequence[Series], *, row: int, col: 
             k = chunk_index(c.get("chunk", ""))
             if c is main or k is None:
                 continue
-            label = f"{s.short} chunk {k} (local)"
+            label = f"{name} chunk {k} (local)"
             fig.add_trace(go.Scatter(x=c["step"], y=c["loss"], mode="lines", name=label, legendgroup=s.label,
                                      line=_line(s, k, width=1.5, main=False), opacity=0.8,
                                      hovertemplate=f"{label} · step %{{x}}: local loss %{{y:.3f}}<extra></extra>"),
@@ -343,12 +453,12 @@ def compare_summary_figure(series: Sequence[Series], *, title: str = "", chance:
     else:
         fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.09, subplot_titles=titles)
     bar_row = 2 if has_loss else 1
-    labels = [s.short for s in series]
+    labels = unique_names(series)
     colours = [method_colour(s.method) for s in series]
 
     columns = [
-        [s.metrics.throughput_samples_per_s if s.metrics else None for s in series],
-        [s.metrics.headline_accuracy if s.metrics else None for s in series],
+        [s.samples_per_s for s in series],
+        [s.accuracy for s in series],
         [100 * s.metrics.bubble_fraction if s.metrics and s.metrics.bubble_fraction is not None else None
          for s in series],
     ]
