@@ -1,8 +1,8 @@
-"""Compare tab: several runs side by side (timelines on one time axis, memory per stage,
-throughput and accuracy). By default the latest comparison the app ran."""
+"""Compare tab: several runs side by side — a verdict card first (compare_verdict.py), then timelines on one
+time axis, memory per stage, throughput and accuracy, and accuracy against seconds. By default the latest
+comparison the app ran."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import gradio as gr
@@ -10,7 +10,10 @@ import gradio as gr
 from zerolock_core.rundir.run_dir import RunDir
 from zerolock_core.rundir.runs_root import NotARun
 
-from ..figures.compare import Series, compare_memory_figure, compare_summary_figure, compare_timeline_figure
+from ..compare_verdict import verdict_markdown
+from ..figures.accuracy_time import accuracy_time_figure
+from ..figures.compare import Series, compare_memory_figure, compare_summary_figure, compare_timeline_figure, \
+    run_label
 from ..controller import EngineController
 from zerolock_core.viz.palette import METHOD_LABELS
 from ..lessons import EXAMPLE_PREFIX, SCHEDULES, recorded_runs, recording_name
@@ -37,10 +40,11 @@ class CompareTab:
     timeline: gr.Plot
     memory: gr.Plot
     summary: gr.Plot
+    accuracy_time: gr.Plot
 
     @property
     def outputs(self) -> list[gr.components.Component]:
-        return [self.note, self.timeline, self.memory, self.summary]
+        return [self.note, self.timeline, self.memory, self.summary, self.accuracy_time]
 
 
 def build_compare_tab() -> CompareTab:
@@ -50,11 +54,13 @@ def build_compare_tab() -> CompareTab:
                            allow_custom_value=True,  # API clients name runs directly
                            elem_id="compare-runs")
         show = gr.Button("Compare", scale=1, elem_id="compare-button")
-    note = gr.Markdown()
+    note = gr.Markdown(elem_id="compare-verdict")  # the verdict card (compare_verdict.py), above the charts
     timeline = gr.Plot(show_label=False, elem_id="compare-timeline")
     memory = gr.Plot(show_label=False, elem_id="compare-memory")
     summary = gr.Plot(show_label=False, elem_id="compare-summary")
-    return CompareTab(runs=runs, show=show, note=note, timeline=timeline, memory=memory, summary=summary)
+    accuracy_time = gr.Plot(show_label=False, elem_id="compare-accuracy-time")
+    return CompareTab(runs=runs, show=show, note=note, timeline=timeline, memory=memory, summary=summary,
+                      accuracy_time=accuracy_time)
 
 
 # what Compare opens on before any run of the user's: the three schedules' recorded example (the first lesson)
@@ -79,28 +85,28 @@ def _load(controller: EngineController, name: str) -> RunData:
     return load_run(controller.root.resolve(name), name=name)
 
 
+def compare_series(data: list[RunData]) -> list[Series]:
+    """The runs as Compare draws them, ZeroLock first and the BP reference last, each labelled by its method,
+    readout (when not the head), K and seed, and by its id where two labels would be the same."""
+    order = list(METHOD_LABELS)  # ZeroLock first, the BP reference last
+    data = sorted(data, key=lambda d: (order.index(d.method) if d.method in order else len(order), d.name))
+    series = [Series(label="", events=d.events, stages=d.stages, method=d.method, metrics=d.metrics, config=d.config)
+              for d in data]
+    labels = [run_label(s) for s in series]
+    for s, d, label in zip(series, data, labels):
+        s.label = label if labels.count(label) == 1 else f"{label} · {d.name}"
+    return series
+
+
 def compare(controller: EngineController, names: list[str] | None) -> tuple:
     if not names:
-        return ("Nothing selected.", gr.skip(), gr.skip(), gr.skip())
+        return ("Nothing selected.", gr.skip(), gr.skip(), gr.skip(), gr.skip())
     try:
         data = [_load(controller, n) for n in names]
     except (NotARun, FileNotFoundError) as err:
-        return (f"⚠️ {err}", gr.skip(), gr.skip(), gr.skip())
-    order = list(METHOD_LABELS)  # ZeroLock first, the BP reference last
-    data.sort(key=lambda d: (order.index(d.method) if d.method in order else len(order), d.name))
-    series = [Series(label=d.label, events=d.events, stages=d.stages, method=d.method, metrics=d.metrics)
-              for d in data]
-    notes = []
-    if len({(d.config.get("train", {}).get("stages"), d.config.get("train", {}).get("batch"),
-             d.config.get("train", {}).get("microbatches")) for d in data}) > 1:
-        notes.append("These runs differ in K, b or m: compare with care.")
-    unfinished = [d.name for d in data if d.metrics is None]
-    if unfinished:
-        notes.append(f"Still running or without metrics: {', '.join(unfinished)}.")
-    cores = os.cpu_count() or 1
-    if any(d.stages > cores for d in data):
-        notes.append(f"K > {cores} cores here: stages take turns on the cores, which hides bubbles and "
-                     "flatters the BP baselines' throughput. Memory is unaffected.")
-    return (" ".join(notes), compare_timeline_figure(series, title="Timelines on one time axis"),
+        return (f"⚠️ {err}", gr.skip(), gr.skip(), gr.skip(), gr.skip())
+    series = compare_series(data)
+    return (verdict_markdown(series), compare_timeline_figure(series, title="Timelines on one time axis"),
             compare_memory_figure(series, title="Activation memory per stage (measured)"),
-            compare_summary_figure(series, title="Throughput, accuracy, idle time"))
+            compare_summary_figure(series, title="Throughput, accuracy, idle time"),
+            accuracy_time_figure(series, title="Accuracy against seconds into training"))
