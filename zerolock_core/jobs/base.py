@@ -257,7 +257,7 @@ class JobBase:
         stopped = self._killed_on_stop()
         reason = STOPPED_ON_REQUEST if stopped else failure
         return Metrics(config=self.cfg.to_dict(), state=(JobState.STOPPED if stopped else JobState.FAILED).value,
-                       reason=reason, steps_done=self._steps_trained(), total_s=time.monotonic() - self._t_start,
+                       reason=reason, **self._on_disk(), total_s=time.monotonic() - self._t_start,
                        errors={} if stopped else self._failure_errors(reason))
 
     def _killed_on_stop(self) -> bool:
@@ -266,6 +266,11 @@ class JobBase:
     def _steps_trained(self) -> int:
         """The steps known to be done, for the fallback record."""
         return 0
+
+    def _on_disk(self) -> dict[str, Any]:
+        """The fallback record's `steps_done`, `resumable_from_step` and `final_steps`: what the directory
+        holds (a runtime with checkpoints reads it), else the steps known to be done and nothing to resume."""
+        return {"steps_done": self._steps_trained()}
 
     def _failure_errors(self, reason: str) -> dict[str, str]:
         """Who failed -> what it said, for the fallback record."""

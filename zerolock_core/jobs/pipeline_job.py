@@ -31,7 +31,7 @@ from .base import STOPPED_ON_REQUEST, TERMINAL, JobBase, JobState, JobStatus
 from ..train.run_setup import prepare as prepare_run
 from ..telemetry.events import Cursor, read_events
 from ..runtime import protocol
-from ..runtime.finish import Ending, evaluate_in_child, record, resumable_step, write_trace
+from ..runtime.finish import Ending, evaluate_in_child, on_disk, record, resumable_step, write_trace
 from ..runtime.processes import start_process
 from ..runtime.recovery import Recovery
 from ..runtime.recovery_records import RecoveryBook
@@ -296,6 +296,17 @@ class Run(JobBase):
     def _failure_errors(self, reason: str) -> dict[str, str]:
         return dict(self._errors)
 
+    def _on_disk(self) -> dict[str, Any]:
+        """The record could not be made (e.g. a full disk): what the directory holds all the same."""
+        try:
+            return on_disk(self.cfg, self.rd, known_steps=self._known_steps(), finished=False).fields()
+        except Exception:  # the directory cannot be read either: nothing can be said of it
+            return {"steps_done": 0}
+
+    def _known_steps(self) -> list[int]:
+        """Each stage's step as the store last said (a rollback or a resume sets the step it restores)."""
+        return [self._get(protocol.stage_step(s), 0, int) for s in range(self.K)]
+
     def _close(self) -> None:
         if self._sup is not None:
             self._sup.standby.drop()
@@ -364,7 +375,7 @@ class Run(JobBase):
         return record(self.cfg, self.rd, Ending(
             state=str(state), reason=self.reason, errors=self._errors, eval=eval_, eval_skipped=skipped,
             since_ns=self._t_start_ns, start_step=self._resume_step or 0,
-            known_steps=[self._get(protocol.stage_step(s), 0, int) for s in range(self.K)],
+            known_steps=self._known_steps(),
             setup_s=(self._t_running - self._t_start) if self._t_running else 0.0,
             total_s=time.monotonic() - self._t_start, eval_s=eval_s, downtime_s=self._book.downtime_s(),
             recovery=self._book.close_all_open("the run was stopped during the recovery")

@@ -27,19 +27,20 @@ def save_final_weights(out: str | Path, chunk_index: int, tensors: dict[str, tor
     return path
 
 
+def final_weight_step(out: str | Path, chunk: int) -> int | None:
+    """The optimizer step chunk `chunk`'s final/ weights are from (None: it has none, or they say no step)."""
+    path = RunDir(out).final_weights(chunk)
+    if not path.exists():
+        return None
+    with safe_open(str(path), framework="pt") as f:
+        step = (f.metadata() or {}).get("step")
+    return None if step is None else int(step)
+
+
 def final_weight_steps(out: str | Path, chunks: int) -> list[int]:
     """The optimizer step each chunk's final/ weights are from ([] if some chunk has none)."""
-    steps = []
-    for k in range(chunks):
-        path = RunDir(out).final_weights(k)
-        if not path.exists():
-            return []
-        with safe_open(str(path), framework="pt") as f:
-            step = (f.metadata() or {}).get("step")
-        if step is None:
-            return []
-        steps.append(int(step))
-    return steps
+    steps = [final_weight_step(out, k) for k in range(chunks)]
+    return [] if None in steps else [int(s) for s in steps if s is not None]
 
 
 def load_trained_weights(chunks, out: str | Path) -> None:

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..rundir.artifacts import final_weight_steps
+from ..rundir.artifacts import final_weight_step
 from ..config.run_config import RunConfig
 from ..rundir.atomic_files import read_json, read_json_lines
 from ..rundir.loss_curves import curve_name, from_step_losses, summarise, write_curves
@@ -58,9 +58,43 @@ def resumable_step(cfg: RunConfig, rd: RunDir) -> int:
     return common_step([CheckpointStore(rd, stage=s).verified_steps() for s in range(cfg.train.stages)])
 
 
+@dataclass(kw_only=True, frozen=True)
+class OnDisk:
+    """What a run's directory holds when a session ends, whatever ended it (a stop during a rollback, a
+    full disk, a crash): the record's `steps_done` and `resumable_from_step` are read here, never from
+    the counts of processes that may have died since."""
+    steps_done: int  # every stage holds at least this many steps: final/ weights or a verified checkpoint
+    resumable_from_step: int | None  # where `--resume` continues; None: nothing to resume (finished)
+    final_steps: list[int]  # the step of each chunk's final/ weights ([] if some chunk has none)
+
+    def fields(self) -> dict[str, Any]:
+        """The record's fields this fills in (`Metrics`)."""
+        return {"steps_done": self.steps_done, "resumable_from_step": self.resumable_from_step,
+                "final_steps": list(self.final_steps)}
+
+
+def on_disk(cfg: RunConfig, rd: RunDir, *, known_steps: list[int], finished: bool) -> OnDisk:
+    """Each stage's newest state on disk (its final/ weights or its newest verified checkpoint); without
+    checkpoints a stage that wrote no final/ weights counts the steps it was last seen at (`known_steps`):
+    nothing of it can be resumed, the record still says how far it got. `resumable_from_step`: the newest
+    common verified checkpoint, or every step when only the final eval is left (what `--resume` then does)."""
+    K, n = cfg.train.stages, cfg.train.steps
+    finals = [final_weight_step(rd.path, s) for s in range(K)]
+    checkpoints = cfg.train.ckpt_every > 0
+    verified = [CheckpointStore(rd, stage=s).verified_steps() if checkpoints else () for s in range(K)]
+    per_stage = [max([finals[s] or 0, *verified[s]]) if checkpoints or finals[s] is not None else
+                 (known_steps[s] if s < len(known_steps) else 0) for s in range(K)]
+    steps_done = min(per_stage, default=0)
+    trained = None not in finals and min(finals or [0]) >= n  # only the eval may be left
+    resumable = None if finished or not (checkpoints or trained) else n if trained else common_step(list(verified))
+    return OnDisk(steps_done=steps_done, resumable_from_step=resumable,
+                  final_steps=[] if None in finals else [int(f) for f in finals if f is not None])
+
+
 def record(cfg: RunConfig, rd: RunDir, end: Ending) -> Metrics:
     """The run's Metrics from its files and what the coordinator knows. Writes curves.jsonl (every step
-    of the loss curves; the record keeps a summary)."""
+    of the loss curves; the record keeps a summary) unless the disk is full: the record says so and is
+    made all the same."""
     K = cfg.train.stages
     reports = {r["stage"]: r for r in stage_reports(rd, K)}
     events = [e for e in read_events(rd.event_files())[0] if e.get("t0", 0) >= end.since_ns]
@@ -68,8 +102,9 @@ def record(cfg: RunConfig, rd: RunDir, end: Ending) -> Metrics:
     wall = makespan_s(events)
     steps = [reports[s]["steps_done"] if s in reports else
              (end.known_steps[s] if s < len(end.known_steps) else 0) for s in range(K)]
-    steps_done = min(steps) if steps else 0
-    samples = max(0, steps_done - end.start_step) * cfg.train.batch
+    trained = min(steps) if steps else 0  # this session's processes, as last seen: the throughput's count
+    kept = on_disk(cfg, rd, known_steps=steps, finished=end.state == "finished")
+    samples = max(0, trained - end.start_step) * cfg.train.batch
     per_stage = [{**{k: v for k, v in reports[s].items() if k not in ("first_ns", "last_ns")},
                   "busy_s": activity[s].busy_s, "idle_s": activity[s].idle_s, "span_s": activity[s].span_s,
                   "active_fraction": activity[s].active_fraction} for s in sorted(reports)]
@@ -78,20 +113,23 @@ def record(cfg: RunConfig, rd: RunDir, end: Ending) -> Metrics:
         losses = read_losses(rd.stage_losses(s))
         if losses:
             curves.append(from_step_losses(curve_name(cfg.train.method, s), losses))
-    write_curves(rd.curves, curves)
-    summary, note = summarise(curves)
+    note = ""
+    try:
+        write_curves(rd.curves, curves)
+    except OSError as err:  # a full disk: the summary below is still recorded
+        note = f"{rd.curves.name} was not written ({err.strerror or err})"
+    summary, curves_note = summarise(curves)
     return Metrics(
         config=cfg.to_dict(), state=end.state, reason=end.reason if end.state != "finished" else "",
-        steps_done=steps_done, final_steps=final_weight_steps(rd.path, K), eval=end.eval,
+        **kept.fields(), eval=end.eval,
         eval_skipped=end.eval_skipped, throughput_samples_per_s=samples / wall if wall > 0 else 0.0,
         bubble_fraction=bubble_fraction(activity, wall), setup_s=end.setup_s, wall_s=wall, eval_s=end.eval_s,
-        total_s=end.total_s, downtime_s=end.downtime_s, per_stage=per_stage, curves=summary, curves_note=note,
+        total_s=end.total_s, downtime_s=end.downtime_s, per_stage=per_stage, curves=summary, curves_note=curves_note,
         layers=[reports[s]["layers"] for s in sorted(reports)], errors={str(k): v for k, v in end.errors.items()},
         recovery=end.recovery, restarts=end.restarts, failures_not_injected=end.failures_not_injected,
         stragglers=end.stragglers,
         checkpoint_rejections=checkpoint_rejections(rd), resumed_from_step=end.resumed_from_step,
-        resumable_from_step=resumable_step(cfg, rd) if end.state != "finished" and cfg.train.ckpt_every > 0
-        else None)
+        telemetry_note=note)
 
 
 def write_trace(rd: RunDir, stages: int) -> None:

@@ -66,6 +66,8 @@ class Recovery:
         for s in d.restart:
             # the upstream prunes its replay buffer below our checkpoint cursor: never past what we replay
             self.store.set(protocol.checkpoint_cursor(s), str(d.restore_step[s] * m))
+            # the steps the failed process took after its checkpoint are gone: the stage is back there
+            self.store.set(protocol.stage_step(s), str(d.restore_step[s]))
         for link in links:
             self.link_gens[link] += 1
             self.store.set(protocol.link_generation(link), str(self.link_gens[link]))
@@ -87,6 +89,7 @@ class Recovery:
             for key in protocol.stage_keys_of_a_generation(s):
                 self.store.delete(key)
             self.store.set(protocol.checkpoint_cursor(s), str(step * self.cfg.train.microbatches))
+        self.sup.start_at(step)  # every stage is back at the step it restores (a stop now records that)
         for link in range(self.K - 1):
             self.link_gens[link] += 1
             self.store.set(protocol.link_generation(link), str(self.link_gens[link]))
