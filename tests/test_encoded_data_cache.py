@@ -91,3 +91,36 @@ def test_the_encoding_is_dropped_only_when_the_run_is_finished_and_evaluated(tmp
     RunDir(cfg.out).write_metrics(Metrics(config=cfg.to_dict(), state=state,
                                           eval={"accuracy": 1.0} if evaluated else None))
     assert RunDir(cfg.out).encoded_data.exists() == kept
+
+
+class FullDisk:
+    """A file that takes a few bytes, then says the disk is full (what write(2) says at ENOSPC)."""
+
+    def __init__(self, path, mode="r", *args, **kwargs) -> None:
+        self.f = open(path, mode, *args, **kwargs)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.f.close()
+
+    def write(self, data) -> int:
+        import errno
+
+        self.f.write(bytes(data[:100]))
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_a_cache_that_cannot_be_written_is_skipped_with_a_one_line_warning(tmp_path, monkeypatch, capsys):
+    cfg = cfg_in(tmp_path / "run")
+    tokenizer = load_tokenizer("tiny")
+    monkeypatch.setattr(cache, "open", FullDisk, raising=False)
+    made = encoded_data(cfg, tokenizer)  # the run goes on: nothing raised
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("zerolock: warning: the encoded data was not kept")
+    assert "No space left on device" in err and "inline_container" not in err and str(tmp_path) not in err
+    assert list((tmp_path / "run").iterdir()) == []  # no cache, no temporary
+    monkeypatch.undo()
+    again = encoded_data(cfg, tokenizer)  # with room again: written, and the same tensors
+    assert RunDir(cfg.out).encoded_data.exists() and same(again.train, made.train) and same(again.eval, made.eval)

@@ -14,9 +14,11 @@ back is the encoded splits and the task's words, not its examples: `TaskData.tra
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import pickle
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,20 +61,33 @@ def load(path: Path, key: str) -> EncodedData | None:
                        label_first_tokens=saved["label_first_tokens"])
 
 
-def save(path: Path, key: str, data: EncodedData) -> None:
-    """Write atomically; a stage that loses the race to write the same bytes first changes nothing."""
+def save(path: Path, key: str, data: EncodedData) -> bool:
+    """Write atomically; a stage that loses the race to write the same bytes first changes nothing. A file
+    that cannot be written (a full disk, a read-only directory) is skipped with a one-line warning on
+    stderr: the run goes on, and a process that finds no file encodes again. Returns whether it was
+    written. The bytes are made in memory first, so that a full disk reads as itself (ENOSPC), not as
+    the zip writer's "[enforce fail at inline_container.cc]"."""
     t = data.task
     payload = {"key": key, "task": {"name": t.name, "label_words": list(t.label_words), "cue": t.cue,
                                     "description": t.description},
                "train": _stored(data.train), "eval": _stored(data.eval),
                "label_first_tokens": data.label_first_tokens}
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        torch.save(payload, tmp)
+        with open(tmp, "wb") as f:
+            f.write(buffer.getbuffer())
         os.replace(tmp, path)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        print(f"zerolock: warning: the encoded data was not kept ({path.name}: {err.strerror or err}); "
+              f"a process that needs it encodes it again", file=sys.stderr, flush=True)
+        return False
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    return True
 
 
 def _stored(split: EncodedSplit) -> dict[str, torch.Tensor]:
