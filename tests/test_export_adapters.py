@@ -170,6 +170,59 @@ def test_bad_inputs_are_refused_in_one_line_and_create_nothing(trained_run, tmp_
     assert tree(tmp_path) == before and tree(RunDir(run).path) == run_before
 
 
+def _under_a_file(tmp, run):
+    (tmp / "afile").write_text("mine")
+    return ["export", run, "--peft", str(tmp / "afile" / "out")]
+
+
+@pytest.mark.parametrize("make, says", [
+    (lambda tmp, run: ["export", run, "--peft", "/proc/zl-peft"], "/proc/zl-peft: cannot write there ("),
+    (lambda tmp, run: ["export", run, "--merged", "/proc/no/such/zl-merged"], "/proc/no/such/zl-merged: cannot write "
+                                                                               "there ("),
+    (_under_a_file, "afile/out: cannot write there ("),
+])
+def test_an_unwritable_target_is_refused_in_one_line_naming_it_before_the_model_is_loaded(
+        trained_run, tmp_path, capsys, monkeypatch, make, says):
+    from zerolock_core.export import peft_export
+
+    def loaded(run):
+        raise AssertionError("the model was loaded before the target was checked")
+    monkeypatch.setattr(peft_export, "load_trained_model", loaded)
+    run = trained_run("zerolock")
+    argv = make(tmp_path, run)
+    before = tree(tmp_path)
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and err.startswith("zerolock: error: ") and says in err, err
+    assert tree(tmp_path) == before and not list(__import__("pathlib").Path("/proc").glob(".zl-*"))
+
+
+def test_a_full_disk_while_exporting_is_one_line_naming_the_target_and_leaves_nothing(trained_run, tmp_path,
+                                                                                       capsys, monkeypatch):
+    import errno
+
+    from zerolock_core.export import peft_export
+
+    def full(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    run = trained_run("zerolock")
+    monkeypatch.setattr(type(peft_export.load_trained_model(run).tokenizer), "save_pretrained", full)
+    assert main(["export", run, "--merged", str(tmp_path / "m")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{tmp_path / 'm'}: could not write the export (No space left on device)" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("given, public", [
+    ("tiny", "tiny"), ("HuggingFaceTB/SmolLM2-135M", "HuggingFaceTB/SmolLM2-135M"),
+    ("/srv/models/my-llama", "my-llama"), ("/srv/models/q4.gguf", "q4.gguf"),
+])
+def test_an_export_names_the_base_model_without_a_server_path(given, public):
+    from zerolock_core.export.peft_export import public_model_name
+
+    assert public_model_name(given) == public
+
+
 @pytest.mark.slow
 def test_a_recovered_runs_adapter_equals_the_unfailed_runs(tmp_path):
     """A stage killed mid-run and recovered from its checkpoint leaves the same final/ weights as an unfailed

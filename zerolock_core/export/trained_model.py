@@ -43,18 +43,19 @@ class TrainedModel:
 def check_trained_run(run: str | Path) -> tuple[RunDir, RunConfig]:
     """The run at `run` and its config, or a ValueError saying why it has no trained model to give."""
     rd = RunDir(run)
+    name = rd.name  # the messages name the run, never the server's path to it (shown_path.py)
     if not rd.path.is_dir():
-        raise ValueError(f"{rd.path}: no such run directory")
+        raise ValueError(f"{name}: no such run directory")
     if not rd.config_json.exists():
-        raise ValueError(f"{rd.path} is not a run directory (it has no {rd.config_json.name})")
+        raise ValueError(f"{name} is not a run directory (it has no {rd.config_json.name})")
     if rd.is_live():
-        raise ValueError(f"{rd.path} is being written right now (training, resuming or evaluating): wait for it "
+        raise ValueError(f"{name} is being written right now (training, resuming or evaluating): wait for it "
                          f"to end")
     cfg = rd.saved_config()
     chunks = rd.final_chunks()
     missing = [k for k in range(cfg.train.stages) if k not in chunks]
     if missing:
-        raise ValueError(f"{rd.path} has no trained weights in {rd.final.name}/ for chunk(s) "
+        raise ValueError(f"{name} has no trained weights in {rd.final.name}/ for chunk(s) "
                          f"{', '.join(map(str, missing))} (the run ended before writing them; resume it first)")
     return rd, cfg
 
@@ -93,7 +94,7 @@ def _put_lora(model, trained: dict[str, torch.Tensor], rd: RunDir) -> None:
     params = {name: p for name, p in model.named_parameters() if "lora_" in name}
     extra, unused = sorted(set(params) - set(trained)), sorted(set(trained) - set(params))
     if extra or unused:
-        raise ValueError(f"{rd.path}: the run's LoRA does not map onto the model's "
+        raise ValueError(f"{rd.name}: the run's LoRA does not map onto the model's "
                          f"(only in the model: {extra[:3]}; only in the run: {unused[:3]})")
     with torch.no_grad():
         for name, p in params.items():

@@ -10,6 +10,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from .run_dir import RunDir
+from .shown_path import shown_path
 
 
 def save_final_weights(out: str | Path, chunk_index: int, tensors: dict[str, torch.Tensor], *,
@@ -49,9 +50,9 @@ def load_trained_weights(chunks, out: str | Path) -> None:
     different K would otherwise be evaluated untrained without a word."""
     weights = load_final_weights(out)
     for chunk in chunks:
-        file = RunDir(out).final_weights(chunk.index)
+        file = shown_path(RunDir(out).final_weights(chunk.index), within=(out,))  # final/chunkK.safetensors
         if chunk.index not in weights:
-            raise FileNotFoundError(f"{file.parent} has no weights for chunk {chunk.index}")
+            raise FileNotFoundError(f"{RunDir(out).final.name}/ has no weights for chunk {chunk.index}")
         saved = weights[chunk.index]
         missing = sorted(set(chunk.trainable_state()) - set(saved))
         if missing:
