@@ -46,6 +46,20 @@ class DataFields:
                           **(self.config_fields() if ":" in dataset else {}))
 
 
+def check_data(data: "DataConfig", *, model: str) -> None:
+    """The engine's checks of a run's data section, the ones Run makes before anything starts (preflight:
+    every row read, the fields, the classes, their distinct first tokens under the model's tokenizer, rows
+    that fit the sequence length); a ValueError in the form's words says what is wrong."""
+    from zerolock_core.config.field_words import FORM, ConfigError, render
+    from zerolock_core.config.run_config import ModelConfig, RunConfig
+    from zerolock_core.train.preflight import check_dataset
+
+    try:
+        check_dataset(RunConfig(data=data, model=ModelConfig(model=model)))
+    except ConfigError as err:
+        raise ValueError(render(err, FORM)) from None
+
+
 def preview_html(data: "DataConfig", *, model: str, rows: int = PREVIEW_ROWS) -> str:
     """The first `rows` train rows of a run's data section as its run reads and tokenises them (its eval
     split held back as the run holds it); a ValueError says what is wrong."""

@@ -53,10 +53,13 @@ def serve(opts: ServeOptions) -> int:
     from zerolock_core.runtime.processes import warm_up
     from zerolock_core.jobs.stop_signals import StopSignals
 
+    from .gradio_temp import own_temp_dir, remove_temp_dir
+
+    runs_root = Path(opts.runs_dir).resolve()
+    temp_dir = own_temp_dir(runs_root)  # before Gradio builds the app: it reads GRADIO_TEMP_DIR then
     from .ui import build_app
 
     warm_up()  # the process server imports the engine while the page loads: the first Run starts warm
-    runs_root = Path(opts.runs_dir).resolve()
     controller = EngineController(runs_root)
     demo = build_app(controller, poll_s=opts.poll_s)
     with StopSignals() as signals:
@@ -75,4 +78,5 @@ def serve(opts: ServeOptions) -> int:
             print("zerolock dashboard: stopping its runs ...", flush=True)
             controller.close()
             demo.close()
+            remove_temp_dir(temp_dir)
     return 0

@@ -91,8 +91,13 @@ def build_app(controller: EngineController | None = None, *, runs_root: str | Pa
         demo.load(lambda: gr.update(choices=dataset_choices(controller.runs_root)), None, data.dataset,
                    show_progress="hidden")  # files uploaded since the app was built, from any page
         data.kind.change(tab_run.show_kind, data.kind, [data.classification, data.response], show_progress="hidden")
-        data.upload.upload(lambda f: tab_run.take_upload(controller, f), data.upload, [data.dataset, data.shown],
-                           api_name="upload_data")
+        # checked as the task the form's fields describe, at the form's sequence length (no preprocess:
+        # take_upload says why)
+        data.upload.upload(lambda *v: tab_run.take_upload(controller, *v),
+                           [data.upload, data.dataset, data.kind, *data.fields, run_tab.seq_len],
+                           [data.dataset, data.shown, data.upload], api_name="upload_data", preprocess=False)
+        data.delete.click(lambda choice: tab_run.delete_data(controller, choice), data.dataset,
+                          [data.dataset, data.shown], api_name="delete_data")
         data.preview.click(lambda *v: tab_run.preview_data(controller, *v),
                            [data.dataset, data.kind, *data.fields, run_tab.seq_len], data.shown,
                            api_name="preview_data")

@@ -12,6 +12,7 @@ from typing import Any, Sequence
 from markdown_it import MarkdownIt
 
 from zerolock_core.viz.poll_interval import FIGURES_EVERY_S, check_poll
+from ..data_uploads import UPLOAD_LIMIT_BYTES
 from .early_script import early_script_middleware
 from .plotly_asset import plotly_asset_middleware, plotly_path, plotly_version
 from .watch_parts import FAILURE, HOLDER_CLASS, JUMP_ID, PARTS, PLOT_PARTS, UNIT_ID, WINDOW_ID
@@ -84,8 +85,9 @@ def page_head(poll_s: float) -> str:
 
 
 def launch_options(poll_s: float) -> dict[str, Any]:
-    """What every `demo.launch` of the dashboard passes (a fresh dict: Gradio adds to app_kwargs)."""
-    return {"head": page_head(poll_s) + NARROW_CSS, "css": PAGE_CSS,
+    """What every `demo.launch` of the dashboard passes (a fresh dict: Gradio adds to app_kwargs): the page's
+    scripts; Gradio's upload route refuses (413) what the form would (its copy is never written)."""
+    return {"head": page_head(poll_s) + NARROW_CSS, "css": PAGE_CSS, "max_file_size": UPLOAD_LIMIT_BYTES,
             "app_kwargs": {"middleware": [early_script_middleware(), plotly_asset_middleware()]}}
 
 

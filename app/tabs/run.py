@@ -12,8 +12,10 @@ from zerolock_core.config.field_words import FORM, ConfigError, render
 from zerolock_core.vocabulary import failure_choice
 
 from ..controller import EngineController
-from ..data_preview import CLASSIFICATION_KIND, DATA_KINDS, RESPONSE_KIND, DataFields, preview_html
-from ..data_uploads import BUILT_IN_CHOICES, UPLOAD_KINDS, UPLOAD_LIMIT_BYTES, dataset_choices, dataset_spec, save_upload
+from ..data_preview import CLASSIFICATION_KIND, DATA_KINDS, RESPONSE_KIND, DataFields, check_data, preview_html
+from ..data_uploads import (BUILT_IN_CHOICES, UPLOAD_KINDS, UPLOAD_LIMIT_BYTES, dataset_choices, dataset_spec,
+                            delete_upload, save_upload)
+from ..gradio_temp import discard_upload
 from ..page.page_script import ADVANCED_CLASS
 from ..form import (METHOD_CHOICES, NO_FAILURE, READOUT_CHOICES, REFERENCE_METHODS, RunForm, configs_for,
                    form_from_values, readout_of)
@@ -27,6 +29,7 @@ class DataPanel:
     """The Run form's data: a built-in dataset or an uploaded file, its fields and a preview."""
     upload: gr.File
     dataset: gr.Dropdown
+    delete: gr.Button  # the chosen uploaded file
     kind: gr.Radio
     classification: gr.Row
     response: gr.Row
@@ -102,8 +105,8 @@ def _data_panel(d: RunForm, runs_root: Path | None) -> DataPanel:
             dataset = gr.Dropdown(dataset_choices(runs_root) if runs_root else list(BUILT_IN_CHOICES),
                                   value=d.dataset, label=_label("dataset"), elem_id="data-choice",
                                   allow_custom_value=True)  # refused by name in data_uploads.dataset_spec
-            upload = gr.File(label=f"upload a file (.csv with a header row, .jsonl or .parquet; up to {limit})",
-                             file_types=list(UPLOAD_KINDS), type="filepath", elem_id="data-upload", height=90)
+            delete = gr.Button("Delete this uploaded file", variant="secondary", scale=0, min_width=200,
+                               elem_id="data-delete")
         kind = gr.Radio(list(DATA_KINDS), value=d.data.kind, label="the task in your file", elem_id="data-kind")
         with gr.Row(visible=d.data.kind == CLASSIFICATION_KIND) as classification:
             text_fields = gr.Textbox(d.data.text_fields, label=_label("text_fields", "comma-separated; "
@@ -118,11 +121,15 @@ def _data_panel(d: RunForm, runs_root: Path | None) -> DataPanel:
             prompt_field = gr.Textbox(d.data.prompt_field, label=_label("prompt_field"), elem_id="data-prompt-field")
             response_field = gr.Textbox(d.data.response_field, label=_label("response_field"),
                                         elem_id="data-response-field")
+        # below the fields: an upload is checked in full as the task they describe before it is kept
+        upload = gr.File(label=f"upload a file (.csv with a header row, .jsonl or .parquet; up to {limit}), "
+                               "checked as the task above: name its fields first",
+                         file_types=list(UPLOAD_KINDS), type="filepath", elem_id="data-upload", height=90)
         preview = gr.Button("Preview the first rows", elem_id="data-preview-button")
         shown = gr.HTML(elem_id="data-preview")
-    return DataPanel(upload=upload, dataset=dataset, kind=kind, classification=classification, response=response,
-                     fields=[text_fields, label_field, label_words, prompt_field, response_field], preview=preview,
-                     shown=shown)
+    return DataPanel(upload=upload, dataset=dataset, delete=delete, kind=kind, classification=classification,
+                     response=response, fields=[text_fields, label_field, label_words, prompt_field, response_field],
+                     preview=preview, shown=shown)
 
 
 def show_kind(kind: str) -> tuple:
@@ -130,34 +137,69 @@ def show_kind(kind: str) -> tuple:
     return gr.update(visible=kind != RESPONSE_KIND), gr.update(visible=kind == RESPONSE_KIND)
 
 
-def take_upload(controller: EngineController, uploaded: str | None) -> tuple:
-    """A file the browser uploaded, kept in the runs folder's data/ and chosen; or why not."""
+def data_fields(kind: str, text_fields: str, label_field: str, label_words: str, prompt_field: str,
+                response_field: str) -> DataFields:
+    return DataFields(kind=kind, text_fields=text_fields or "", label_field=label_field or "",
+                      label_words=label_words or "", prompt_field=prompt_field or "",
+                      response_field=response_field or "")
+
+
+def form_seq_len(seq_len: object) -> int:
+    """The form's sequence length for reading data, or the default while the field holds no whole number."""
+    return int(seq_len) if isinstance(seq_len, (int, float)) and seq_len == int(seq_len) else RunForm.seq_len
+
+
+def take_upload(controller: EngineController, upload: dict | None, choice: str | None, kind: str,
+                text_fields: str, label_field: str, label_words: str, prompt_field: str, response_field: str,
+                seq_len: object) -> tuple:
+    """A file the browser uploaded, checked in full as the task the form's fields describe (the checks a Run
+    makes), then kept in the runs folder's data/ and chosen; or why not, the dataset choice left as it
+    was. Gradio's own copy is deleted either way; the upload box is emptied for the next file.
+
+    The event runs without Gradio's preprocessing (`preprocess=False`: the values as sent, the upload as
+    Gradio's FileData, its path checked by Gradio to lie in its upload folder): gr.File's preprocess leaves
+    an empty temporary file in that folder for every upload (Gradio 6.31)."""
+    uploaded = upload.get("path") if isinstance(upload, dict) else None
     if not uploaded:
-        return gr.skip(), ""
+        return gr.skip(), "", gr.skip()
+    fields = data_fields(kind, text_fields, label_field, label_words, prompt_field, response_field)
     try:
-        name = save_upload(controller.runs_root, uploaded)
+        name = save_upload(controller.runs_root, uploaded, check=lambda spec: check_data(
+            fields.data_config(spec, seq_len=form_seq_len(seq_len), eval_size=RunForm.eval_size),
+            model=RunForm.model))
     except (ValueError, OSError) as err:
-        return gr.skip(), f"⚠️ {err}"
+        kept = f"the dataset is still <b>{html_text(choice)}</b>" if choice else "no dataset is chosen"
+        return (gr.update(choices=dataset_choices(controller.runs_root), value=choice),
+                f"<p>⚠️ {html_text(err)}</p><p>Nothing was kept; {kept}.</p>", None)
+    finally:
+        discard_upload(uploaded)
     return (gr.update(choices=dataset_choices(controller.runs_root), value=name),
-            f"Uploaded **{name}**: name its fields below, then preview it.")
+            f"<p>Uploaded <b>{html_text(name)}</b> and chose it: preview it, or run.</p>", None)
+
+
+def delete_data(controller: EngineController, choice: str | None) -> tuple:
+    """Delete the chosen uploaded file; the choice goes back to the built-in dataset, and the line says so."""
+    try:
+        name = delete_upload(controller.runs_root, choice or "")
+    except ValueError as err:
+        return gr.skip(), f"<p>⚠️ {html_text(err)}</p>"
+    return (gr.update(choices=dataset_choices(controller.runs_root), value=RunForm.dataset),
+            f"<p>Deleted <b>{html_text(name)}</b>; the dataset is now <b>{html_text(RunForm.dataset)}</b>.</p>")
 
 
 def preview_data(controller: EngineController, choice: str, kind: str, text_fields: str, label_field: str,
                  label_words: str, prompt_field: str, response_field: str, seq_len: object) -> str:
     """The first rows of the chosen data as the model will see them, or what is wrong with it."""
-    fields = DataFields(kind=kind, text_fields=text_fields or "", label_field=label_field or "",
-                        label_words=label_words or "", prompt_field=prompt_field or "",
-                        response_field=response_field or "")
+    fields = data_fields(kind, text_fields, label_field, label_words, prompt_field, response_field)
     try:
-        length = int(seq_len) if isinstance(seq_len, (int, float)) and seq_len == int(seq_len) else RunForm.seq_len
-        data = fields.data_config(dataset_spec(controller.runs_root, choice), seq_len=length,
+        data = fields.data_config(dataset_spec(controller.runs_root, choice), seq_len=form_seq_len(seq_len),
                                   eval_size=RunForm.eval_size)
         return preview_html(data, model=RunForm.model)
     except ValueError as err:
         return f"<p>⚠️ {html_text(err)}</p>"
 
 
-def html_text(err: Exception) -> str:
+def html_text(err: object) -> str:
     import html
 
     return html.escape(str(err))
