@@ -13,6 +13,7 @@ from markdown_it import MarkdownIt
 
 from zerolock_core.viz.poll_interval import FIGURES_EVERY_S, check_poll
 from ..data_uploads import UPLOAD_LIMIT_BYTES
+from ..login_guard import LoginBackoff, login_guard_middleware
 from .early_script import early_script_middleware
 from .plotly_asset import plotly_asset_middleware, plotly_path, plotly_version
 from .watch_parts import FAILURE, HOLDER_CLASS, JUMP_ID, PARTS, PLOT_PARTS, UNIT_ID, WINDOW_ID
@@ -84,11 +85,13 @@ def page_head(poll_s: float) -> str:
     return f"<script>\n{script}\n</script>"
 
 
-def launch_options(poll_s: float) -> dict[str, Any]:
+def launch_options(poll_s: float, *, login_backoff: LoginBackoff | None = None) -> dict[str, Any]:
     """What every `demo.launch` of the dashboard passes (a fresh dict: Gradio adds to app_kwargs): the page's
-    scripts; Gradio's upload route refuses (413) what the form would (its copy is never written)."""
+    scripts; Gradio's upload route refuses (413) what the form would (its copy is never written); with a
+    password, nothing but the login page before a login, and a back-off on guesses (login_guard.py)."""
     return {"head": page_head(poll_s) + NARROW_CSS, "css": PAGE_CSS, "max_file_size": UPLOAD_LIMIT_BYTES,
-            "app_kwargs": {"middleware": [early_script_middleware(), plotly_asset_middleware()]}}
+            "app_kwargs": {"middleware": [login_guard_middleware(login_backoff), early_script_middleware(),
+                                          plotly_asset_middleware()]}}
 
 
 def line_html(markdown: str) -> str:
