@@ -341,8 +341,7 @@ class Run(JobBase):
         eval_, skipped, eval_s = None, "", 0.0
         if state == JobState.FINISHED and self._stop_requested_at is not None:
             state, self.reason = JobState.STOPPED, STOPPED_ON_REQUEST
-            skipped = f"stopped before the final eval: every step is trained; `zerolock train --resume {self.dir}` " \
-                      f"evaluates it"
+            skipped = "stopped before the final eval: every step is trained; `--resume` evaluates it"
         elif state == JobState.FINISHED and not self.cfg.train.final_eval:
             skipped = "not evaluated (final_eval is off)"
         elif state == JobState.FINISHED:
@@ -407,7 +406,7 @@ class Run(JobBase):
         steps = final_weight_steps(self.dir, self.K)
         if steps and len(set(steps)) > 1:
             return (f"stopped with the stages at different steps ({steps}): final/ mixes them, so it is not "
-                    f"evaluated; resume with `zerolock train --resume {self.dir}`")
+                    f"evaluated; `--resume` trains every stage to the last step")
         return "stopped before the last step: not evaluated"
 
 

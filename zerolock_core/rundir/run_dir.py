@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from ..config.run_config import RunConfig
 from ..config.field_words import ConfigError, FieldError
 from .atomic_files import read_json, write_json_atomic
+from .shown_path import scrub
 
 if TYPE_CHECKING:
     from .metrics import Metrics
@@ -206,16 +207,34 @@ class RunDir:
         return RunLock.holder(self.path / _LOCK) is not None
 
     def saved_config(self) -> RunConfig:
-        """The config the run was made with (config.json; a run's metrics.json where that is missing)."""
+        """The config the run was made with (config.json; a run's metrics.json where that is missing), its
+        `out` this directory, wherever it is now (the files name it only by its name: `public`)."""
         if self.config_json.exists():
             try:
-                return RunConfig.from_dict(json.loads(self.config_json.read_text()))
+                saved = json.loads(self.config_json.read_text())
+                return RunConfig.from_dict({**saved, "out": str(self.path)})
             except (ValueError, TypeError) as err:
                 raise ConfigError(f"{self.path}: its {_CONFIG_JSON} is not a valid run config ({err})") from None
         metrics = self.read_metrics()
         if metrics is not None and metrics.config:
-            return RunConfig.from_dict(metrics.config)
+            return RunConfig.from_dict({**metrics.config, "out": str(self.path)})
         raise ConfigError(f"{self.path}: no run there (no {_CONFIG_JSON})")
+
+    def public(self, record: Any) -> Any:
+        """`record` (JSON values) as the run's files keep it: every string with this directory's absolute path
+        made relative to it (shown_path.scrub: a traceback's `/srv/runs/x/final/chunk0.safetensors` reads
+        `final/chunk0.safetensors`) and a config's `out` the directory's name. What a run writes may be read
+        by a dashboard's clients: it names no place on the server."""
+        if isinstance(record, str):
+            return scrub(record, self.path)
+        if isinstance(record, list):
+            return [self.public(v) for v in record]
+        if isinstance(record, dict):
+            out = {k: self.public(v) for k, v in record.items()}
+            if isinstance(out.get("train"), dict) and "out" in out:  # a run config
+                out["out"] = self.name
+            return out
+        return record
 
     def read_balance(self) -> dict[str, Any] | None:
         """What `--boundaries auto` measured and chose for this run; None for a run of named or even boundaries."""
@@ -230,14 +249,15 @@ class RunDir:
 
     # ---- writing -------------------------------------------------------------------------------
     def write_config(self, cfg: RunConfig) -> None:
-        """The run's config: config.json (what `--resume` reads, `out` included) and config.toml, which
+        """The run's config: config.json (what `--resume` reads; `out` as the directory's name) and config.toml, which
         `zerolock train --config RUN/config.toml --out NEW` runs again."""
         from ..config.config_file import write_config_toml
 
-        write_json_atomic(self.config_json, cfg.to_dict())
+        write_json_atomic(self.config_json, self.public(cfg.to_dict()))
         try:
-            write_config_toml(cfg, self.config_toml, comment=f"the config of the run in {self.path}; run it again "
-                                                            f"with `zerolock train --config {self.config_toml} --out DIR`")
+            write_config_toml(cfg, self.config_toml, comment=f"the config of run {self.name}; run it again with "
+                                                            f"`zerolock train --config {self.name}/{_CONFIG_TOML} "
+                                                            f"--out DIR`")
         except ModuleNotFoundError as err:  # tomli-w missing (a bare GPU machine, no internet): config.json suffices
             if err.name != "tomli_w":
                 raise
@@ -247,13 +267,14 @@ class RunDir:
         reason, steps) into the space the run kept free for it (`RESERVE_BYTES`); if even that fails,
         the error is raised (its message says so) and no temporary file is left behind."""
         try:
-            write_json_atomic(self.metrics, metrics.to_json())
+            write_json_atomic(self.metrics, self.public(metrics.to_json()))
         except OSError as err:
             if err.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
             self.release_reserve()
-            small = metrics.small(f"the disk is full: metrics.json was written without its telemetry ({err})")
-            write_json_atomic(self.metrics, small.to_json())
+            small = metrics.small(f"the disk is full: metrics.json was written without its telemetry "
+                                  f"({err.strerror or err})")
+            write_json_atomic(self.metrics, self.public(small.to_json()))
         self.release_reserve()
         if metrics.state == "finished" and metrics.eval is not None:
             # nothing of this run reads its encoded data again (a later `generate` or resume encodes anew

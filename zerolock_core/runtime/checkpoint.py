@@ -23,6 +23,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from ..rundir.run_dir import RunDir
+from ..rundir.shown_path import shown_path
 
 TENSORS, META, MANIFEST = "tensors.safetensors", "meta.json", "MANIFEST.json"
 
@@ -65,6 +66,7 @@ class CheckpointStore:
     def __init__(self, run_dir: RunDir, *, stage: int, keep: int = 3,
                  log: Callable[[str], None] | None = None) -> None:
         self.dir = run_dir.stage_checkpoints(stage)
+        self._run = run_dir.path
         self.keep = keep
         self.log = log or (lambda message: None)
 
@@ -127,7 +129,8 @@ class CheckpointStore:
                 continue
             problem = self.verify(step)
             if problem is not None:
-                self.log(f"checkpoint {self._step_dir(step)} rejected: {problem}; trying an older one")
+                shown = shown_path(self._step_dir(step), within=(self._run,))  # checkpoints/stageS/stepN
+                self.log(f"checkpoint {shown} rejected: {problem}; trying an older one")
                 continue
             d = self._step_dir(step)
             meta = json.loads((d / META).read_text())

@@ -155,8 +155,7 @@ def evaluate_in_child(cfg: RunConfig, rd: RunDir, *, start: Callable[[Callable, 
         p.join(10)
         return None, f"the final eval did not end within {timeout_s:g} s", True
     if stopping():
-        return None, (f"stopped during the final eval: every step is trained; `zerolock train --resume "
-                      f"{rd.path}` evaluates it"), False
+        return None, "stopped during the final eval: every step is trained; `--resume` evaluates it", False
     result = read_json(rd.eval)
     if p.exitcode != 0 or result is None:
         return None, f"the final eval failed (exit code {p.exitcode})", True

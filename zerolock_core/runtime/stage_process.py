@@ -216,7 +216,7 @@ def restore_phase(b: Built, launch: StageLaunch, store: dist.Store) -> Restored:
     ckpt = ckpts.load_latest(at_most=step) if step > 0 else None
     if step > 0 and (ckpt is None or ckpt.step != step):
         raise RuntimeError(f"stage {stage}: the checkpoint of step {step} the coordinator chose is not on disk "
-                           f"or does not verify (see {run_dir.checkpoint_log})")
+                           f"or does not verify (see {run_dir.checkpoint_log.name})")
     out = Restored(checkpoints=ckpts)
     if ckpt is not None:
         restore(ckpt, params=b.worker.chunk.trainable_state(), optimizer=b.worker.optimizer)
