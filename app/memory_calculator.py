@@ -214,3 +214,8 @@ def stage_memory(method: str, setting: CalcSetting) -> tuple[StageBytes, ...]:
                               gradients=trainable * FP32, optimizer=ADAM_MOMENTS * trainable * FP32,
                               activations=held * per_microbatch * wbytes))
     return tuple(out)
+
+
+def memory_plans(setting: CalcSetting) -> dict[str, tuple[StageBytes, ...] | str]:
+    """Every method of CALC_METHODS: its stages' bytes, or why it has no schedule for this K and m."""
+    return {m: why_not(m, setting) or stage_memory(m, setting) for m in CALC_METHODS}

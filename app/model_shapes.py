@@ -49,7 +49,8 @@ def _tiny() -> CalcModel:
     from transformers import AutoConfig
 
     tied = bool(AutoConfig.from_pretrained(str(TINY_DIR)).tie_word_embeddings)
-    return CalcModel(label="tiny (embedded)", shape=model_shape("tiny"), tied=tied, source=f"{TINY_DIR}/config.json")
+    return CalcModel(label="tiny (embedded)", shape=model_shape("tiny"), tied=tied,
+                     source="its config.json in zerolock_core/assets/tiny")
 
 
 def _smollm2() -> CalcModel:
