@@ -70,12 +70,12 @@ def label_of(method: str) -> str:
     return INTERLEAVED_LABEL if method == INTERLEAVED_1F1B else method_label(method)
 
 
-def explain(*, stages: int, microbatches: int, bp_method: str = "gpipe",
-            stage_costs: Sequence[StageCost] | None = None, link: LinkCost | None = None, chunks: int = 2,
-            t_ms: float | None = None) -> Explanation:
-    """`bp_method` beside ZeroLock on K = `stages`, m = `microbatches`; `stage_costs` one per stage (default:
-    F 10, B 20, W 10, L 20 ms), `link` (default: ideal), `chunks` = v of interleaved 1F1B; the timeline
-    drawn up to `t_ms` (default: the whole step)."""
+def simulations(*, stages: int, microbatches: int, bp_method: str = "gpipe",
+                stage_costs: Sequence[StageCost] | None = None, link: LinkCost | None = None,
+                chunks: int = 2) -> tuple[Played, Played]:
+    """`bp_method` and ZeroLock simulated on K = `stages`, m = `microbatches`; `stage_costs` one per stage
+    (default: F 10, B 20, W 10, L 20 ms), `link` (default: ideal), `chunks` = v of interleaved 1F1B.
+    ValueError for a combination with no schedule."""
     if bp_method not in CHOICES:
         raise ValueError(f"bp_method must be one of {', '.join(CHOICES)} (got {bp_method!r})")
     if not 1 <= stages <= 16 or not 1 <= microbatches <= 64:
@@ -85,32 +85,49 @@ def explain(*, stages: int, microbatches: int, bp_method: str = "gpipe",
     stage_costs = tuple(stage_costs or (DEFAULT_COST,) * stages)
     if len(stage_costs) != stages:
         raise ValueError(f"give one row of costs per stage: {len(stage_costs)} rows for K = {stages}")
-    link = link or LinkCost()
-    series, played, peaks, makespan, bubble, books = [], [], {}, {}, {}, {}
+    out = []
     for method in (bp_method, "zerolock"):
-        sim = simulate_method(method, stages=stages, microbatches=microbatches, stage_costs=stage_costs, link=link,
-                              chunks=chunks)
-        placed = bool(sim.schedule.placement)
+        sim = simulate_method(method, stages=stages, microbatches=microbatches, stage_costs=stage_costs,
+                              link=link or LinkCost(), chunks=chunks)
         v = sim.schedule.stages // sim.schedule.devices
-        where = f"{stages} devices × {v} chunks" if placed else f"K={stages}"
+        where = f"{stages} devices × {v} chunks" if sim.schedule.placement else f"K={stages}"
         only = ", simulated only" if method in SIMULATED_ONLY else ""
-        label = f"{label_of(method)} (simulated{only}, {where}, m={microbatches})"
-        series.append(Series(label=label, events=events_from_simulation(sim), stages=stages, method=method))
-        played.append(Played(label=label, sim=sim))
-        share = sim.schedule.devices / sim.schedule.stages  # a chunk's micro-batch is this much of a stage's
-        peaks[method] = tuple(p * share for p in sim.inflight_peak)
-        makespan[method], bubble[method] = 1e3 * sim.makespan_s, sim.bubble_fraction
-        mean = _mean_cost(stage_costs)
-        books[method] = textbook(method, stages=stages, microbatches=microbatches, cost=mean, chunks=v)
-    end_ms = max(makespan.values())
+        out.append(Played(label=f"{label_of(method)} (simulated{only}, {where}, m={microbatches})", sim=sim))
+    return out[0], out[1]
+
+
+def timeline_at(played: Sequence[Played], t_ms: float | None = None) -> go.Figure:
+    """The timeline up to `t_ms` (default: the end of the step, which shows the whole step: the actions
+    that start at its very end too, a free last STEP)."""
+    end_ms = 1e3 * max(p.sim.makespan_s for p in played)
     t = end_ms if t_ms is None else min(max(0.0, t_ms), end_ms)
-    # at the end of the step, the whole step: the actions that start at its very end too (a free last STEP)
-    timeline = playback_figure(played, t_s=math.inf if t >= end_ms else t / 1e3, title=_timeline_title(t, end_ms))
+    return playback_figure(played, t_s=math.inf if t >= end_ms else t / 1e3, title=_timeline_title(t, end_ms))
+
+
+def explain(*, stages: int, microbatches: int, bp_method: str = "gpipe",
+            stage_costs: Sequence[StageCost] | None = None, link: LinkCost | None = None, chunks: int = 2,
+            t_ms: float | None = None) -> Explanation:
+    """The figures and words of `simulations(...)`, the timeline drawn up to `t_ms` (default: the whole step)."""
+    played = simulations(stages=stages, microbatches=microbatches, bp_method=bp_method, stage_costs=stage_costs,
+                         link=link, chunks=chunks)
+    stage_costs = tuple(stage_costs or (DEFAULT_COST,) * stages)
+    link = link or LinkCost()
+    mean = _mean_cost(stage_costs)
+    series, peaks, makespan, bubble, books = [], {}, {}, {}, {}
+    for method, p in zip((bp_method, "zerolock"), played):
+        sim = p.sim
+        series.append(Series(label=p.label, events=events_from_simulation(sim), stages=stages, method=method))
+        share = sim.schedule.devices / sim.schedule.stages  # a chunk's micro-batch is this much of a stage's
+        peaks[method] = tuple(c * share for c in sim.inflight_peak)
+        makespan[method], bubble[method] = 1e3 * sim.makespan_s, sim.bubble_fraction
+        books[method] = textbook(method, stages=stages, microbatches=microbatches, cost=mean,
+                                 chunks=sim.schedule.stages // sim.schedule.devices)
     memory = compare_memory_figure(series, measure="inflight", title="Activations each stage holds (micro-batches)",
                                    x_title=X_TITLE)
     setting = _Setting(k=stages, m=microbatches, bp=bp_method, v=chunks, stage_costs=stage_costs, link=link)
-    return Explanation(timeline=timeline, memory=memory, peaks=peaks, makespan_ms=makespan, played=tuple(played),
-                       bubble=bubble, textbook=books, text=_text(setting, peaks, makespan, bubble, books))
+    return Explanation(timeline=timeline_at(played, t_ms), memory=memory, peaks=peaks, makespan_ms=makespan,
+                       played=played, bubble=bubble, textbook=books,
+                       text=_text(setting, peaks, makespan, bubble, books))
 
 
 def _timeline_title(t_ms: float, end_ms: float) -> str:

@@ -60,6 +60,9 @@ def test_the_actions_shown_at_t_are_exactly_those_the_simulator_started_before_t
     e = explain(stages=k, microbatches=m, bp_method=bp, stage_costs=costs, link=link, t_ms=t_ms)
     # the end of the step shows the whole step, the actions that start at its very end too
     assert drawn(e.timeline) == expected(e, math.inf if share == 1 else t_ms / 1e3)
+    if share < 1:  # an action still running is drawn up to t: what comes after is not known yet
+        assert all(b + w <= t_ms / 1e3 + 1e-6 for tr in e.timeline.data if tr.type == "bar"
+                   for b, w in zip(np.asarray(tr.base), np.asarray(tr.x)))
     if share == 0:
         assert not drawn(e.timeline)  # nothing has started before t = 0
     if share == 1:  # the whole step: every action

@@ -1,11 +1,13 @@
-"""Explain's timeline played back: at time t it draws exactly the actions the simulator started before t,
-on an axis fixed to the whole step, so the bars appear in place and in order as t moves.
+"""Explain's timeline played back: at time t it draws exactly the actions the simulator started before t
+(those still running up to t), on an axis fixed to the whole step, so the bars appear in place and in
+order as t moves.
 
 The bars are the timeline builders' own (timeline.py), from the simulator's events (simulated.py); a
 dashed line marks t. A lane is a stage, or a device where the schedule places several chunks on one.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -49,11 +51,14 @@ def started_before(sim: SimResult, t_s: float) -> tuple[ActionRecord, ...]:
 
 
 def shown_events(sim: SimResult, t_s: float) -> list[dict[str, Any]]:
-    """The events (simulated.py) of the actions started before `t_s`: one per record, in the records' order."""
+    """The events (simulated.py) of the actions started before `t_s`, one per record in the records' order,
+    those still running cut at `t_s` (a wait's end is not known before it ends)."""
     events = events_from_simulation(sim)
     assert len(events) == len(sim.records), "one event per simulated action"
     shown = set(map(id, started_before(sim, t_s)))
-    return [e for e, r in zip(events, sim.records) if id(r) in shown]
+    now_ns = round(t_s * 1e9) if math.isfinite(t_s) else None
+    return [e if now_ns is None or e["t1"] <= now_ns else {**e, "t1": now_ns}
+            for e, r in zip(events, sim.records) if id(r) in shown]
 
 
 def start_times(played: Sequence[Played]) -> tuple[float, ...]:
@@ -100,3 +105,22 @@ def playback_figure(played: Sequence[Played], *, t_s: float, title: str, x_title
           uirevision="explain-playback")
     fig.update_layout(barmode="overlay", bargap=0)
     return fig
+
+
+def playback_caption(played: Sequence[Played], t_s: float) -> str:
+    """What the timeline shows at `t_s`: per schedule, how many actions have started and the compute ones
+    that started last."""
+    end = max(p.sim.makespan_s for p in played)
+    if t_s >= end:
+        return f"**The whole step** ({1e3 * end:.1f} ms). Press ▶ play, or step through it one instant at a time."
+    parts = []
+    for p in played:
+        shown = started_before(p.sim, t_s)
+        compute = [r for r in shown if r.action.is_compute and r.action.microbatch is not None]
+        last = instant(compute[-1].start_s) if compute else None
+        latest = ", ".join(f"stage {r.action.stage} {r.action.kind.value}{r.action.microbatch}"
+                           for r in compute if instant(r.start_s) == last)
+        name = p.label.split(" (")[0]
+        parts.append(f"{name}: {len(shown)} of {len(p.sim.records)} actions started"
+                     + (f" (latest: {latest})" if latest else ""))
+    return f"**t = {1e3 * t_s:.1f} ms** of {1e3 * end:.1f} ms · " + " · ".join(parts)
