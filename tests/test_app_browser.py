@@ -374,12 +374,12 @@ def test_an_uploaded_jsonl_is_previewed_trained_exported_and_tried(page, tmp_pat
     page.get_by_label("prompt → response").check()  # the fields first: the upload is checked as their task
     page.locator("#data-prompt-field textarea").fill("q")
     page.locator("#data-response-field textarea").fill("a")
-    page.click("#data-preview-button")
-    page.wait_for_selector("#data-preview >> text=as the model sees them", timeout=60_000)
-    outlined = page.evaluate("() => [...document.querySelectorAll('#data-preview span')]"
     page.locator("#data-upload input[type=file]").set_input_files(str(data))
     page.wait_for_selector("#data-preview >> text=Uploaded", timeout=60_000)
     assert page.locator("#data-choice input").input_value() == "qa.jsonl"
+    page.click("#data-preview-button")
+    page.wait_for_selector("#data-preview >> text=as the model sees them", timeout=60_000)
+    outlined = page.evaluate("() => [...document.querySelectorAll('#data-preview span')]"
                              ".filter(s => s.style.outline.includes('solid')).map(s => s.textContent)")
     assert "".join(outlined[1:5]).startswith(" It is"), outlined  # [0]: the legend's own "outlined"
     ARTIFACTS.mkdir(exist_ok=True)
