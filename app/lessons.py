@@ -3,13 +3,16 @@ recorded example runs that show it at once, and the Run form's values that run i
 
 One definition of each step: the Lessons tab shows it, `python -m app.record_lessons` records its
 example runs from the same form values (so the recording is the live run, made earlier), and the tests
-check that every recording still loads and draws with the current code.
+check that every recording still loads and draws with the current code. No number is typed into a
+step's words: the ones it states come from its recording or the committed results (the figure's own
+`headline`, figures/lessons.py), or from the form values that made the recording.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from zerolock_core.config.readout_spec import HEAD, RECOMMENDED_AT_DEPTH
 from zerolock_core.rundir.run_dir import RunDir
 
 from .form import RunForm
@@ -18,6 +21,9 @@ RECORDINGS = Path(__file__).resolve().parent / "recordings"  # shipped with the 
 
 # the runs the first three steps share: the three schedules on one config, a few steps each
 SCHEDULES = RunForm(methods=("gpipe", "1f1b", "zerolock"), stages=3, batch=8, microbatches=4, steps=4, eval_size=32)
+# the same ZeroLock run through the readout the project recommends at depth (what it holds, Lesson 2)
+RECOMMENDED = RunForm(methods=("zerolock",), stages=3, batch=8, microbatches=4, steps=4, eval_size=32,
+                      readout=RECOMMENDED_AT_DEPTH)
 # a stage killed mid-window (checkpoints every 2 steps): ZeroLock restarts it alone, 1F1B rolls back
 FAILURE = RunForm(methods=("zerolock", "1f1b"), stages=3, batch=8, microbatches=4, steps=6, eval_size=32,
                   fail_stage=1, fail_step=3, fail_mode="kill")
@@ -29,13 +35,14 @@ class Lesson:
     title: str
     narration: str  # two or three sentences, read aloud
     look_at: str  # what the highlight on the figure points at
-    figure: str  # the kind of figure (lesson_figures.FIGURES)
-    live: RunForm | None = None  # what "Run it live" starts (None: a result of the project, nothing to run)
+    figure: str  # the kind of figure (figures/lessons.py FIGURES)
+    live: tuple[RunForm, ...] = ()  # what "Run it live" starts, in order (none: a result of the project)
     methods: tuple[str, ...] = field(default=())  # the recorded runs shown, by method (default: all of live's)
 
     @property
-    def shown(self) -> tuple[str, ...]:
-        return self.methods or (self.live.methods if self.live else ())
+    def shown(self) -> tuple[tuple[RunForm, str], ...]:
+        """The recorded runs the step draws, in order: (the form that made it, its method)."""
+        return tuple((form, m) for form in self.live for m in form.methods if not self.methods or m in self.methods)
 
 
 EXAMPLE_PREFIX = "example: "  # how Compare lists a recording beside the user's runs (never a path)
@@ -50,42 +57,50 @@ def recorded_runs() -> dict[str, Path]:
 
 def recording_name(form: RunForm, method: str) -> str:
     """The folder of a recorded run under RECORDINGS: one per (form, method)."""
+    readout = "" if form.readout == HEAD.kind else "-" + form.readout.replace(":", "-")
     failure = f"-fail{form.fail_stage}at{form.fail_step}{form.fail_mode}" if form.failures else ""
-    return f"{method}-k{form.stages}-m{form.microbatches}-{form.steps}steps{failure}"
+    return f"{method}-k{form.stages}-m{form.microbatches}-{form.steps}steps{readout}{failure}"
 
 
 LESSONS: tuple[Lesson, ...] = (
-    Lesson(key="bubble", title="1 · The bubble", figure="timelines", live=SCHEDULES,
+    Lesson(key="bubble", title="1 · The bubble", figure="timelines", live=(SCHEDULES,),
            narration="A pipeline gives each stage a slice of the model. With backprop, a stage must wait for the "
-                     "gradient to come back from every stage after it before it can update: GPipe and 1F1B leave "
-                     "stages idle at the start and end of every step. ZeroLock's stages train on a local loss and "
-                     "never wait for a gradient.",
-           look_at="the highlighted gaps: a stage idle inside a step (the bubble)"),
-    Lesson(key="memory", title="2 · The memory", figure="memory", live=SCHEDULES,
+                     "gradient to come back from every stage after it before it can update: GPipe's and 1F1B's "
+                     "stages sit idle waiting for it. ZeroLock's stages train on a local loss and never wait for "
+                     "a gradient. Every schedule still waits for its input from upstream while the pipeline "
+                     "fills; 1F1B's bubble is GPipe's by design: it saves memory (next step), not time.",
+           look_at="the waits for a gradient (outlined)"),
+    Lesson(key="memory", title="2 · The memory", figure="memory", live=(SCHEDULES, RECOMMENDED),
            narration="To compute its backward, a backprop stage keeps every micro-batch's activations from its "
-                     "forward until the gradient arrives. GPipe holds all m micro-batches of a step; 1F1B up to K. "
-                     "A ZeroLock stage runs its local loss right after each forward and frees the activations.",
-           look_at="each stage's peak activation memory (the bars on the right)"),
-    Lesson(key="early-forwarding", title="3 · Early forwarding", figure="early-forwarding", live=SCHEDULES,
+                     "forward until the gradient arrives: GPipe all m micro-batches of a step, 1F1B up to K. A "
+                     "ZeroLock stage runs its local loss right after each forward and frees them. Read out "
+                     "through the paper's frozen head, it holds its own chunk's; through "
+                     f"`{RECOMMENDED_AT_DEPTH}` (recommended for deep pipelines), the copy of the last chunk's "
+                     "layers it also runs.",
+           look_at="the largest stage's peak (outlined)"),
+    Lesson(key="early-forwarding", title="3 · Early forwarding", figure="early-forwarding", live=(SCHEDULES,),
            methods=("zerolock",),
            narration="No gradient crosses a stage boundary, so a ZeroLock stage sends its hidden state on (SF) "
-                     "before its own backward (L): the next stage starts at once, and the stages overlap.",
-           look_at="a send (SF) that leaves before the stage's own loss and backward (L) of the same micro-batch"),
-    Lesson(key="failure", title="4 · A stage dies", figure="failure", live=FAILURE,
-           narration="Stage 1 is killed in the middle of step 4. ZeroLock restarts that stage alone: it restores "
-                     "its checkpoint and replays the inputs its upstream neighbour kept; the others keep their "
-                     "work and only wait for it (RELINK) where they need its output or room in its buffer. 1F1B's "
-                     "stages are locked to each other's gradients: every stage restarts and rolls back to the "
-                     "last checkpoint.",
-           look_at="the failure: the band while the stage is away, RESTORE and REPLAY on its lane only (ZeroLock), "
-                   "on every lane (1F1B)"),
+                     "before its own loss and backward (L): the next stage starts its forward at once, and the "
+                     "stages overlap.",
+           look_at="stage 1's first forward running under stage 0's loss and backward of the same micro-batch "
+                   "(outlined)"),
+    Lesson(key="failure", title="4 · A stage dies", figure="failure", live=(FAILURE,),
+           narration=f"Stage {FAILURE.fail_stage} is killed in the middle of step {FAILURE.fail_step + 1}. "
+                     "ZeroLock restarts that stage alone: it restores its checkpoint and replays the inputs its "
+                     "upstream neighbour kept; the others keep their work, and wait for it (RELINK) only where "
+                     "they need its output or room in its buffer — in a run this small, soon. 1F1B's stages "
+                     "are locked to each other's gradients: every stage restarts, rolls back to the last "
+                     "checkpoint and replays from there.",
+           look_at="the kill until caught up: the failed lane (ZeroLock), every lane (1F1B) (outlined)"),
     Lesson(key="quality", title="5 · Does it learn as well?", figure="quality",
-           narration="Speed and memory are only worth it if the model learns. On SmolLM2-135M (30 layers) the "
-                     "paper's local objective, read through the frozen head, trails backprop and falls further "
-                     "behind with every chunk added; reading through a copy of the model's own top layers with "
-                     "LoRA (top-lora:last) holds backprop's level at every K measured. Measured by this project "
-                     "(seeds where the study ran them).",
-           look_at="where each objective stands against backprop at each number of chunks"),
+           narration="Speed and memory are only worth it if the model learns. On SmolLM2-135M the paper's local "
+                     "objective, read through the frozen head, trails backprop and falls further behind with "
+                     "every chunk added; reading through a copy of the model's own top layers with LoRA holds "
+                     "backprop's level at every K measured on this task, and costs more time, parameters and "
+                     "activations (right; its seconds per step were measured on a shared machine, so "
+                     "roughly). Measured by this project.",
+           look_at="backprop's level (- - outlined) and what the top readout costs"),
 )
 
 

@@ -1,219 +1,427 @@
 """The figures of the lessons, drawn from the recorded example runs (or, for the last lesson, the
-project's committed depth study), with what to look at outlined: every highlight is a shape or an
-annotation named `HIGHLIGHT` (the tests and the browser tier find them by that name).
+project's committed depth study and frontier pilot), with what to look at outlined: every highlight is
+a shape or an annotation named `HIGHLIGHT` (the tests and the browser tier find them by that name).
 
-`lesson_figures(lesson)` returns (main figure, second figure or None) and the line of numbers the
-narration quotes, all computed from the recordings: nothing here is typed in by hand.
+`lesson_view(lesson)` returns the step's figure and its one headline, every number of which is read
+from the same record the figure draws (nothing here is typed in by hand). Each figure shows only the
+legend entries its step talks about, has no title of its own (the narration beside it has one) and
+keeps its legend in the top margin, where plotly makes room for it at any width.
 """
 from __future__ import annotations
 
 import json
 import re
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
-from zerolock_core.viz.palette import HIGHLIGHT_COLOUR, METHOD_COLOURS, method_label
-from zerolock_core.runtime.recovery_phases import phases_text
+from zerolock_core.config.readout_spec import RECOMMENDED_AT_DEPTH
 from zerolock_core.rundir.run_dir import RunDir
-from zerolock_core.vocabulary import BUSY_KINDS, Kind
+from zerolock_core.viz.palette import HIGHLIGHT_COLOUR, METHOD_COLOURS, NEUTRAL, method_colour, method_label
+from zerolock_core.vocabulary import Kind
 
-from .compare import Series, compare_memory_figure, compare_timeline_figure
-from .layout import frame
+from .layout import LIGHT
 from ..lessons import RECORDINGS, Lesson, recording_name
 from ..run_data import RunData, load_run
-from .timebase import first_steps_s, time_origin, to_s, training_origin
-from .timeline import failure_window, timeline_figure
+from .timebase import first_steps_s, training_origin, to_s
+from .timeline import add_timeline_traces, failure_marks, style_lanes
 
 HIGHLIGHT = "lesson-highlight"
-DEPTH_STUDY = Path(__file__).resolve().parents[2] / "docs" / "results" / "depth-study.json"
+RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
+DEPTH_STUDY = RESULTS / "depth-study.json"
+FRONTIER_PILOT = RESULTS / "frontier-pilot-trec6.json"
 SHOWN_STEPS = 2  # the schedule lessons open on this many optimizer steps
-MAX_GAPS_PER_LANE = 3
+MAX_OUTLINES_PER_LANE = 2
+FIGURE_HEIGHT_PX = 400  # normal view: the figure's point above the fold of a 1280x720 screen
+BAR_TEXT_PX = 12
+ROW_LABEL_PX = 128  # the left margin of the stacked timelines: a row's label over its lanes' names
+
+
+@dataclass(kw_only=True)
+class LessonView:
+    figure: go.Figure
+    headline: str  # the step's one headline, in Markdown; its numbers are the figure's
 
 
 def recorded(lesson: Lesson) -> list[RunData]:
     """The lesson's recorded runs, in its order; FileNotFoundError naming the missing one."""
     out = []
-    for method in lesson.shown:
-        rd = RunDir(RECORDINGS / recording_name(lesson.live, method))
+    for form, method in lesson.shown:
+        rd = RunDir(RECORDINGS / recording_name(form, method))
         out.append(load_run(rd, name=rd.name))
     return out
 
 
-def series_of(runs: list[RunData]) -> list[Series]:
-    return [Series(label=d.label, events=d.events, stages=d.stages, method=d.method, metrics=d.metrics)
-            for d in runs]
+def readout_of(d: RunData) -> str:
+    return (d.config.get("model") or {}).get("readout", "head")
 
 
-def _box(x0: float, x1: float, lane: int, *, axis: str = "") -> dict[str, Any]:
-    return dict(type="rect", xref=f"x{axis}", yref=f"y{axis}", x0=round(x0, 6), x1=round(x1, 6), y0=lane - 0.48,
-                y1=lane + 0.48, line=dict(color=HIGHLIGHT_COLOUR, width=2.5), fillcolor="rgba(0,0,0,0)",
-                layer="above", name=HIGHLIGHT)
+def readout_words(d: RunData) -> str:
+    return "the paper's frozen head" if readout_of(d) == "head" else f"`{readout_of(d)}`"
 
 
-def _note(text: str, *, x: float, y: float, xref: str = "paper", yref: str = "paper", **kw) -> dict[str, Any]:
-    return dict(text=text, x=x, y=y, xref=xref, yref=yref, showarrow=False, name=HIGHLIGHT,
-                font=dict(size=13, color=HIGHLIGHT_COLOUR), bgcolor="rgba(255,255,255,0.9)", **kw)
+def run_name(d: RunData) -> str:
+    """"GPipe"; a ZeroLock run also names its readout ("ZeroLock · top-lora:last")."""
+    return method_label(d.method) + (f" · {readout_of(d)}" if d.method == "zerolock" else "")
 
 
-def idle_gaps(events: list[dict[str, Any]], *, stage: int, until_s: float, origin_ns: int,
-              min_s: float) -> list[tuple[float, float]]:
-    """(start s, end s) of the stretches where `stage` computes nothing, between the pipeline's first
-    action (time 0 at `origin_ns`) and `until_s`, at least `min_s` long: the bubble, as the lane shows it."""
-    busy = sorted((to_s(e["t0"], origin_ns), to_s(e["t1"], origin_ns)) for e in events
-                  if e["stage"] == stage and e["kind"] in BUSY_KINDS)
-    gaps, reach = [], 0.0  # from the pipeline's first action: a later stage's wait for its first input counts
-    for t0, t1 in busy:
-        if t0 > until_s:
-            break
-        if t0 - reach >= min_s:
-            gaps.append((reach, t0))
-        reach = max(reach, t1)
-    return gaps
-
-
-def bubble_figure(runs: list[RunData]) -> tuple[go.Figure, str]:
-    series = series_of(runs)
-    fig = compare_timeline_figure(series, title="The first steps of each schedule, on one time axis",
-                                  initial_steps=SHOWN_STEPS, predicted=False)
-    words = []
-    for row, d in enumerate(runs, start=1):
-        origin = training_origin(d.events)
-        until = first_steps_s(d.events, SHOWN_STEPS, origin_ns=origin) or to_s(max(e["t1"] for e in d.events), origin)
-        idle = 0.0
-        for stage in range(d.stages):
-            gaps = idle_gaps(d.events, stage=stage, until_s=until, origin_ns=origin, min_s=0.02 * until)
-            idle += sum(b - a for a, b in gaps)
-            for a, b in sorted(gaps, key=lambda g: g[0] - g[1])[:MAX_GAPS_PER_LANE]:
-                fig.add_shape(_box(a, b, stage, axis="" if row == 1 else str(row)))
-        words.append(f"{method_label(d.method)} {100 * idle / (d.stages * until):.0f} %")
-    return fig, "idle within the first two steps (outlined): " + ", ".join(words)
-
-
-def memory_lesson_figure(runs: list[RunData]) -> tuple[go.Figure, str]:
-    fig = compare_memory_figure(series_of(runs), title="Activation memory per stage, measured")
-    peaks = {method_label(d.method): max(p.get("peak_activation_bytes", 0) for p in d.metrics.per_stage) / 2**20
-             for d in runs}
-    fig.add_shape(type="rect", xref="x2 domain", yref="y2 domain", x0=-0.02, x1=1.02, y0=-0.02, y1=1.02,
-                  line=dict(color=HIGHLIGHT_COLOUR, width=2.5), fillcolor="rgba(0,0,0,0)", name=HIGHLIGHT)
-    words = ", ".join(f"{name} {mib:.1f} MiB" for name, mib in peaks.items())
-    most, least = max(peaks, key=peaks.get), min(peaks, key=peaks.get)
-    ratio = f"{least} holds {peaks[most] / peaks[least]:.1f}× less than {most}"
-    return fig, f"peak activations of the largest stage: {words}; {ratio}"
-
-
-def early_forwarding_figure(runs: list[RunData]) -> tuple[go.Figure, str]:
-    d = runs[0]
-    origin = time_origin(d.events)
-    by = {(e["kind"], e["mb"]): e for e in d.events if e["stage"] == 0 and e.get("gen", 0) == 0}
-    mb = next(m for (k, m) in sorted(by, key=lambda x: (x[1] is None, x[1] or 0)) if k == Kind.SF
-              and (Kind.L, m) in by and by[(Kind.SF, m)]["t1"] <= by[(Kind.L, m)]["t0"])
-    sf, loss = by[(Kind.SF, mb)], by[(Kind.L, mb)]
-    end = first_steps_s(d.events, 1, origin_ns=origin)
-    fig = timeline_figure(d.events, stages=d.stages, title="ZeroLock: each stage forwards, sends on, then trains",
-                          x_range=(to_s(training_origin(d.events), origin), end), rangeslider=False)
-    fig.add_shape(_box(to_s(sf["t0"], origin), to_s(loss["t1"], origin), 0))
-    fig.add_annotation(_note(f"SF{mb} leaves before L{mb}", x=to_s(sf["t0"], origin), y=-0.5, xref="x", yref="y",
-                             xanchor="left", yanchor="bottom"))
-    ahead_ms = (loss["t1"] - sf["t1"]) / 1e6
-    return fig, f"stage 0 sent micro-batch {mb} on {ahead_ms:.0f} ms before its own loss and backward ended"
-
-
-def failure_figure(d: RunData) -> go.Figure:
-    recs = d.metrics.recovery
-    window = failure_window([*d.events], recs, before_s=0.5, after_s=0.5)
-    fig = timeline_figure(d.events, stages=d.stages, recoveries=recs, x_range=window, rangeslider=False,
-                          title=f"{method_label(d.method)}: stage {recs[0]['stage']} killed")
-    origin = time_origin(d.events)
-    for r in recs:
-        lanes = range(d.stages) if r["kind"] == "global" else [r["stage"]]
-        for lane in lanes:
-            fig.add_shape(_box(to_s(r["t_fail_ns"], origin), to_s(r["t_end_ns"], origin), lane))
+def lesson_frame(fig: go.Figure, *, height: int, left: int = 70) -> go.Figure:
+    """The lessons' frame: no title, the legend just above the plot (plotly widens the top margin for
+    it when it wraps), `height` in normal view (presenter view lets the page size it: `present`)."""
+    fig.update_layout(template=LIGHT, height=height, margin=dict(l=left, r=16, t=12, b=44, autoexpand=True),
+                      legend=dict(orientation="h", xanchor="left", x=0, yref="paper", y=1.0, yanchor="bottom",
+                                  font=dict(size=12), tracegroupgap=0),
+                      hoverlabel=dict(namelength=0))
     return fig
 
 
-def failure_figures(runs: list[RunData]) -> tuple[go.Figure, go.Figure, str]:
-    words = [f"{method_label(d.method)} ({r['kind']}): {phases_text(r)}"
-             for d in runs for r in d.metrics.recovery]
-    return failure_figure(runs[0]), failure_figure(runs[1]), "; ".join(words)
+def only_in_legend(fig: go.Figure, groups: Iterable[str]) -> go.Figure:
+    """Keep in the legend only the kinds the step talks about (the bars of the others are still drawn)."""
+    keep = set(groups)
+    for trace in fig.data:
+        if trace.showlegend is not False and (trace.legendgroup or trace.name) not in keep:
+            trace.showlegend = False
+    return fig
 
+
+def rename(fig: go.Figure, names: dict[str, str]) -> go.Figure:
+    """The legend in the step's own words ("waiting for a gradient" for RB)."""
+    for trace in fig.data:
+        if trace.legendgroup in names:
+            trace.name = names[trace.legendgroup]
+    return fig
+
+
+def _box(x0: float, x1: float, lane: int, *, row: int = 1, last_lane: int | None = None) -> dict[str, Any]:
+    """An outline over `lane` (to `last_lane`) from x0 to x1 s."""
+    axis = "" if row == 1 else str(row)
+    return dict(type="rect", xref=f"x{axis}", yref=f"y{axis}", x0=round(x0, 6), x1=round(x1, 6), y0=lane - 0.48,
+                y1=(lane if last_lane is None else last_lane) + 0.48, line=dict(color=HIGHLIGHT_COLOUR, width=2.5),
+                fillcolor="rgba(0,0,0,0)", layer="above", name=HIGHLIGHT)
+
+
+def _note(text: str, *, x: float, y: float, row: int = 1, **kw) -> dict[str, Any]:
+    axis = "" if row == 1 else str(row)
+    return dict(text=text, x=x, y=y, xref=f"x{axis}", yref=f"y{axis}", showarrow=False, name=HIGHLIGHT,
+                font=dict(size=13, color=HIGHLIGHT_COLOUR), bgcolor="rgba(255,255,255,0.9)", **kw)
+
+
+def stacked_timelines(rows: list[tuple[RunData, int, str]], *, x_range: tuple[float, float],
+                      height: int) -> go.Figure:
+    """One row of stage lanes per (run, time origin, row label), on one time axis (s from each origin),
+    each row's label over its lane names in the left margin (not over the plot: the legend is there)."""
+    fig = make_subplots(rows=len(rows), cols=1, shared_xaxes=True, vertical_spacing=0.1)
+    seen: set[str] = set()
+    span = x_range[1] - x_range[0]
+    for i, (d, origin, title) in enumerate(rows, start=1):
+        in_view = [e for e in d.events if x_range[0] <= to_s(e["t0"], origin) <= x_range[1]]
+        add_timeline_traces(fig, d.events, stages=d.stages, origin_ns=origin, webgl=False, row=i, col=1,
+                            legend_seen=seen, view_span_s=span, labels=len(in_view) <= 150)
+        style_lanes(fig, stages=d.stages, row=i, col=1)
+        axis = "" if i == 1 else str(i)
+        fig.add_annotation(text=title, x=0, xref="paper", xanchor="right", xshift=-4, y=1, yref=f"y{axis} domain",
+                           yanchor="bottom", showarrow=False, font=dict(size=13), name="row-label")
+    fig.update_xaxes(range=list(x_range), ticksuffix=" s", zeroline=False)
+    lesson_frame(fig, height=height, left=ROW_LABEL_PX)
+    fig.update_layout(barmode="overlay", bargap=0)
+    return fig
+
+
+# ---- 1 · the bubble -------------------------------------------------------------------------------
+
+def gradient_waits(events: list[dict[str, Any]], *, stage: int, origin_ns: int,
+                   until_s: float) -> list[tuple[float, float]]:
+    """(start s, end s) of `stage`'s waits for a gradient (RB) between time 0 at `origin_ns` (the
+    pipeline's first action) and `until_s`, clipped to that span."""
+    out = []
+    for e in events:
+        if e["stage"] == stage and e["kind"] == Kind.RB:
+            a, b = max(0.0, to_s(e["t0"], origin_ns)), min(until_s, to_s(e["t1"], origin_ns))
+            if b > a:
+                out.append((a, b))
+    return sorted(out)
+
+
+def gradient_wait_share(d: RunData, steps: int = SHOWN_STEPS) -> float:
+    """The share of the stages' time in their first `steps` optimizer steps spent waiting for a gradient."""
+    origin = training_origin(d.events)
+    until = first_steps_s(d.events, steps, origin_ns=origin)
+    assert until, f"{d.name} has fewer than {steps} steps"
+    waited = sum(b - a for s in range(d.stages) for a, b in gradient_waits(d.events, stage=s, origin_ns=origin,
+                                                                           until_s=until))
+    return waited / (d.stages * until)
+
+
+def bubble_view(runs: list[RunData]) -> LessonView:
+    ends = [first_steps_s(d.events, SHOWN_STEPS, origin_ns=training_origin(d.events)) for d in runs]
+    shares = {method_label(d.method): f"{100 * gradient_wait_share(d):.0f} %" for d in runs}
+    rows = [(d, training_origin(d.events), f"<b>{method_label(d.method)}</b> {shares[method_label(d.method)]}")
+            for d in runs]
+    fig = stacked_timelines(rows, x_range=(0.0, 1.02 * max(ends)), height=FIGURE_HEIGHT_PX)
+    for row, (d, end) in enumerate(zip(runs, ends), start=1):
+        origin = training_origin(d.events)
+        for stage in range(d.stages):
+            waits = gradient_waits(d.events, stage=stage, origin_ns=origin, until_s=end)
+            for a, b in sorted(waits, key=lambda w: w[0] - w[1])[:MAX_OUTLINES_PER_LANE]:
+                fig.add_shape(_box(a, b, stage, row=row))
+    fig.update_xaxes(title_text="seconds from each run's first action", row=len(runs), col=1)
+    only_in_legend(fig, (Kind.F, Kind.B, Kind.L, Kind.RB, Kind.RF))
+    rename(fig, {Kind.RB: "waiting for a gradient", Kind.RF: "waiting for input"})
+    words = ", ".join(f"{name} **{share}**" for name, share in shares.items())
+    return LessonView(figure=fig, headline=f"Time spent waiting for a gradient in the first {SHOWN_STEPS} "
+                                           f"steps: {words}.")
+
+
+# ---- 2 · the memory -------------------------------------------------------------------------------
+
+def peak_mib(d: RunData) -> list[float]:
+    return [p["peak_activation_bytes"] / 2**20 for p in d.metrics.per_stage]
+
+
+def memory_view(runs: list[RunData]) -> LessonView:
+    """Each run's peak activations per stage, one bar each (the runs side by side in each stage's group),
+    each run's largest stage outlined."""
+    fig = go.Figure()
+    width = 0.8 / len(runs)
+    for j, d in enumerate(runs):
+        peaks = peak_mib(d)
+        offset = -0.4 + j * width
+        top = d.method == "zerolock" and readout_of(d) == RECOMMENDED_AT_DEPTH
+        fig.add_trace(go.Bar(
+            x=list(range(d.stages)), y=peaks, name=run_name(d) + (" ★" if top else ""), width=width, offset=offset,
+            marker=dict(color=method_colour(d.method), pattern=dict(shape="/" if top else "")),
+            text=[f"{p:.1f}" for p in peaks], textposition="outside", textfont=dict(size=BAR_TEXT_PX),
+            cliponaxis=False, hovertemplate=f"{run_name(d)}<br>stage %{{x}}: %{{y:.2f}} MiB<extra></extra>"))
+        k = max(range(d.stages), key=lambda s: peaks[s])
+        fig.add_shape(type="rect", xref="x", yref="y", x0=k + offset, x1=k + offset + width, y0=0, y1=peaks[k],
+                      line=dict(color=HIGHLIGHT_COLOUR, width=2.5), fillcolor="rgba(0,0,0,0)", layer="above",
+                      name=HIGHLIGHT)
+    stages = max(d.stages for d in runs)
+    fig.update_xaxes(tickmode="array", tickvals=list(range(stages)), ticktext=[f"stage {s}" for s in range(stages)])
+    highest = max(max(peak_mib(d)) for d in runs)  # room over the bars for their numbers
+    fig.update_yaxes(title_text="peak activations (MiB)", range=[0, 1.15 * highest])
+    lesson_frame(fig, height=FIGURE_HEIGHT_PX)
+    bp = next(d for d in runs if d.method == "1f1b")
+    less = [f"**{max(peak_mib(bp)) / max(peak_mib(d)):.1f}×** less through {readout_words(d)}" for d in runs
+            if d.method == "zerolock"]
+    return LessonView(figure=fig, headline=f"Against 1F1B's {max(peak_mib(bp)):.1f} MiB, ZeroLock's largest stage "
+                                           f"holds {', '.join(less)}.")
+
+
+# ---- 3 · early forwarding -------------------------------------------------------------------------
+
+def _first_actions(events: list[dict[str, Any]], stage: int, kind: str) -> dict[int, dict[str, Any]]:
+    """micro-batch -> the first (process generation 0) action of `kind` on `stage`."""
+    out: dict[int, dict[str, Any]] = {}
+    for e in sorted(events, key=lambda e: e["t0"]):
+        if e["stage"] == stage and e["kind"] == kind and not e.get("gen") and e.get("mb") is not None:
+            out.setdefault(e["mb"], e)
+    return out
+
+
+def early_forwarding_view(runs: list[RunData]) -> LessonView:
+    """Stage 1's forward of a micro-batch running while stage 0 still computes that micro-batch's loss
+    and backward: the evidence that the hidden state left before the backward."""
+    d = runs[0]
+    origin = training_origin(d.events)
+    losses, forwards = _first_actions(d.events, 0, Kind.L), _first_actions(d.events, 1, Kind.F)
+    mb = next((m for m in sorted(losses) if m in forwards and forwards[m]["t0"] < losses[m]["t1"]), None)
+    assert mb is not None, f"{d.name}: no forward of stage 1 runs under stage 0's loss (not a ZeroLock recording?)"
+    loss, fwd = losses[mb], forwards[mb]
+    end = first_steps_s(d.events, 1, origin_ns=origin)
+    fig = stacked_timelines([(d, origin, "<b>ZeroLock</b>")], x_range=(0.0, 1.02 * end), height=300)
+    fig.add_shape(_box(to_s(loss["t0"], origin), to_s(loss["t1"], origin), 0))
+    fig.add_shape(_box(to_s(fwd["t0"], origin), to_s(fwd["t1"], origin), 1))
+    fig.update_xaxes(title_text="seconds from the first action")
+    only_in_legend(fig, (Kind.F, Kind.L, Kind.SF, Kind.RF))
+    ahead_ms = (loss["t1"] - fwd["t0"]) / 1e6
+    return LessonView(figure=fig, headline=f"Stage 1 started micro-batch {mb}'s forward **{ahead_ms:.0f} ms** "
+                                           f"before stage 0 had finished its loss and backward of it.")
+
+
+# ---- 4 · a stage dies -----------------------------------------------------------------------------
+
+FAILURE_LEGEND = (Kind.RESTORE, Kind.REPLAY, Kind.RELINK, "failure")  # F, B, L: the steps before
+AROUND_S = 0.25  # the figure shows this much before the kill and after the last recovery's end
+
+
+def recovery_words(d: RunData) -> tuple[str, str]:
+    """("0.80 s", "4"): a run's time from the kill until caught up, and the micro-batches it replayed."""
+    r = d.metrics.recovery[0]
+    return f"{r['total_s']:.2f} s", str(r["replayed_microbatches"])
+
+
+def failure_view(runs: list[RunData]) -> LessonView:
+    """Both runs on one axis from the instant of their kill: the lanes that stop, and for how long."""
+    recs = [d.metrics.recovery[0] for d in runs]
+    x_range = (-AROUND_S, max(r["total_s"] for r in recs) + AROUND_S)
+    rows = [(d, r["t_fail_ns"], f"<b>{method_label(d.method)}</b> {r['kind']}") for d, r in zip(runs, recs)]
+    fig = stacked_timelines(rows, x_range=x_range, height=FIGURE_HEIGHT_PX)
+    for row, (d, r) in enumerate(zip(runs, recs), start=1):
+        marks, shapes, _ = failure_marks([r], stages=d.stages, origin_ns=r["t_fail_ns"], lo_s=x_range[0],
+                                         hi_s=x_range[1], end_ns=r["t_end_ns"])
+        for trace in marks:
+            trace["showlegend"] = row == 1
+            fig.add_trace(trace, row=row, col=1)
+        for shape in shapes:
+            fig.add_shape(shape, row=row, col=1)
+        lanes = (0, d.stages - 1) if r["kind"] == "global" else (r["stage"], r["stage"])
+        fig.add_shape(_box(0.0, r["total_s"], lanes[0], last_lane=lanes[1], row=row))
+        total, replayed = recovery_words(d)  # inside the outline, past the ✕, where the stage is away
+        fig.add_annotation(_note(f"{total} · {replayed} replayed", x=0.0, y=r["stage"], row=row, xanchor="left",
+                                 xshift=14))
+    fig.update_xaxes(title_text="seconds since the kill", row=len(runs), col=1)
+    only_in_legend(fig, FAILURE_LEGEND)
+    words = " — ".join(f"{method_label(d.method)} **{recovery_words(d)[0]}**, {recovery_words(d)[1]}"
+                       for d in runs)
+    return LessonView(figure=fig, headline=f"From the kill until caught up, and the micro-batches replayed: "
+                                           f"{words}.")
+
+
+# ---- 5 · does it learn as well? -------------------------------------------------------------------
 
 def _family(arm: str) -> str:
     """"zerolock a=1 top-lora:10" -> "zerolock a=1 top-lora:last": one bar per objective across K."""
     return re.sub(r":\d+$", ":last", arm)
 
 
-# (arm, label, method whose colour it takes, bar pattern): top-lora is ZeroLock's too, hatched
-QUALITY_BARS = (("bp", "backprop", "bp", ""), ("zerolock a=1", "local, frozen head (paper)", "zerolock", ""),
-                ("terminal", "last chunk only", "terminal", ""),
-                ("zerolock a=1 top-lora:last", "local, top-lora:last", "zerolock", "/"))
+# the top readout the depth study measured at every K (starred while it is the one the project recommends)
+DEPTH_READOUT = "top-lora:last"
+TOP_ARM = f"zerolock a=1 {DEPTH_READOUT}"
+STAR = " ★" if DEPTH_READOUT == RECOMMENDED_AT_DEPTH else ""
+# (arm, label, method whose colour it takes, bar pattern): the top readout is ZeroLock's too, hatched
+QUALITY_BARS = (("bp", "backprop", "bp", ""), ("zerolock a=1", "ZeroLock · head (paper)", "zerolock", ""),
+                (TOP_ARM, f"ZeroLock · {DEPTH_READOUT}{STAR}", "zerolock", "/"))
+# (what it costs, its name on the figure, how a run of the study measured it)
+PRICES = (("seconds per step", "s / step", lambda run: run["seconds_per_step"]),
+          ("trainable parameters", "parameters", lambda run: sum(run["trainable_params"])),
+          ("activations per micro-batch", "activations", lambda run: max(run["stage_activation_bytes"])))
 
 
-def quality_figure(path: Path = DEPTH_STUDY) -> tuple[go.Figure, str]:
-    """Final label accuracy per K and objective from the committed depth study (mean ± sd over seeds),
-    backprop's level outlined in each group."""
+def accuracy(entry: dict[str, Any] | None) -> dict[str, float] | None:
+    return (entry or {}).get("final", {}).get("label_accuracy")
+
+
+def depth_groups(report: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    """K -> {arm family: entry} of the study's topics task, by K."""
+    groups = {int(key.rpartition("=")[2]): {_family(arm): e for arm, e in per_k.items()}
+              for key, per_k in report["results"].items() if key.startswith("topics")}
+    return dict(sorted(groups.items()))
+
+
+def price_ratios(groups: dict[int, dict[str, Any]]) -> dict[str, dict[int, float]]:
+    """measure -> K -> the top readout's mean over seeds ÷ backprop's."""
+    out: dict[str, dict[int, float]] = {}
+    for name, _, value in PRICES:
+        out[name] = {k: statistics.mean(value(r) for r in g[TOP_ARM]["runs"])
+                     / statistics.mean(value(r) for r in g["bp"]["runs"]) for k, g in groups.items()
+                     if TOP_ARM in g and "bp" in g}
+    return out
+
+
+def span_text(values: Iterable[float]) -> str:
+    lo, hi = f"{min(values):.1f}", f"{max(values):.1f}"
+    return f"{lo}×" if lo == hi else f"{lo}–{hi}×"
+
+
+def pilot_words(path: Path = FRONTIER_PILOT) -> str:
+    """The frontier pilot's top readout against 1F1B on its task (one sentence), or "" without it."""
+    if not path.is_file():
+        return ""
     report = json.loads(path.read_text())
-    groups = {key: {_family(arm): e for arm, e in per_k.items()} for key, per_k in report["results"].items()
-              if key.startswith("topics")}
-    keys = sorted(groups, key=lambda k: int(k.rpartition("=")[2]))
-    fig = go.Figure()
+    rows = {(r["task"], r["K"], r["arm"]): r for r in report.get("summary", [])}
+    out = []
+    for (task, k, arm), r in rows.items():
+        bp = rows.get((task, k, "1f1b"))
+        if arm == f"zerolock {DEPTH_READOUT}" and bp:
+            seeds = f"{r['seeds']} seed" + ("s" if r["seeds"] != 1 else "")
+            out.append(f"A first pilot on {task} (K = {k}, {seeds}): {r['accuracy_mean']:.3f} against 1F1B's "
+                       f"{bp['accuracy_mean']:.3f}.")
+    return " ".join(out)
+
+
+def quality_view(path: Path = DEPTH_STUDY) -> LessonView:
+    """Left: the last chunk's label accuracy per K (mean ± sd over seeds), backprop's level dashed and
+    outlined. Right: what the top readout costs over backprop, from the lowest to the highest K's."""
+    report = json.loads(path.read_text())
+    groups = depth_groups(report)
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.66, 0.34], horizontal_spacing=0.08)
+    ks = list(groups)
     for arm, label, method, pattern in QUALITY_BARS:
-        accs = [groups[k].get(arm, {}).get("final", {}).get("label_accuracy") for k in keys]
-        fig.add_trace(go.Bar(x=[k.replace("topics ", "") for k in keys], y=[a["mean"] if a else None for a in accs],
-                             error_y=dict(type="data", array=[a["sd"] if a else 0 for a in accs]), name=label,
+        accs = [accuracy(groups[k].get(arm)) for k in ks]
+        fig.add_trace(go.Bar(x=[f"K = {k}" for k in ks], y=[a["mean"] if a else None for a in accs], name=label,
+                             error_y=dict(type="data", array=[a["sd"] if a else 0 for a in accs], thickness=1.5),
                              marker=dict(color=METHOD_COLOURS[method], pattern=dict(shape=pattern)),
-                             text=[f"{a['mean']:.2f}" if a else "" for a in accs], textposition="inside"))
-    words = []
-    for i, k in enumerate(keys):
-        bp = groups[k].get("bp", {}).get("final", {}).get("label_accuracy")
-        if bp is None:
-            continue
-        fig.add_shape(type="line", xref="x", yref="y", x0=i - 0.45, x1=i + 0.45, y0=bp["mean"], y1=bp["mean"],
-                      line=dict(color=HIGHLIGHT_COLOUR, width=2.5, dash="dash"), name=HIGHLIGHT)
-        head = groups[k].get("zerolock a=1", {}).get("final", {}).get("label_accuracy")
-        top = groups[k].get("zerolock a=1 top-lora:last", {}).get("final", {}).get("label_accuracy")
-        words.append(f"{k.replace('topics ', '')}: backprop {bp['mean']:.2f}, frozen head "
-                     f"{head['mean']:.2f}" + (f", top-lora:last {top['mean']:.2f}" if top else "") if head else "")
-    c = report["config"]
-    fig.update_yaxes(title_text="label accuracy (last chunk)", range=[0, 1.05])
-    fig.update_xaxes(title_text="number of chunks K")
-    frame(fig, title=f"{report['settings']['model']} on topics, {c['steps']} steps: the depth study "
-                     "(- - backprop's level)", height=420)
+                             # at the bar's foot: the error bar is at its top
+                             text=[f"{a['mean']:.3f}" if a else "" for a in accs], textposition="inside",
+                             insidetextanchor="start", textangle=-90, textfont=dict(size=BAR_TEXT_PX, color="white"),
+                             hovertemplate=f"{label}<br>%{{x}}: %{{y:.3f}}<extra></extra>"), row=1, col=1)
+    for i, k in enumerate(ks):
+        bp = accuracy(groups[k].get("bp"))
+        if bp is not None:
+            fig.add_shape(type="line", xref="x", yref="y", x0=i - 0.45, x1=i + 0.45, y0=bp["mean"], y1=bp["mean"],
+                          line=dict(color=HIGHLIGHT_COLOUR, width=2.5, dash="dash"), name=HIGHLIGHT)
+    # the price: one bar per measure from its lowest to its highest ratio over K, named over its bar
+    ratios = price_ratios(groups)
+    names = [name for name, _, _ in PRICES]
+    top = max(max(v.values()) for v in ratios.values())
+    for name, short, _ in PRICES:
+        values = list(ratios[name].values())
+        fig.add_trace(go.Bar(y=[short], x=[max(values) - min(values) or 0.04], base=[min(values)], orientation="h",
+                             width=0.4, marker=dict(color=METHOD_COLOURS["zerolock"], pattern=dict(shape="/")),
+                             showlegend=False, text=[span_text(values)], textposition="outside",
+                             textfont=dict(size=BAR_TEXT_PX + 1), cliponaxis=False,
+                             hovertemplate=f"{name}: %{{base:.2f}}–%{{x:.2f}}<extra></extra>"), row=1, col=2)
+        fig.add_annotation(text=short, x=0, xref="x2", xanchor="left", y=short, yref="y2", yshift=16,
+                           showarrow=False, font=dict(size=BAR_TEXT_PX + 1), name="price-label")
+    fig.add_vline(x=1.0, line=dict(color=NEUTRAL["chance"], width=1.5, dash="dash"), row=1, col=2)
+    fig.update_xaxes(range=[0, 1.6 * top], title_text="÷ backprop's", row=1, col=2)
+    fig.update_yaxes(autorange="reversed", showticklabels=False, row=1, col=2)
+    fig.update_yaxes(title_text="label accuracy (last chunk)", range=[0, 1.0], row=1, col=1)
+    lesson_frame(fig, height=FIGURE_HEIGHT_PX, left=60)
     fig.update_layout(barmode="group")
-    return fig, "; ".join(w for w in words if w)
+    # the headline: where the top readout stands against backprop, and at what price
+    measured = [g for g in groups.values() if TOP_ARM in g and "bp" in g]
+    assert measured, f"{path.name} has no K with both backprop and {TOP_ARM}"
+    level = all(accuracy(g[TOP_ARM])["mean"] + accuracy(g[TOP_ARM])["sd"] >= accuracy(g["bp"])["mean"]
+                - accuracy(g["bp"])["sd"] for g in measured)  # within one sd of each other
+    deepest = ks[-1]
+    head, bp = accuracy(groups[deepest].get("zerolock a=1")), accuracy(groups[deepest].get("bp"))
+    price = [f"{span_text(ratios[n].values())} {whose} {n}" for n, whose in zip(names, ("backprop's", "its", "its"))]
+    stands = "holds **backprop's level** at every K" if level else "falls **below backprop's level** at some K"
+    headline = (f"`{DEPTH_READOUT}` {stands}, at {', '.join(price[:-1])} and {price[-1]} (K = "
+                f"{ks[0]}–{ks[-1]}); the frozen head falls to {head['mean']:.3f} against {bp['mean']:.3f} at "
+                f"K = {deepest}.")
+    pilot = pilot_words()
+    return LessonView(figure=fig, headline=headline + (f"  \n{pilot}" if pilot else ""))
 
 
-def lesson_figures(lesson: Lesson) -> tuple[go.Figure, go.Figure | None, str]:
-    """(main figure, second figure or None, the numbers the figure shows in one line)."""
+# ---- the step -------------------------------------------------------------------------------------
+
+VIEWS = {"timelines": bubble_view, "memory": memory_view, "early-forwarding": early_forwarding_view,
+         "failure": failure_view}
+FIGURES = (*VIEWS, "quality")
+
+
+def lesson_view(lesson: Lesson) -> LessonView:
+    """The step's figure and headline, from its recordings (the last step: the committed results)."""
     if lesson.figure == "quality":
-        fig, words = quality_figure()
-        return fig, None, words
-    runs = recorded(lesson)
-    if lesson.figure == "timelines":
-        fig, words = bubble_figure(runs)
-    elif lesson.figure == "memory":
-        fig, words = memory_lesson_figure(runs)
-    elif lesson.figure == "early-forwarding":
-        fig, words = early_forwarding_figure(runs)
-    elif lesson.figure == "failure":
-        main, second, words = failure_figures(runs)
-        return main, second, words
-    else:
+        return quality_view()
+    if lesson.figure not in VIEWS:
         raise ValueError(f"lesson {lesson.key!r}: no figure {lesson.figure!r}")
-    return fig, None, words
+    return VIEWS[lesson.figure](recorded(lesson))
 
 
-FIGURES = ("timelines", "memory", "early-forwarding", "failure", "quality")
-PRESENTER_FONT_PX = 16  # the figures' base font in presenter view (plotly's default is 12)
-PRESENTER_HEIGHT_PX = 480  # what is left of a 1280x720 screen under the toggle, the tabs and the step row
+PRESENTER_FONT_PX = 15  # the figures' base font in presenter view (plotly's default is 12)
 
 
-def present(fig: go.Figure, *, share: int = 1) -> go.Figure:
-    """The figure for a projector: larger type, and at most its `share` of a screen's height left under
-    the step row (two figures: half each)."""
-    height = PRESENTER_HEIGHT_PX // share
-    fig.update_layout(font=dict(size=PRESENTER_FONT_PX), height=min(fig.layout.height or height, height))
+def present(fig: go.Figure) -> go.Figure:
+    """The figure for a projector: larger type, and no height of its own: the page gives it what is left
+    of the screen under the step row (`app/tabs/lessons.py`'s presenter CSS), at any zoom."""
+    fig.update_layout(font=dict(size=PRESENTER_FONT_PX), height=None, legend_font_size=PRESENTER_FONT_PX - 2)
     fig.update_annotations(font_size=PRESENTER_FONT_PX - 1)
     return fig

@@ -1,6 +1,6 @@
 """Lessons tab: the paper's story in five steps (app/lessons.py). Choosing a step shows its recorded
 example at once (no typing, no waiting, offline); "Run it live" makes the same runs again and
-switches to Watch live."""
+switches to Watch live. Presenter view makes each step a slide that fits one screen."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -11,21 +11,42 @@ from zerolock_core.config.field_words import FORM, ConfigError, render
 
 from ..controller import EngineController
 from ..form import configs_for
-from ..figures.lessons import lesson_figures, present
+from ..figures.lessons import lesson_view, present
 from ..lessons import LESSONS, Lesson, lesson
 from ..page.page_script import ADVANCED_CLASS
 
-STEP_ID, NARRATION_ID, FIGURE_ID, SECOND_ID, LIVE_ID = (
-    "lesson-step", "lesson-narration", "lesson-figure", "lesson-figure-2", "lesson-live")
+STEP_ID, NARRATION_ID, FIGURE_ID, LIVE_ID = "lesson-step", "lesson-narration", "lesson-figure", "lesson-live"
+CONTROLS_ID, TEXT_ID, COLUMNS_ID, SAY_ID = "lesson-controls", "lesson-text", "lesson-columns", "lesson-say"
 TITLES = [(item.title, item.key) for item in LESSONS]
+# Presenter view: the step is a slide that fits one screen at any zoom (1280x720 at 100 % is 1280x720 CSS
+# px; at 150 %, 853x480). Its step list gives way to previous / next (the title is beside the figure),
+# everything above the figure is one short row each, and the figure and the text beside it take the
+# height that is left: TOP_PX is where the figure starts in CSS px (the browser test measures it at both
+# zooms). A <style> of this tab's own, not Gradio's `css`, which scopes a rule away from <body>.
+TOP_PX = 150
+PRESENTER_CSS = f"""<style>
+body.zl-presenter #presenter-toggle {{ padding: 0 10px !important; }}
+body.zl-presenter .form:has(> #presenter-toggle) {{ flex: 0 0 auto !important; width: max-content !important; }}
+body.zl-presenter #presenter-toggle label {{ white-space: nowrap; }}
+body.zl-presenter .form:has(> #{STEP_ID}), body.zl-presenter #{STEP_ID} {{ display: none !important; }}
+body.zl-presenter #{CONTROLS_ID} {{ flex-direction: row !important; flex-wrap: nowrap !important; gap: 8px; }}
+body.zl-presenter #{CONTROLS_ID} > * {{ flex: 1 1 0 !important; min-width: 0 !important; }}
+body.zl-presenter #{COLUMNS_ID} {{ flex-wrap: nowrap !important; }}
+body.zl-presenter #{FIGURE_ID} [data-testid=plotly] {{ height: calc(100vh - {TOP_PX}px) !important; }}
+body.zl-presenter #{TEXT_ID} {{ max-height: calc(100vh - {TOP_PX}px); overflow-y: auto; }}
+body.zl-presenter #{TEXT_ID} .prose {{ font-size: 16px; line-height: 1.3; }}
+body.zl-presenter #{TEXT_ID} h3 {{ margin: 0 0 6px 0; }}
+</style>"""
+INTRO = ("Five short steps through the paper's story. Each shows a <b>recorded example</b> at once; <b>Run it "
+         "live</b> makes the same runs again on this machine and switches to <i>Watch live</i>.")
 
 
 @dataclass(kw_only=True)
 class LessonsTab:
     step: gr.Radio
-    narration: gr.Markdown
+    narration: gr.Markdown  # the title, the headline and what to look at
+    say: gr.Markdown  # the sentences to read aloud
     figure: gr.Plot
-    second: gr.Plot
     previous: gr.Button
     next: gr.Button
     live: gr.Button
@@ -33,57 +54,50 @@ class LessonsTab:
 
     @property
     def outputs(self) -> list[gr.components.Component]:
-        return [self.narration, self.figure, self.second, self.live]
-
-
-BODY_ID = "lesson-body"
+        return [self.narration, self.say, self.figure, self.live]
 
 
 def build_lessons_tab() -> LessonsTab:
-    gr.Markdown("Five short steps through the paper's story. Each shows a **recorded example** at once; "
-                "**Run it live** makes the same runs again on this machine and switches to *Watch live*.",
-                elem_classes=[ADVANCED_CLASS])
+    # the tab's style rides with its introduction (hidden in presenter view; a <style> applies all the same)
+    gr.HTML(PRESENTER_CSS + INTRO, elem_classes=[ADVANCED_CLASS])
     with gr.Row(equal_height=True):
         step = gr.Radio(TITLES, value=LESSONS[0].key, label="step", elem_id=STEP_ID, scale=4)
-        with gr.Column(scale=1, min_width=220):
+        with gr.Column(scale=1, min_width=220, elem_id=CONTROLS_ID):
             with gr.Row():
                 previous = gr.Button("◀ previous", size="sm", min_width=90, elem_id="lesson-previous")
                 nxt = gr.Button("next ▶", size="sm", min_width=90, elem_id="lesson-next")
             live = gr.Button("Run it live", variant="primary", size="sm", elem_id=LIVE_ID)
-    # the narration beside the figure: a step fits one 1280x720 screen (presenter view); on a narrower screen
-    # (1280x720 at 150 % zoom is 853 px wide) the narration goes above and the figure gets the whole width
-    with gr.Row(elem_id=BODY_ID):
-        with gr.Column(scale=1, min_width=260):
+    # the text beside the figure, its headline first: the step's point is on screen without scrolling
+    with gr.Row(elem_id=COLUMNS_ID):
+        with gr.Column(scale=1, min_width=260, elem_id=TEXT_ID):
             narration = gr.Markdown(elem_id=NARRATION_ID)
+            say = gr.Markdown(elem_id=SAY_ID)
             message = gr.Markdown(elem_id="lesson-message")
         with gr.Column(scale=3):
             figure = gr.Plot(show_label=False, elem_id=FIGURE_ID)
-            second = gr.Plot(show_label=False, elem_id=SECOND_ID, visible=False)
-    return LessonsTab(step=step, narration=narration, figure=figure, second=second, previous=previous, next=nxt,
-                      live=live, message=message)
+    return LessonsTab(step=step, narration=narration, say=say, figure=figure, previous=previous, next=nxt, live=live,
+                      message=message)
 
 
-def narration(item: Lesson, numbers: str) -> str:
-    return f"### {item.title}\n\n{item.narration}\n\n**Look at** {item.look_at} (outlined).  \n*{numbers}*"
+def narration(item: Lesson, headline: str) -> str:
+    """The title, the one headline and what to look at: the step's point, first in the column."""
+    return f"### {item.title}\n\n{headline}\n\n**Look at** {item.look_at}."
 
 
 def show(key: str | None, presenter: bool = False) -> tuple:
-    """The step's narration, figure(s) from its recording (`presenter`: restyled for a projector), and
-    whether it can run live."""
+    """The step's title, headline and what to look at; its sentences to read aloud; its figure from its
+    recording (`presenter`: restyled for a projector); and whether it can run live."""
     try:
         item = lesson(key or LESSONS[0].key)
     except ValueError as err:  # a name the step list does not hold (the API checks the choice first)
-        return f"⚠️ {err}", None, gr.Plot(visible=False), gr.Button(visible=False)
+        return f"⚠️ {err}", "", None, gr.Button(visible=False)
     try:
-        main, second, numbers = lesson_figures(item)
-        if presenter:
-            share = 1 if second is None else 2
-            main, second = present(main, share=share), (present(second, share=share) if second is not None else None)
+        view = lesson_view(item)
     except FileNotFoundError as err:  # a recording or the study's results are missing from this install
-        return (f"### {item.title}\n\n{item.narration}\n\n⚠️ The recorded example is missing ({err}): "
-                "press **Run it live**.", None, gr.Plot(visible=False), gr.Button(visible=item.live is not None))
-    return (narration(item, numbers), main, gr.Plot(second, visible=second is not None),
-            gr.Button(visible=item.live is not None))
+        return (f"### {item.title}\n\n⚠️ The recorded example is missing ({err}): press **Run it live**.",
+                item.narration, None, gr.Button(visible=bool(item.live)))
+    figure = present(view.figure) if presenter else view.figure
+    return narration(item, view.headline), item.narration, figure, gr.Button(visible=bool(item.live))
 
 
 def neighbour(key: str | None, offset: int) -> str:
@@ -98,11 +112,23 @@ def run_live(controller: EngineController, key: str | None) -> tuple[str, bool]:
         item = lesson(key or LESSONS[0].key)
     except ValueError as err:
         return f"⚠️ {err}", False
-    if item.live is None:
+    if not item.live:
         return "This step shows the project's committed results: nothing to run here.", False
-    form = item.live
+    taken: list[str] = []
+
+    def out_for(method: str, stages: int) -> str:
+        """A fresh directory per run: two runs of one method (two readouts) in one second get -2."""
+        base = path = controller.new_run_dir(method, stages)
+        n = 1
+        while str(path) in taken or path.exists():
+            n += 1
+            path = base.with_name(f"{base.name}-{n}")
+        taken.append(str(path))
+        return str(path)
+
     try:
-        configs = configs_for(form, out_for=lambda m: str(controller.new_run_dir(m, form.stages)))
+        configs = [cfg for form in item.live
+                   for cfg in configs_for(form, out_for=lambda m, k=form.stages: out_for(m, k))]
         tracked = controller.start(configs)
     except ConfigError as err:
         return f"⚠️ **Cannot start:** {render(err, FORM)}", False
