@@ -38,7 +38,8 @@ def build_app(controller: EngineController | None = None, *, runs_root: str | Pa
         # the page to Watch live (SHOW_WATCH_JS). A gr.Tabs output would do it from the server, but then
         # every later Gradio event of the session snapshots the whole Tabs subtree in the browser.
         show_watch = gr.Checkbox(False, visible=False)
-        with gr.Tabs(selected="run", elem_id="tabs"):
+        # the dashboard opens on the Lessons: what a newcomer or a class meets first
+        with gr.Tabs(selected="lessons", elem_id="tabs"):
             with gr.Tab("Lessons", id="lessons", elem_id="tab-lessons") as lessons_item:
                 lessons = tab_lessons.build_lessons_tab()
             with gr.Tab("Run", id="run", elem_id="tab-run"):
@@ -63,14 +64,16 @@ def build_app(controller: EngineController | None = None, *, runs_root: str | Pa
                                 show_progress="hidden")
 
         # ---- Lessons -----------------------------------------------------------------------
-        # a step's recording is drawn when the tab opens or the step changes (not at page load)
+        # a step's recording is drawn when the page opens (on this tab), the tab opens or the step changes
         shown = [lessons.step, presenter]
         lessons_item.select(tab_lessons.show, shown, lessons.outputs, show_progress="hidden")
         lessons.step.change(tab_lessons.show, shown, lessons.outputs, api_name="lesson", show_progress="hidden")
         # presenter view: the page's class at once (in the browser), the lesson's figure redrawn for it
         presenter.change(None, presenter, None, js=PRESENTER_JS).then(
             tab_lessons.show, shown, lessons.outputs, show_progress="hidden")
-        demo.load(None, None, presenter, js=PRESENTER_FROM_URL_JS)
+        # the page opens on the first step, drawn once the address has said whether to present
+        demo.load(None, None, presenter, js=PRESENTER_FROM_URL_JS).then(
+            tab_lessons.show, shown, lessons.outputs, show_progress="hidden")
         lessons.previous.click(lambda key: tab_lessons.neighbour(key, -1), lessons.step, lessons.step,
                                show_progress="hidden")
         lessons.next.click(lambda key: tab_lessons.neighbour(key, 1), lessons.step, lessons.step,

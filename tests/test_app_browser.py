@@ -70,6 +70,8 @@ def page(tmp_path):
             browser = p.chromium.launch(executable_path=str(chromium), args=CHROMIUM_ARGS)
             pg = browser.new_page(viewport={"width": 1400, "height": 1000})
             pg.goto(f"http://127.0.0.1:{port}/")
+            pg.wait_for_selector("#lesson-narration >> text=The bubble")  # the dashboard opens on the Lessons
+            pg.click("#tab-run-button")  # the tests below start from the Run form
             pg.wait_for_selector("#run-button")
             yield pg
             browser.close()
@@ -339,12 +341,11 @@ def test_every_lesson_step_replays_its_recording_outlined_in_presenter_view_then
     from app.lessons import LESSONS
 
     page.set_viewport_size({"width": 1280, "height": 720})
-    page.goto(page.url.split("?")[0] + "?presenter=1")
-    page.wait_for_selector("#tab-lessons-button")
+    page.goto(page.url.split("?")[0] + "?presenter=1")  # opens on the Lessons' first step
     page.wait_for_function("() => document.body.classList.contains('zl-presenter')", timeout=30_000)
-    page.click("#tab-lessons-button")
     for i, item in enumerate(LESSONS, start=1):
-        page.click(f"#lesson-step label:has-text('{item.title}')")
+        if i > 1:
+            page.click("#lesson-next")  # presenter view steps through with previous / next
         page.wait_for_selector(f"#lesson-narration >> text={item.title}", timeout=30_000)
         page.wait_for_function(f"() => ({HIGHLIGHTS})('#lesson-figure') > 0", timeout=30_000)
         ARTIFACTS.mkdir(exist_ok=True)  # as a room sees it: one 1280x720 screen
@@ -352,7 +353,9 @@ def test_every_lesson_step_replays_its_recording_outlined_in_presenter_view_then
     # the advanced details are hidden in presenter view
     assert not page.locator("#status-json").is_visible()
     # "Run it live" makes the first step's runs again and switches to Watch live
-    page.click(f"#lesson-step label:has-text('{LESSONS[0].title}')")
+    for item in reversed(LESSONS[:-1]):  # one step back at a time: each click moves from the step shown
+        page.click("#lesson-previous")
+        page.wait_for_selector(f"#lesson-narration >> text={item.title}", timeout=30_000)
     page.click("#lesson-live")
     page.wait_for_selector("#lesson-message >> text=Started 3 run(s)", state="attached", timeout=60_000)
     page.wait_for_function("() => document.querySelector('#tab-watch-button').getAttribute('aria-selected') === 'true'",
