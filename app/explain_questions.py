@@ -31,10 +31,10 @@ SAME = 0.02  # relative: closer than this counts as "the same"
 IDLE = Question(key="idle", prompt="Before you press ▶ play: which lane of the backprop pipeline idles longest "
                                    "in this step?",
                 choices=("the first", "a middle one", "the last", "they all idle the same"))
-MORE_M = Question(key="more-m", prompt="Predict: with twice the micro-batches (2m), the backprop pipeline's "
+MORE_M = Question(key="more-m", prompt="With twice the micro-batches (2m), the backprop pipeline's "
                                        "bubble…",
                   choices=("halves (or more)", "shrinks, by less than half", "stays the same", "grows"))
-MEMORY = Question(key="memory", prompt="Predict: on the fullest stage, ZeroLock (head readout) holds how many "
+MEMORY = Question(key="memory", prompt="On the fullest stage, ZeroLock (head readout) holds how many "
                                        "times less activation memory than 1F1B?",
                   choices=("about the same", "about 2×", "about K×", "about m×"))
 QUESTIONS = (IDLE, MORE_M, MEMORY)

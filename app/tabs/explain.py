@@ -159,7 +159,7 @@ def build_explain_tab() -> ExplainTab:
     with gr.Row(equal_height=False):
         t = gr.Slider(0, end, value=end, step=0.001, label="time t (ms): the actions started before t",
                       elem_id="explain-t", scale=4)
-        with gr.Column(scale=0, min_width=260):
+        with gr.Column(scale=0, min_width=340):
             with gr.Row():
                 back = gr.Button("◀ step", size="sm", min_width=60, elem_id="explain-back")
                 play = gr.Button("▶ play", size="sm", min_width=60, variant="primary", elem_id="explain-play")
