@@ -29,7 +29,8 @@ from ..methods import refusal
 from ..rundir.metrics import Metrics
 from .base import STOPPED_ON_REQUEST, TERMINAL, JobBase, JobState, JobStatus
 from ..train.run_setup import prepare as prepare_run
-from ..telemetry.events import Cursor, read_events
+from ..telemetry.compaction import compactable_below
+from ..telemetry.events import SEGMENT_STEPS, Cursor, compact_old_segments, read_events
 from ..runtime import protocol
 from ..runtime.finish import Ending, evaluate_in_child, on_disk, record, resumable_step, write_trace
 from ..runtime.processes import start_process
@@ -40,6 +41,7 @@ from ..runtime.store_view import StoreView
 from ..runtime.supervisor import StageSupervisor
 
 TICK_S = 0.05
+COMPACT_EVERY_S = 5.0  # how often the coordinator looks for event segments to compact
 
 
 class Run(JobBase):
@@ -66,6 +68,8 @@ class Run(JobBase):
         self._resume_step: int | None = None
         self._eval_only: Metrics | None = None  # a resumed run that only lacks its final eval
         self._evaluating = False
+        self._compacted_below = 0  # the events of every step below this are compacted
+        self._compact_looked = 0.0
 
     @property
     def recoveries(self) -> list[dict[str, Any]]:
@@ -246,6 +250,8 @@ class Run(JobBase):
                 # only once every stage runs: its imports must not slow their start (and the run's encoded data
                 # is in its directory by then, for the standby to read ahead)
                 self._sup.standby.start(prepare=(prepare_run, (self.cfg.to_dict(),)))
+            if not stopping and self.state == JobState.RUNNING and not self._book.open_stages():
+                self._compact_events(now)
             if any(p is None for p in self._sup.procs):  # a stop arrived while the stages were being started
                 return all(p is None or p.exitcode is not None for p in self._sup.procs)
             # first close what has finished recovering: a stage that fails again right after catching up
@@ -277,6 +283,21 @@ class Run(JobBase):
             elif now - self._stop_requested_at > self.stop_grace_s:
                 self._sup.kill_all()
             return False
+
+    def _compact_events(self, now: float) -> None:
+        """Compact the event segments no stage can write again (telemetry/compaction.py): every stage is far
+        past them and every stage's newest checkpoint (what a rollback or a resume restores) is after them."""
+        if now - self._compact_looked < COMPACT_EVERY_S:
+            return
+        self._compact_looked = now
+        resumable = None
+        if self.cfg.train.ckpt_every > 0:
+            cursors = [self._get(protocol.checkpoint_cursor(s), -1, int) for s in range(self.K)]
+            resumable = max(-1, min(cursors)) // self.cfg.train.microbatches
+        below = compactable_below(self._known_steps(), resumable=resumable)
+        if below >= self._compacted_below + SEGMENT_STEPS:
+            compact_old_segments(self.rd.event_files(), below_step=below)
+            self._compacted_below = below
 
     # ---- the end (JobBase._end: no process left, the record written, the lock released) -----------
     def _ending(self) -> None:

@@ -14,6 +14,8 @@ from ..rundir.loss_curves import curve_name, from_step_losses, summarise, write_
 from ..rundir.metrics import Metrics
 from ..rundir.run_dir import RunDir
 from ..telemetry import read_events, write_chrome_trace
+from ..telemetry.compaction import compactable_below
+from ..telemetry.events import compact_old_segments
 from ..telemetry.activity import bubble_fraction, makespan_s, stage_stats
 from .checkpoint import CheckpointStore
 from .loss_log import read_losses
@@ -94,7 +96,8 @@ def on_disk(cfg: RunConfig, rd: RunDir, *, known_steps: list[int], finished: boo
 def record(cfg: RunConfig, rd: RunDir, end: Ending) -> Metrics:
     """The run's Metrics from its files and what the coordinator knows. Writes curves.jsonl (every step
     of the loss curves; the record keeps a summary) unless the disk is full: the record says so and is
-    made all the same."""
+    made all the same. Compacts the event segments no later process writes again (after the trace: the
+    caller writes it first)."""
     K = cfg.train.stages
     reports = {r["stage"]: r for r in stage_reports(rd, K)}
     events = [e for e in read_events(rd.event_files())[0] if e.get("t0", 0) >= end.since_ns]
@@ -119,6 +122,9 @@ def record(cfg: RunConfig, rd: RunDir, end: Ending) -> Metrics:
     except OSError as err:  # a full disk: the summary below is still recorded
         note = f"{rd.curves.name} was not written ({err.strerror or err})"
     summary, curves_note = summarise(curves)
+    # what no later process writes again is compacted (telemetry/compaction.py): a `--resume` restores
+    # `resumable_from_step` at the earliest
+    compact_old_segments(rd.event_files(), below_step=compactable_below(steps, resumable=kept.resumable_from_step))
     return Metrics(
         config=cfg.to_dict(), state=end.state, reason=end.reason if end.state != "finished" else "",
         **kept.fields(), eval=end.eval,

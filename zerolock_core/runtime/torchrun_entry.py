@@ -224,12 +224,12 @@ def _report(store: dist.Store, cfg: RunConfig, rd: RunDir, *, t0: float, since_n
         evaluate_run(cfg.to_dict(), str(rd.path))
         eval_, eval_s = read_json(rd.eval), time.monotonic() - t_eval
     first = next(iter(errors.values()), "")
+    write_trace(rd, cfg.train.stages)  # before the record compacts the old events
     metrics = record(cfg, rd, Ending(
         state=state, reason=first.strip().splitlines()[0] if first else "", errors=errors, eval=eval_,
         eval_skipped="" if eval_ is not None else ("not evaluated (final_eval is off)" if state == "finished"
                                                    else "the run did not finish: not evaluated"),
         since_ns=since_ns, start_step=start_step, setup_s=time.monotonic() - t0, eval_s=eval_s,
         total_s=time.monotonic() - t0, resumed_from_step=start_step or None))
-    write_trace(rd, cfg.train.stages)
     rd.write_metrics(metrics)
     return metrics

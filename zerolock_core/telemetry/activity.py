@@ -60,7 +60,7 @@ class ActivityFold:
             self.first_t0 = e["t0"] if self.first_t0 is None else min(self.first_t0, e["t0"])
             self.last_t1 = max(self.last_t1, e["t1"])
             a = self._acc[e["stage"]]
-            a["actions"] += 1
+            a["actions"] += e.get("folded", 1)  # a compacted step's event stands for its kind's actions
             if is_busy(e["kind"]):
                 a["busy"] += e["t1"] - e["t0"]
             a["first"] = e["t0"] if a["first"] is None else min(a["first"], e["t0"])

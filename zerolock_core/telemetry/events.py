@@ -3,7 +3,8 @@
 All stage processes append to the same event files (`RunDir.event_files`: one per `SEGMENT_STEPS`
 optimizer steps, so no file grows with the run): each event is written with a single `os.write` on an
 O_APPEND descriptor, which Linux keeps whole for lines this short, so the dashboard can tail them.
-Times are `time.monotonic_ns()` (one clock base on a host).
+Times are `time.monotonic_ns()` (one clock base on a host). Segments every stage has left far behind
+are compacted to one row per stage and step (compaction.py); `read_events` gives their events back.
 """
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from .compaction import compact_file, parse_lines
 
-SEGMENT_STEPS = 250  # optimizer steps per event file (K=3, m=4: about 1.7 MB)
+
+SEGMENT_STEPS = 100  # optimizer steps per event file (K=3, m=4: about 480 KB, 100 KB once compacted)
 
 
 @dataclass(kw_only=True)
@@ -66,18 +69,24 @@ def now_ns() -> int:
     return time.monotonic_ns()
 
 
-Cursor = dict[str, int]  # event file name -> bytes read of it
+Cursor = dict[str, int]  # event file name -> bytes read of it (and "NAME#ino" -> the file read)
 
 
 def read_events(files: Iterable[str | Path], *, cursor: Cursor | None = None) -> tuple[list[dict[str, Any]], Cursor]:
     """Complete lines of `files` (in their order) past the `cursor`, and the cursor to continue from: a
-    line still being written is left for the next call; a file that has not grown is not opened."""
+    line still being written is left for the next call; a file that has not grown is not opened. A file
+    replaced by its compaction since the cursor read it is not read again: its events were read (as
+    actions) already."""
     cursor = dict(cursor or {})
     out: list[dict[str, Any]] = []
     for path in map(Path, files):
         offset = cursor.get(path.name, 0)
         try:
-            if path.stat().st_size <= offset:
+            st = path.stat()
+            if offset and cursor.get(f"{path.name}#ino", st.st_ino) != st.st_ino:  # compacted since
+                offset = st.st_size
+            if st.st_size <= offset:
+                cursor[path.name], cursor[f"{path.name}#ino"] = offset, st.st_ino
                 continue
             with open(path, "rb") as f:
                 f.seek(offset)
@@ -85,6 +94,16 @@ def read_events(files: Iterable[str | Path], *, cursor: Cursor | None = None) ->
         except FileNotFoundError:
             continue
         end = data.rfind(b"\n") + 1
-        out += [json.loads(line) for line in data[:end].splitlines() if line.strip()]
-        cursor[path.name] = offset + end
+        out += parse_lines(data[:end])
+        cursor[path.name], cursor[f"{path.name}#ino"] = offset + end, st.st_ino
     return out, cursor
+
+
+def compact_old_segments(files: Iterable[str | Path], *, below_step: int) -> int:
+    """Compact every event segment whose steps all lie below `below_step` (compaction.compactable_below
+    says which step that is); returns the bytes saved."""
+    saved = 0
+    for path in map(Path, files):
+        if path.stem.isdigit() and (int(path.stem) + 1) * SEGMENT_STEPS <= below_step:
+            saved += compact_file(path)
+    return saved

@@ -15,8 +15,10 @@ from typing import Any, Iterable
 
 from ..rundir.atomic_files import write_text_atomic
 from ..vocabulary import Category, category
+from .compaction import RAW_STEPS
 
-DETAIL_STEPS = 200  # steps per stage drawn action by action at the end of the trace
+DETAIL_STEPS = RAW_STEPS  # steps per stage drawn action by action at the end of the trace: the events
+# keep single actions for those only (compaction.py)
 
 
 def chrome_trace(events: Iterable[dict[str, Any]], *, stages: int, title: str = "zerolock",
