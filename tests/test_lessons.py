@@ -141,7 +141,7 @@ def numbers(text: str) -> set[str]:
 
 def figure_words(fig: go.Figure) -> str:
     """What the figure says in words over its data: its outlined notes and its rows' labels."""
-    return "\n".join(a.text for a in fig.layout.annotations if a.name in (HIGHLIGHT, "row-label"))
+    return "\n".join(a.text for a in fig.layout.annotations if a.name in (HIGHLIGHT, "row-label", "price-label"))
 
 
 @pytest.mark.parametrize("key", list(NUMBERS))

@@ -349,7 +349,7 @@ def quality_view(path: Path = DEPTH_STUDY) -> LessonView:
     outlined. Right: what the top readout costs over backprop, from the lowest to the highest K's."""
     report = json.loads(path.read_text())
     groups = depth_groups(report)
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.66, 0.34], horizontal_spacing=0.08)
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.62, 0.38], horizontal_spacing=0.08)
     ks = list(groups)
     for arm, label, method, pattern in QUALITY_BARS:
         accs = [accuracy(groups[k].get(arm)) for k in ks]
@@ -372,14 +372,15 @@ def quality_view(path: Path = DEPTH_STUDY) -> LessonView:
     for name, short, _ in PRICES:
         values = list(ratios[name].values())
         fig.add_trace(go.Bar(y=[short], x=[max(values) - min(values) or 0.04], base=[min(values)], orientation="h",
-                             width=0.4, marker=dict(color=METHOD_COLOURS["zerolock"], pattern=dict(shape="/")),
-                             showlegend=False, text=[span_text(values)], textposition="outside",
-                             textfont=dict(size=BAR_TEXT_PX + 1), cliponaxis=False,
-                             hovertemplate=f"{name}: %{{base:.2f}}–%{{x:.2f}}<extra></extra>"), row=1, col=2)
-        fig.add_annotation(text=short, x=0, xref="x2", xanchor="left", y=short, yref="y2", yshift=16,
-                           showarrow=False, font=dict(size=BAR_TEXT_PX + 1), name="price-label")
+                             width=0.25, marker=dict(color=METHOD_COLOURS["zerolock"], pattern=dict(shape="/")),
+                             showlegend=False, hovertemplate=f"{name}: %{{base:.2f}}–%{{x:.2f}}<extra></extra>"),
+                      row=1, col=2)
+        # the measure and its span over its bar, on two lines from the axis' left end: it fits a narrow panel
+        fig.add_annotation(text=f"{short}<br><b>{span_text(values)}</b>", x=0, xref="x2", xanchor="left", y=short,
+                           yref="y2", yanchor="bottom", yshift=10, align="left", showarrow=False,
+                           font=dict(size=BAR_TEXT_PX + 1), bgcolor="rgba(255,255,255,0.85)", name="price-label")
     fig.add_vline(x=1.0, line=dict(color=NEUTRAL["chance"], width=1.5, dash="dash"), row=1, col=2)
-    fig.update_xaxes(range=[0, 1.6 * top], title_text="÷ backprop's", row=1, col=2)
+    fig.update_xaxes(range=[0, 1.15 * top], title_text="÷ backprop's", row=1, col=2)
     fig.update_yaxes(autorange="reversed", showticklabels=False, row=1, col=2)
     fig.update_yaxes(title_text="label accuracy (last chunk)", range=[0, 1.0], row=1, col=1)
     lesson_frame(fig, height=FIGURE_HEIGHT_PX, left=60)
