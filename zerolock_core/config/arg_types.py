@@ -49,5 +49,5 @@ def bytes_arg(text: str) -> int:
     num = t.rstrip("abegikmi")
     try:
         return int(float(num) * BYTE_UNITS[t[len(num):].strip()])
-    except (ValueError, KeyError):
+    except (ValueError, KeyError, OverflowError):  # OverflowError: inf bytes
         raise argparse.ArgumentTypeError(f"expected a size like 512MiB or 2e8, got {text!r}") from None

@@ -51,19 +51,19 @@ class Words:
         """The field holding a value: "--batch 6" | "batch b = 6" | "train.batch = 6" (text: "method 1f1b")."""
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         sep = " = " if self.audience == "file" or (self.audience == "form" and number) else " "
-        return f"{self.name(key)}{sep}{value}"
+        return f"{self.name(key)}{sep}{shown(value)}"
 
     def failure(self, text: str) -> str:
         """One scheduled failure: "--fail '1@3:kill'" | "the scheduled failure" (the form schedules one,
         from fields of its own) | "train.failures = '1@3:kill'"."""
-        return "the scheduled failure" if self.audience == "form" else self.value("failures", repr(text))
+        return "the scheduled failure" if self.audience == "form" else self.value("failures", repr(clipped(text)))
 
     def failure_part(self, text: str, key: str, value: int) -> str:
         """A number of one scheduled failure (`key` fail_stage | fail_step): "--fail '2@3:kill': stage 2" |
         "failure stage = 2" (the form's own field) | "train.failures = '2@3:kill': stage 2"."""
         if self.audience == "form":
             return self.value(key, value)
-        return f"{self.failure(text)}: {key.removeprefix('fail_')} {value}"
+        return f"{self.failure(text)}: {key.removeprefix('fail_')} {shown(value)}"
 
     def resume(self, path: object) -> str:
         """Resuming the run in `path`: "--resume runs/r1" | "run r1" (the dashboard names a run by its folder)."""
@@ -77,6 +77,24 @@ class Words:
 
 
 CLI, FORM, FILE = Words(audience="cli"), Words(audience="form"), Words(audience="file")
+
+
+SPEC_CHARS = 40  # of a --fail spec in a message: the numbers inside it are said in short after it
+
+
+def shown(value: object) -> str:
+    """A value as a message shows it: a huge whole number in short (`--batch` 10**100 must not make a
+    message of a hundred digits), a list's items too, anything else as it is."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**15:
+        digits = str(abs(value))  # argparse refuses an int of more than 4,300 digits before this
+        return f"{'-' if value < 0 else ''}{digits[0]}.{digits[1:3]}e+{len(digits) - 1}"
+    if isinstance(value, (list, tuple)):
+        return f"[{', '.join(shown(v) for v in value)}]"
+    return str(value)
+
+
+def clipped(text: str, chars: int = SPEC_CHARS) -> str:
+    return text if len(text) <= chars else text[:chars - 1] + "…"
 
 
 class FieldError(ConfigError):
@@ -165,10 +183,12 @@ def _check_bounds(key: str, v: float) -> None:
         raise FieldError(key, lambda w: f"{w.value(key, v)} is outside {left}, {_num(s.maximum)}]")
     if s.above is not None:
         bound = "positive" if s.above == 0 else f"greater than {s.above:g}"
-    else:
+    elif s.minimum is not None:
         bound = ">= 0" if s.minimum == 0 else f"at least {s.minimum:g}"
+    else:  # only a maximum, with its reason: v is nan or -inf
+        bound = f"at most {_num(s.maximum)}"
     finite = " and finite" if isinstance(v, float) else ""
-    raise FieldError(key, lambda w: f"{w.name(key)} must be {bound}{finite} (got {v})")
+    raise FieldError(key, lambda w: f"{w.name(key)} must be {bound}{finite} (got {shown(v)})")
 
 
 def _num(x: float) -> str:
@@ -182,14 +202,17 @@ def _or(values: list[int]) -> str:
     return text[0] if len(text) == 1 else f"{', '.join(text[:-1])} or {text[-1]}"
 
 
-def _divisors(n: int) -> list[int]:
-    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]  # O(sqrt n): any --batch is quick
-    return sorted({*small, *(n // d for d in small)})
+DIVISOR_SCAN = 4096  # the divisors a suggestion looks at on either side of a value: any --batch is quick
+
+
+def _divisors(n: int, *, around: int) -> list[int]:
+    """The divisors of `n` within DIVISOR_SCAN of `around` (all of them for any batch a run can hold)."""
+    return [d for d in range(max(1, around - DIVISOR_SCAN), min(n, around + DIVISOR_SCAN) + 1) if n % d == 0]
 
 
 def not_divisible(w: Words, *, batch: int, microbatches: int) -> str:
     """ "--batch 6 is not divisible by --microbatches 4; try --microbatches 2, 3 or 6, or --batch 8"."""
-    near = [d for d in _divisors(batch) if d > 1] or [1]
+    near = [d for d in _divisors(batch, around=microbatches) if d > 1] or [1]
     near = sorted(sorted(near, key=lambda d: (abs(d - microbatches), d))[:3])
     up = -(-batch // microbatches) * microbatches
     return (f"{w.value('batch', batch)} is not divisible by {w.value('microbatches', microbatches)}; "
@@ -198,13 +221,13 @@ def not_divisible(w: Words, *, batch: int, microbatches: int) -> str:
 
 def microbatches_below_stages(w: Words, *, method: str, batch: int, microbatches: int, stages: int) -> str:
     """1F1B's (and ZB-H1's) warm-up forwards K micro-batches before the first backward, so it needs m >= K."""
-    fits = [d for d in _divisors(batch) if d >= stages]
+    fits = [d for d in _divisors(batch, around=stages) if d >= stages]
     if fits:
         fix = w.suggest("microbatches", fits[0])
     else:  # no m >= K divides b: grow b as well
         fix = f"{w.suggest('microbatches', stages)} with {w.suggest('batch', -(-batch // stages) * stages)}"
     return (f"{w.value('method', method)} needs {w.name('microbatches')} >= {w.name('stages')} "
-            f"(got m={microbatches}, K={stages}); try {fix}, or {w.suggest('stages', microbatches)}")
+            f"(got m={shown(microbatches)}, K={shown(stages)}); try {fix}, or {w.suggest('stages', microbatches)}")
 
 
 # ---- the form's widgets ---------------------------------------------------------------------------

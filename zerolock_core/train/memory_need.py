@@ -15,6 +15,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..config.field_words import shown
 from .model_shape import ModelShape
 
 BYTES_PER_VALUE = 4  # float32: every process computes in it (models/loading.py)
@@ -98,5 +99,9 @@ def local_processes(stages: int, runtime: str) -> int:
         return stages
 
 
-def gib(n: float) -> str:
-    return f"{n / 2**30:.1f} GiB" if n >= 2**30 / 10 else f"{n / 2**20:.0f} MiB"
+def gib(n: int) -> str:
+    """Bytes in a message: "12 MiB", "3.4 GiB", "4.35e+26 GiB" (the need of an absurd batch, in short)."""
+    if n < 2**30 // 10:
+        return f"{n / 2**20:.0f} MiB"
+    whole = n // 2**30  # an int: no float overflows, however large
+    return f"{n / 2**30:.1f} GiB" if whole < 10**6 else f"{shown(whole)} GiB"
