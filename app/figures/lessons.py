@@ -168,7 +168,7 @@ def bubble_view(runs: list[RunData]) -> LessonView:
             waits = gradient_waits(d.events, stage=stage, origin_ns=origin, until_s=end)
             for a, b in sorted(waits, key=lambda w: w[0] - w[1])[:MAX_OUTLINES_PER_LANE]:
                 fig.add_shape(_box(a, b, stage, row=row))
-    fig.update_xaxes(title_text="seconds from each run's first action", row=len(runs), col=1)
+    fig.update_xaxes(title_text="s from each run's first action", row=len(runs), col=1)
     only_in_legend(fig, (Kind.F, Kind.B, Kind.L, Kind.RB, Kind.RF))
     rename(fig, {Kind.RB: "waiting for a gradient", Kind.RF: "waiting for input"})
     words = ", ".join(f"{name} **{share}**" for name, share in shares.items())
