@@ -30,12 +30,12 @@ class DataFields:
 
     def config_fields(self) -> dict[str, object]:
         """The engine's DataConfig fields (run_fields.py) these stand for."""
-        from zerolock_core.config.arg_types import names_arg
+        from zerolock_core.config.arg_types import names_arg, words_arg  # words_arg keeps an empty word to refuse
 
         if self.kind == RESPONSE_KIND:
             return dict(prompt_field=self.prompt_field.strip(), response_field=self.response_field.strip())
         return dict(text_fields=names_arg(self.text_fields), label_field=self.label_field.strip(),
-                    label_words=names_arg(self.label_words))
+                    label_words=words_arg(self.label_words))
 
     def data_config(self, dataset: str, *, seq_len: int, eval_size: int) -> "DataConfig":
         """The run's data section for `dataset` (a built-in task's name, or a file's `kind:path` spec, which
@@ -68,6 +68,7 @@ def preview_html(data: "DataConfig", *, model: str, rows: int = PREVIEW_ROWS) ->
     from zerolock_core.models.loading import load_tokenizer
     from zerolock_core.train.run_setup import DATA_SEED
 
+    check_data(data, model=model)  # every check Run makes of it first (an empty label word), in the form's words
     task = load_data(data, seed=DATA_SEED)
     tokenizer = load_tokenizer(model)
     seq_len = data.seq_len

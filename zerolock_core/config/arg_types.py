@@ -43,6 +43,12 @@ def names_arg(text: str) -> tuple[str, ...]:
     return tuple(name.strip() for name in text.split(",") if name.strip())
 
 
+def words_arg(text: str) -> tuple[str, ...]:
+    """"World,Sports" -> ("World", "Sports"); an empty item is kept for the config to refuse: the label words
+    name the classes in order, and dropping one would shift every class after it ("" -> none given)."""
+    return tuple(word.strip() for word in text.split(",")) if text.strip() else ()
+
+
 def bytes_arg(text: str) -> int:
     """"512MiB", "2e8", "32 mb" -> bytes."""
     t = text.strip().lower()

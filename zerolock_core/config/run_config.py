@@ -215,6 +215,10 @@ def _check_data(cfg: RunConfig) -> None:
                    f"(give a file: csv:PATH, jsonl:PATH, parquet:PATH or disk:PATH)")
     rule(bool(d.prompt_field) == bool(d.response_field), "prompt_field" if not d.prompt_field else "response_field",
          lambda w: f"a prompt -> response task needs both {w.name('prompt_field')} and {w.name('response_field')}")
+    empty = [i for i, word in enumerate(d.label_words, 1) if not word.strip()]
+    rule(not empty, "label_words",
+         lambda w: f"{w.name('label_words')}: word {empty[0]} of {len(d.label_words)} is empty; the words name the "
+                   f"classes in order, so none may be left out")
     mixed = [key for key in CLASSIFICATION_FIELDS if getattr(d, key)]
     rule(not (d.prompt_field and mixed), mixed[0] if mixed else "prompt_field",
          lambda w: f"{w.name(mixed[0])} belongs to a classification; {w.name('prompt_field')} makes a prompt -> "

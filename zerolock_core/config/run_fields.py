@@ -13,7 +13,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
-from .arg_types import boundaries_arg, bytes_arg, floats_arg, names_arg
+from .arg_types import boundaries_arg, bytes_arg, floats_arg, names_arg, words_arg
 from .readout_spec import READOUT_CHOICES
 from .setting import Setting, setting, setting_of
 from ..train.threads import DEFAULT_THREADS
@@ -78,7 +78,7 @@ class DataConfig:
                                                 "else title,description, else question)")
     label_field: str = setting("", flag="--label-field", group=YOUR_DATA,
                                help="the label of a classification: a label word or a class index (default: label)")
-    label_words: tuple[str, ...] = setting((), flag="--label-words", parse=names_arg, group=YOUR_DATA,
+    label_words: tuple[str, ...] = setting((), flag="--label-words", parse=words_arg, group=YOUR_DATA,
                                            help="the classes' words in class order (default: the distinct labels "
                                                 "of the data, sorted)")
     prompt_field: str = setting("", flag="--prompt-field", group=YOUR_DATA,

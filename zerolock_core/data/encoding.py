@@ -31,6 +31,7 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from .examples import Example
+from .said import MAX_LINE, word as quoted
 
 CHAT_MARK = "\x00prompt\x00"  # where the prompt goes in the chat template's text
 
@@ -61,33 +62,47 @@ class LabelTokens:
 
 
 def label_tokens(tokenizer: PreTrainedTokenizerBase, label_words: Sequence[str]) -> LabelTokens:
-    """Token ids of each answer ``" " + word``; they must be non-empty and distinct."""
+    """Token ids of each answer ``" " + word``: non-empty, and their first tokens distinct — label accuracy
+    picks among the first tokens, so two answers that start alike could never be told apart."""
     if not label_words:
         raise ValueError("label_words is empty")
     ids = tokenizer([" " + w for w in label_words], add_special_tokens=False)["input_ids"]
     token_ids = tuple(tuple(int(t) for t in row) for row in ids)
     for word, row in zip(label_words, token_ids):
         if not row:
-            raise ValueError(f"label word {word!r} tokenises to no tokens")
-    if len(set(token_ids)) != len(token_ids):
-        raise ValueError(f"label words {tuple(label_words)} do not all tokenise differently: {token_ids}")
+            raise ValueError(f"label word {quoted(word)} tokenises to no tokens")
+    _refuse_shared_first_tokens(tokenizer, label_words, [row[0] for row in token_ids])
     return LabelTokens(token_ids=token_ids)
 
 
 def label_first_tokens(tokenizer: PreTrainedTokenizerBase, label_words: Sequence[str]) -> list[int]:
-    """The first token of each answer: label accuracy picks among them, so they must differ."""
-    firsts = [ids[0] for ids in label_tokens(tokenizer, label_words).token_ids]
+    """The first token of each answer: label accuracy picks among them (distinct: `label_tokens`)."""
+    return [ids[0] for ids in label_tokens(tokenizer, label_words).token_ids]
+
+
+CLASH_CHARS = 12  # of a word in the clash refusal, which stays one line of at most MAX_LINE characters
+
+
+def _refuse_shared_first_tokens(tokenizer: PreTrainedTokenizerBase, words: Sequence[str], firsts: list[int]) -> None:
+    """One line with the counts, whatever the number of classes: the first words that clash, the rest counted."""
     by_token: dict[int, list[str]] = {}
-    for word, token in zip(label_words, firsts):
+    for word, token in zip(words, firsts):
         by_token.setdefault(token, []).append(word)
-    clashes = [words for words in by_token.values() if len(words) > 1]
-    if clashes:
-        said = "; ".join(" and ".join(repr(w) for w in words) + f" both start with the token "
-                         f"{tokenizer.convert_ids_to_tokens(firsts[list(label_words).index(words[0])])!r}"
-                         for words in clashes)
-        raise ValueError(f"the label words must start with distinct tokens under this model's tokenizer: {said} "
-                         "(rename the classes so that their first words differ, e.g. with the label words)")
-    return firsts
+    clashes = [(token, alike) for token, alike in by_token.items() if len(alike) > 1]
+    if not clashes:
+        return
+    token, alike = clashes[0]
+    a, b, start = (quoted(x, CLASH_CHARS) for x in (alike[0], alike[1], tokenizer.convert_ids_to_tokens(token)))
+    first = (f"{a} and {b} both start with the token {start}" if len(alike) == 2 else
+             f"{a}, {b} and {len(alike) - 2:,} more all start with the token {start}")
+    more = f" (and {len(clashes) - 1:,} more groups)" if len(clashes) > 1 else ""
+    n, distinct = len(words), len(by_token)
+    vocabulary = f" (a vocabulary of {len(tokenizer):,})" if n > len(tokenizer) else ""
+    counts = (f"{n:,} classes but only {distinct:,} distinct first token{'s' * (distinct != 1)} under this model's "
+              f"tokenizer{vocabulary}: label words must start with distinct tokens")
+    fix = "rename the classes so that their first words differ"
+    line = f"{counts}; {first}{more}; {fix}"
+    raise ValueError(line if len(line) <= MAX_LINE else f"{counts}; {fix}")
 
 
 def _pad_id(tokenizer: PreTrainedTokenizerBase) -> int:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .examples import Example, TaskData
+from .said import clip, listed, structure, word
 from .sources import Source, Table, read
 
 CLASSIFICATION_CUE = "Label:"
@@ -59,7 +60,10 @@ def load_user_task(source: Source, fields: FieldMap, *, eval_source: Source | No
     elif eval_rows is None:
         train_rows, eval_rows = held_back(table.train, fields.eval_fraction, where=source.path)
         eval_where = f"{len(eval_rows)} of its rows held back"
-    maker = _ResponseRows(fields) if fields.is_response else _ClassRows(fields, table)
+    try:
+        maker = _ResponseRows(fields, table) if fields.is_response else _ClassRows(fields, table)
+    except ValueError as err:  # about the file as a whole: its fields, its classes
+        raise ValueError(f"{source.path}: {err}") from None
     train = maker.examples(train_rows, where=str(source.path))
     evals = maker.examples(eval_rows, where=str(eval_source.path) if eval_source else
                            f"{source.path} ({eval_where})" if table.eval is not None else str(source.path))
@@ -92,6 +96,15 @@ class _Rows:
     def __init__(self, fields: FieldMap) -> None:
         self.fields = fields
 
+    @staticmethod
+    def refuse_structured(table: Table, names: tuple[str, ...]) -> None:
+        """A field of structs or lists is no text and no label (its str() would train a Python repr)."""
+        for name in names:
+            kind = next((k for row in table.train + (table.eval or []) if (k := structure(row.get(name)))), None)
+            if kind:
+                raise ValueError(f"the field {word(name)} holds {kind}, not plain text or labels: name a field of "
+                                 "plain values, or flatten it into one first")
+
     def examples(self, rows: list[dict[str, Any]], *, where: str) -> list[Example]:
         out = []
         for i, row in enumerate(rows):
@@ -111,7 +124,7 @@ class _Rows:
     def text(self, row: dict[str, Any], name: str, *, flatten: bool = True) -> str:
         """The field's text; `flatten`: its whitespace runs as single spaces (a response keeps its lines)."""
         if name not in row:
-            raise ValueError(f"no field {name!r} (its fields: {', '.join(k for k in row if k != ROW_NUMBER)})")
+            raise ValueError(f"no field {word(name)} (its fields: {listed(k for k in row if k != ROW_NUMBER)})")
         value = row[name]
         if value is None:  # a JSON row without it: `datasets` fills the column with None
             raise ValueError(f"the field {name!r} has no value")
@@ -127,6 +140,10 @@ class _Rows:
 
 
 class _ResponseRows(_Rows):
+    def __init__(self, fields: FieldMap, table: Table) -> None:
+        super().__init__(fields)
+        self.refuse_structured(table, (fields.prompt_field, fields.response_field))
+
     def example(self, row: dict[str, Any]) -> Example:
         prompt = self.text(row, self.fields.prompt_field, flatten=False)
         response = self.text(row, self.fields.response_field, flatten=False)
@@ -141,16 +158,19 @@ class _ClassRows(_Rows):
         self.text_fields = fields.text_fields or next(
             (names for names in DEFAULT_TEXT_FIELDS if set(names) <= set(table.columns)), ())
         if not self.text_fields:
-            raise ValueError(f"which fields are the text? the file's fields are {', '.join(table.columns)} "
+            raise ValueError(f"which fields are the text? the file's fields are {listed(table.columns)} "
                              "(name them as the text fields)")
+        self.refuse_structured(table, (*self.text_fields, self.label_field))
         self.words = fields.label_words or (table.class_names if table.class_column == self.label_field else ())
         if not fields.label_words and not self.words:  # the labels are the words themselves
             values = {row.get(self.label_field) for row in table.train + (table.eval or [])}
             self.words = tuple(sorted(str(v).strip() for v in values if isinstance(v, str) and v.strip()))
         if len(set(self.words)) != len(self.words):
-            raise ValueError(f"the label words {', '.join(self.words)} repeat a word")
+            again = next(w for i, w in enumerate(self.words) if w in self.words[:i])
+            raise ValueError(f"the label words repeat {word(again)} ({len(self.words):,} words, "
+                             f"{len(set(self.words)):,} distinct)")
         if len(self.words) == 1:  # none: class indices without words, refused at the first row
-            raise ValueError(f"one label word ({self.words[0]}): a classification needs at least two classes")
+            raise ValueError(f"one label word ({clip(self.words[0])}): a classification needs at least two classes")
 
     def example(self, row: dict[str, Any]) -> Example:
         texts = [self.text(row, name) for name in self.text_fields]
@@ -159,7 +179,7 @@ class _ClassRows(_Rows):
             raise ValueError(f"no label in the field {self.label_field!r}")
         value = row[self.label_field]
         if isinstance(value, bool) or not isinstance(value, (int, str)):
-            raise ValueError(f"the label {value!r} is neither a label word nor a class index")
+            raise ValueError(f"the label {clip(repr(value))} is neither a label word nor a class index")
         if isinstance(value, int) or value.strip().lstrip("-").isdigit() and value.strip() not in self.words:
             index = int(value)
             if not self.words:
@@ -167,12 +187,12 @@ class _ClassRows(_Rows):
                                  "(give the label words, comma-separated, in class order)")
             if not 0 <= index < len(self.words):
                 raise ValueError(f"the label {index} is out of range for {len(self.words)} label words "
-                                 f"({', '.join(self.words)})")
+                                 f"({listed(self.words)})")
             label = index
         elif value.strip() in self.words:
             label = self.words.index(value.strip())
         else:
-            raise ValueError(f"the label {value.strip()!r} is not one of the label words ({', '.join(self.words)})")
+            raise ValueError(f"the label {word(value.strip())} is not one of the label words ({listed(self.words)})")
         return Example(text=TEXT_JOIN.join(texts), label=label)
 
     def label_words(self) -> tuple[str, ...]:

@@ -122,12 +122,10 @@ def load_data_task(cfg: RunConfig):
 
 def encode_check(cfg: RunConfig, task) -> None:
     """The task's first rows encoded by the run's tokenizer, as the run will (a too-short `--seq-len`, label
-    words that tokenise alike are refused)."""
-    from ..data.encoding import encode_split, label_first_tokens
+    words whose first tokens are alike are refused: encoding checks every label word)."""
+    from ..data.encoding import encode_split
     from ..models.loading import load_tokenizer
 
     tokenizer = load_tokenizer(cfg.model.model)
-    if task.label_words:
-        label_first_tokens(tokenizer, task.label_words)
     encode_split(task.train[:ENCODED_HEAD_ROWS], tokenizer=tokenizer, cue=task.cue, label_words=task.label_words,
                  seq_len=cfg.data.seq_len, chat_template=cfg.data.chat_template)
