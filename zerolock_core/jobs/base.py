@@ -227,6 +227,7 @@ class JobBase:
         fallback = metrics is None
         if metrics is None:
             metrics = self._fallback_record(failure or self.NO_RECORD)
+        metrics = self.rd.public_metrics(metrics)  # as metrics.json has it: no server path (shown_path.py)
         if fallback or not self.RECORD_ON_DISK:
             try:
                 self.rd.write_metrics(metrics)

@@ -247,6 +247,13 @@ class RunDir:
         data = read_json(self.metrics)
         return None if data is None else Metrics.from_json(data)
 
+    def public_metrics(self, metrics: "Metrics") -> "Metrics":
+        """`metrics` as metrics.json keeps it (`public`): what a job hands its caller equals what a reader of
+        the directory gets."""
+        from .metrics import Metrics
+
+        return Metrics.from_json(self.public(metrics.to_json()))
+
     # ---- writing -------------------------------------------------------------------------------
     def write_config(self, cfg: RunConfig) -> None:
         """The run's config: config.json (what `--resume` reads; `out` as the directory's name) and config.toml, which
