@@ -201,6 +201,8 @@ def test_a_stop_at_any_moment_ends_stopped_with_a_true_record_no_process_and_exi
         assert main(["train", "--resume", str(tmp_path), "--quiet"]) == 0
         resumed = rd.read_metrics()
         assert resumed.state == "finished" and resumed.eval["examples"] > 0
+        # the record said where --resume continues: every step trained (only the eval left), then nothing
+        assert (metrics.resumable_from_step, resumed.resumable_from_step) == (metrics.total_steps, None)
         assert resumed.per_stage == metrics.per_stage  # the training record is kept
         after = load_final_weights(tmp_path)  # and the weights were not touched
         assert all(torch.equal(trained[k][n], after[k][n]) for k in trained for n in trained[k]) and trained

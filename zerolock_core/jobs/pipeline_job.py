@@ -384,7 +384,8 @@ class Run(JobBase):
                                        reason=self.reason if state != JobState.FINISHED else "",
                                        eval=eval_, eval_skipped=skipped, eval_s=eval_s,
                                        total_s=self._eval_only.total_s + time.monotonic() - self._t_start,
-                                       errors={**self._eval_only.errors, **self._errors})
+                                       errors={**self._eval_only.errors, **self._errors},
+                                       resumable_from_step=None if state == JobState.FINISHED else self.cfg.train.steps)
         try:
             write_trace(self.rd, self.K)
         except Exception as err:

@@ -83,7 +83,9 @@ def on_disk(cfg: RunConfig, rd: RunDir, *, known_steps: list[int], finished: boo
     K, n = cfg.train.stages, cfg.train.steps
     finals = [final_weight_step(rd.path, s) for s in range(K)]
     checkpoints = cfg.train.ckpt_every > 0
-    verified = [CheckpointStore(rd, stage=s).verified_steps() if checkpoints else () for s in range(K)]
+    # (a finished run's final/ weights are all from its last step: no checkpoint is read, none hashed)
+    verified = [CheckpointStore(rd, stage=s).verified_steps() if checkpoints and not finished else ()
+                for s in range(K)]
     per_stage = [max([finals[s] or 0, *verified[s]]) if checkpoints or finals[s] is not None else
                  (known_steps[s] if s < len(known_steps) else 0) for s in range(K)]
     steps_done = min(per_stage, default=0)
