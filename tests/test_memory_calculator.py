@@ -5,15 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from app.memory_calculator import (
-    CALC_METHODS,
-    CalcSetting,
-    layer_activations,
-    layer_weights,
-    lora_weights,
-    model_weights,
-    stage_memory,
-)
+from app.memory_calculator import CALC_METHODS, CalcSetting, model_weights, stage_memory
+from zerolock_core.train.layer_counts import layer_activations, layer_weights, lora_weights
 from app.model_shapes import LLAMA2_7B, MODEL_NAMES, SMOLLM2_SHAPE, CalcModel, calc_model
 
 # the tiny model by hand: hidden 128, intermediate 352, 4 heads and 2 KV heads of 32, vocab 2048, 8 layers
@@ -30,7 +23,7 @@ TINY = CalcSetting(model="tiny", stages=2, microbatches=4, microbatch_size=2, se
 
 
 def test_the_hand_counts_of_one_tiny_layer():
-    shape = calc_model("tiny")
+    shape = calc_model("tiny").shape
     assert (layer_weights(shape), LAYER) == (184_576, 184_576)
     assert lora_weights(shape, 4, ("q_proj", "v_proj")) == LORA == 1_792
     assert layer_activations(shape, 4, ("q_proj", "v_proj")) == ACT == 1_838
@@ -69,7 +62,7 @@ def test_bf16_halves_the_frozen_weights_and_activations_not_the_adapters():
 def test_a_tied_head_is_the_embedding_on_stage_0_and_a_copy_elsewhere():
     setting = CalcSetting(model="smollm2-135m", stages=3, microbatches=3)
     s0, s1, _ = stage_memory("zerolock", setting)
-    model, layers = setting.calc_model, 10 * layer_weights(setting.calc_model)
+    model, layers = setting.calc_model, 10 * layer_weights(setting.calc_model.shape)
     head = model.shape.vocab * model.shape.hidden
     assert model.tied
     assert s0.frozen == layers + head + model.shape.hidden  # the embedding is the head, and the final norm
@@ -129,7 +122,7 @@ def test_the_activation_formula_is_what_autograd_saves_in_tiny_layers():
         for layer in model.model.layers[1:3]:
             out = layer(out, attention_mask=mask, position_ids=positions, position_embeddings=rope)
             out = out[0] if isinstance(out, tuple) else out
-        expected = (b * s * 2 * layer_activations(calc_model("tiny"), 4, ("q_proj", "v_proj")) + ROPE) * 4
+        expected = (b * s * 2 * layer_activations(calc_model("tiny").shape, 4, ("q_proj", "v_proj")) + ROPE) * 4
         assert meter.current_bytes == expected
 
 

@@ -4,10 +4,9 @@ killer ending it (and everything else on the machine) later.
 
 A floor, not a forecast: the frozen weights each process holds, the trained adapters with their
 gradients and AdamW's moments, and the activations one micro-batch keeps for its backward pass through
-a chunk — batch / m × seq × (ACTIVATION_WIDTHS of the hidden and inner widths) per layer. The tiny model,
-measured (a forward and backward of 8 layers in float32), kept about 24 hidden widths a token a layer
-(hidden 128, inner 352); 6 hidden + 3 inner widths count about 60 % of that. The interpreter, torch
-itself and schedules that hold several micro-batches at once come on top.
+a chunk — batch / m × seq × what autograd saves per token in a layer (layer_counts.layer_activations, the
+count the dashboard's memory calculator uses too). The interpreter, torch itself, the rotary tables and
+schedules that hold several micro-batches at once come on top.
 """
 from __future__ import annotations
 
@@ -16,11 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config.field_words import shown
+from .layer_counts import embedding_weights, layer_activations, layer_weights, lora_weights
 from .model_shape import ModelShape
 
 BYTES_PER_VALUE = 4  # float32: every process computes in it (models/loading.py)
-ACTIVATION_HIDDEN_WIDTHS = 6  # per token per layer: the residual, the norms, q/k/v/o, attention's output
-ACTIVATION_INNER_WIDTHS = 3  # per token per layer: the MLP's gate, up and their product
 TRAINED_COPIES = 4  # a trained value, its gradient and AdamW's two moments
 MEMINFO = Path("/proc/meminfo")
 CGROUP = Path("/sys/fs/cgroup")  # v2: memory.max and memory.current of this process's group
@@ -40,29 +38,27 @@ class MemoryNeed:
 
 
 def memory_need(shape: ModelShape, chunk_layers: list[int], *, processes: int, micro_batch: int, seq_len: int,
-                lora_rank: int, lora_targets: int, readout_inner: int) -> MemoryNeed:
+                lora_rank: int, lora_targets: tuple[str, ...], readout_inner: int) -> MemoryNeed:
     """The floor for `processes` processes on this machine: one per chunk of `chunk_layers` (a pipeline's
     stages, the largest first), or one holding every chunk (processes = 1 with several chunks: the
     reference runtime, which runs them one after another). `readout_inner`: the mlp readout's width (0: none).
     `shape` must be `sized`."""
     assert shape.sized, shape
-    h, inner, vocab = shape.hidden, shape.intermediate, shape.vocab
-    q = shape.heads * shape.head_dim
-    kv = shape.kv_heads * shape.head_dim
-    per_layer = 2 * h * q + 2 * h * kv + 3 * h * inner + 2 * h  # q, o; k, v; gate, up, down; two norms
-    lora_per_layer = lora_targets * lora_rank * 2 * h  # A (r × in) and B (out × r), in and out about h
+    h, vocab = shape.hidden, embedding_weights(shape)  # vocab: the embedding's (and a head's) parameters
+    per_layer = layer_weights(shape)
+    lora_per_layer = lora_weights(shape, lora_rank, lora_targets)
     readout = 2 * h * readout_inner
-    per_token_layer = ACTIVATION_HIDDEN_WIDTHS * h + ACTIVATION_INNER_WIDTHS * inner
+    per_token_layer = layer_activations(shape, lora_rank, lora_targets)
     largest_first = sorted(chunk_layers, reverse=True)
     if processes == 1:  # every chunk in one process; a chunk's activations are freed by its backward
         layers = sum(chunk_layers)
-        weights = layers * per_layer + 2 * vocab * h  # + the embedding and the head
+        weights = layers * per_layer + 2 * vocab  # + the embedding and the head
         trained = layers * lora_per_layer + len(chunk_layers) * readout
         activations = micro_batch * seq_len * largest_first[0] * per_token_layer
     else:  # each stage: its layers, the head (every chunk reads out), the embedding on one of them
         local = largest_first[:processes]
-        embedding = vocab * h if len(local) == len(chunk_layers) else 0  # under torchrun: maybe another host's
-        weights = sum(local) * per_layer + len(local) * vocab * h + embedding
+        embedding = vocab if len(local) == len(chunk_layers) else 0  # under torchrun: maybe another host's
+        weights = sum(local) * per_layer + len(local) * vocab + embedding
         trained = sum(local) * lora_per_layer + len(local) * readout
         activations = micro_batch * seq_len * sum(local) * per_token_layer
     return MemoryNeed(processes=min(processes, len(chunk_layers)) or 1, weights=weights * BYTES_PER_VALUE,

@@ -69,7 +69,7 @@ def check_memory(cfg: RunConfig, shape: ModelShape, chunk_layers: list[int], ava
     t, d, m = cfg.train, cfg.data, cfg.model
     need = memory_need(shape, chunk_layers, processes=local_processes(t.stages, t.runtime),
                        micro_batch=t.batch // t.microbatches, seq_len=d.seq_len, lora_rank=m.lora_rank,
-                       lora_targets=len(m.lora_targets),
+                       lora_targets=tuple(m.lora_targets),
                        readout_inner=m.readout_adapter_hidden if ReadoutSpec.parse(m.readout).kind == "mlp" else 0)
     if need.total <= available:
         return
