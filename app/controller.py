@@ -22,6 +22,7 @@ from zerolock_core.rundir.atomic_files import read_json, write_json_atomic
 from zerolock_core.rundir.metrics import Metrics
 from zerolock_core.rundir.run_dir import RunDir, check_resumable
 from zerolock_core.rundir.runs_root import RunsRoot
+from zerolock_core.rundir.shown_path import scrub
 from zerolock_core.telemetry.events import Cursor, read_events
 from zerolock_core.telemetry.activity import ActivityFold, StageStats
 from zerolock_core.telemetry.lifecycle import read_lifecycle
@@ -123,7 +124,7 @@ class Tracked:
                 return list(live or [])
             return list(getattr(self.metrics, on_disk) or []) if self.metrics is not None else []
 
-        return {"name": self.name, "method": self.method, "batch": self.batch, "dir": str(self.dir),
+        return {"name": self.name, "method": self.method, "batch": self.batch, "dir": self.name,  # relative to the runs folder: no server path
                 "state": self.state, "stages": self.stages, "events": len(self.events),
                 "steps_done": steps_done, "total_steps": self.cfg["train"]["steps"],
                 "elapsed_s": job.elapsed_s if job else None, "eta_s": job.eta_s if job else None,
@@ -155,6 +156,11 @@ class EngineController:
     @property
     def runs_root(self) -> Path:
         return self.root.path
+
+    def said(self, text: object) -> str:
+        """`text` as a client may read it: a path in the runs folder (a data file's, a run's, in an engine's
+        message) relative to it, the folder itself as `runs`, never where this server keeps them."""
+        return scrub(str(text), self.root.path, name="runs")
 
     # ---- starting and stopping ------------------------------------------------------------------
     def new_run_dir(self, method: str, stages: int) -> Path:
@@ -214,7 +220,7 @@ class EngineController:
             try:
                 engine.start()
             except Exception as err:  # a refused directory (nothing touched), a process that could not start
-                tracked.state, tracked.error = JobState.FAILED.value, str(err)
+                tracked.state, tracked.error = JobState.FAILED.value, self.said(err)
                 continue
             tracked.cfg = engine.cfg.to_dict()  # `--boundaries auto` is resolved (measured) as the job starts
             self._write_record(tracked, started=True)

@@ -118,7 +118,7 @@ def status_markdown(t: Tracked, st: dict[str, Any], *, position: str = "") -> st
         parts.append(f"eval {what} {value:.3f} (strict accuracy {ev['accuracy']:.3f})")
     if position:
         parts.append(position)
-    lines = [" · ".join(parts), f"`{t.dir}`"]
+    lines = [" · ".join(parts), f"run folder `{t.name}`"]  # under the runs folder: no server path
     errors = m.errors if m else {}
     if errors or st.get("error"):
         first = next(iter(errors.values()), st.get("error", ""))

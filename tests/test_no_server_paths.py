@@ -100,3 +100,18 @@ def test_metrics_json_and_config_json_hold_no_server_path(tmp_path):
 ])
 def test_a_path_is_shown_relative_to_the_folder_it_lies_in(path, within, shown):
     assert shown_path(path, within=within) == shown
+
+
+def test_the_dashboard_says_a_kept_file_and_a_run_without_the_server_path(tmp_path):
+    """A kept upload that fails Preview, a run's status and the Watch line name no place on the server."""
+    from app.controller import EngineController
+    from app.data_uploads import data_folder
+    from app.tabs.run import preview_data
+
+    controller = EngineController(tmp_path / "runs")
+    folder = data_folder(controller.runs_root)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "one-class.csv").write_text("text,label\n" + "".join(f"row {i},a\n" for i in range(20)))
+    said = preview_data(controller, "one-class.csv", "classification", "text", "label", "", "", "", 64)
+    assert "⚠️" in said and str(tmp_path) not in said and "one-class.csv" in said
+    assert controller.said(f"csv:{folder / 'x.csv'}: no rows") == "csv:data/x.csv: no rows"  # relative to the runs folder

@@ -170,7 +170,7 @@ def take_upload(controller: EngineController, upload: dict | None, choice: str |
     except (ValueError, OSError) as err:
         kept = f"the dataset is still <b>{html_text(choice)}</b>" if choice else "no dataset is chosen"
         return (gr.update(choices=dataset_choices(controller.runs_root), value=choice),
-                f"<p>⚠️ {html_text(err)}</p><p>Nothing was kept; {kept}.</p>", None)
+                f"<p>⚠️ {html_text(controller.said(err))}</p><p>Nothing was kept; {kept}.</p>", None)
     finally:
         discard_upload(uploaded)
     return (gr.update(choices=dataset_choices(controller.runs_root), value=name),
@@ -182,7 +182,7 @@ def delete_data(controller: EngineController, choice: str | None) -> tuple:
     try:
         name = delete_upload(controller.runs_root, choice or "")
     except ValueError as err:
-        return gr.skip(), f"<p>⚠️ {html_text(err)}</p>"
+        return gr.skip(), f"<p>⚠️ {html_text(controller.said(err))}</p>"
     return (gr.update(choices=dataset_choices(controller.runs_root), value=RunForm.dataset),
             f"<p>Deleted <b>{html_text(name)}</b>; the dataset is now <b>{html_text(RunForm.dataset)}</b>.</p>")
 
@@ -196,7 +196,7 @@ def preview_data(controller: EngineController, choice: str, kind: str, text_fiel
                                   eval_size=RunForm.eval_size)
         return preview_html(data, model=RunForm.model)
     except ValueError as err:
-        return f"<p>⚠️ {html_text(err)}</p>"
+        return f"<p>⚠️ {html_text(controller.said(err))}</p>"
 
 
 def html_text(err: object) -> str:
@@ -230,13 +230,13 @@ def start_runs(controller: EngineController, methods, stages, batch, microbatche
         form = dataclasses.replace(form, dataset=dataset_spec(controller.runs_root, form.dataset))
         configs = configs_for(form, out_for=lambda m: str(controller.new_run_dir(m, form.stages)))
     except ConfigError as err:
-        return cannot_start(render(err, FORM)), False
+        return cannot_start(controller.said(render(err, FORM))), False
     except ValueError as err:
-        return cannot_start(str(err)), False
+        return cannot_start(controller.said(err)), False
     try:
         tracked = controller.start(configs)
     except RuntimeError as err:
-        return f"⚠️ {err}", False
+        return f"⚠️ {controller.said(err)}", False
     names = ", ".join(f"`{t.name}`" for t in tracked)
     extra = ""
     if "bp" in form.methods and form.link != "none":
