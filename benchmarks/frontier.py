@@ -278,7 +278,8 @@ def describe_task(spec: str) -> dict[str, Any]:
     p = Path(path)
     if not p.is_file():
         raise ValueError(f"--task {spec}: no such file {path}")
-    return {"dataset": spec, "path": str(p.resolve()), "sha256": _sha256(p), "pairs": kind == "jsonl"}
+    # the path as given (a result names no place on this machine), the file's name and its content's hash
+    return {"dataset": spec, "path": path, "file": p.name, "sha256": _sha256(p), "pairs": kind == "jsonl"}
 
 
 # ---- runs ------------------------------------------------------------------------------------------

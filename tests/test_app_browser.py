@@ -267,7 +267,7 @@ def test_a_scheduled_failure_is_pinned_in_view_then_an_injected_one_too(page, tm
     page.click("#tab-watch-button")
     page.wait_for_selector("#watch-status >> text=stopped", timeout=120_000)
     # reopened from the Runs tab: the whole run, both failures on it, and the recovery line back
-    name = page.inner_text("#watch-status").split("/")[-1].strip()  # the run directory's name
+    name = page.inner_text("#watch-status").split("run folder")[-1].strip()  # the run's name in the runs folder
     page.click("#tab-runs-button")  # the newest run comes picked
     page.wait_for_function(f"() => document.querySelector('#runs-pick input').value === {json.dumps(name)}",
                            timeout=30_000)

@@ -133,7 +133,7 @@ def test_a_file_task_records_its_path_and_sha256(tmp_path):
     path = tmp_path / "rows.jsonl"
     path.write_text('{"prompt": "a", "response": "b"}\n')
     info = F.describe_task(f"jsonl:{path}")
-    assert info == {"dataset": f"jsonl:{path}", "path": str(path.resolve()),
+    assert info == {"dataset": f"jsonl:{path}", "path": str(path), "file": "rows.jsonl",
                     "sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "pairs": True}
     assert F.describe_task("topics") == {"dataset": "topics", "pairs": False}
     with pytest.raises(ValueError, match="no such file"):
