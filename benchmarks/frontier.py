@@ -628,7 +628,8 @@ def format_verdict(reports: list[dict[str, Any]]) -> str:
         lines += [f"{report['settings']['model']}, {c['steps']} steps, b={c['batch']}, m={c['microbatches']}, "
                   f"accuracy mean ± sd over seeds (BP's schedules share BP's runs); time per step simulated as a "
                   f"K-stage pipeline with each arm's probed costs (m = {c['simulated_microbatches']}); "
-                  f"{len(runs)} runs, {hours:.1f} CPU-hours", "", markdown_table(heads, rows), ""]
+                  f"{len(runs)} runs, {hours:.1f} hours of training (their wall times added)", "",
+                  markdown_table(heads, rows), ""]
         lines += [f"- {line}" for line in verdict_lines(report)]
         if report.get("missing"):
             lines.append(f"- still to run ({len(report['missing'])}): " + ", ".join(report["missing"]))

@@ -54,7 +54,7 @@ FORMATTERS: dict[str, tuple[str, str, bool]] = {
 
 # the result files of the README's headline table, in the order `format_headline` takes them
 HEADLINE_FILES = ("memory", "throughput", "links", "envelope", "recovery", "quality", "quality-tiny-1000-k3",
-                  "quality-smollm2", "quality-smollm2-affine", "hetero", "hetero-smollm2")
+                  "quality-smollm2", "quality-smollm2-affine", "hetero", "hetero-smollm2", "frontier-trec6")
 
 # summary blocks: one table over several result files, by a formatter of a list of reports
 SUMMARIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
@@ -66,6 +66,7 @@ SUMMARIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "headline": ("readme", "format_headline", HEADLINE_FILES),
     "depth-verdict": ("depth", "format_verdict", ("depth-study",)),
     "schedulers-verdict": ("schedulers", "format_verdict", ("schedulers", "schedulers-smollm2")),
+    "frontier-verdict": ("frontier", "format_verdict", ("frontier-trec6",)),
 }
 
 # where the headline table's rows point: sections of the results pages, relative to README.md (the page
@@ -80,6 +81,7 @@ HEADLINE_LINKS = {
     "quality-tiny-1000": "docs/results-quality.md#does-the-tiny-models-gap-close",
     "quality-smollm2": "docs/results-quality.md#the-quality-claim-on-a-real-model",
     "hetero": "docs/results-memory-throughput.md#uneven-stages-paper-e3",
+    "frontier": "docs/results-depth.md#the-frontier-at-k--4-on-trec-6-in-progress",
 }
 
 
@@ -90,7 +92,7 @@ def format_headline(reports: list[dict[str, Any]]) -> str:
 
     r = dict(zip(HEADLINE_FILES, reports))
     memory, throughput, links, envelope, recovery = (r[n] for n in HEADLINE_FILES[:5])
-    quality, long, smollm2, affine, hetero, hetero_smollm2 = (r[n] for n in HEADLINE_FILES[5:])
+    quality, long, smollm2, affine, hetero, hetero_smollm2, frontier = (r[n] for n in HEADLINE_FILES[5:])
 
     def link(text: str, key: str) -> str:
         return f"[{text}]({HEADLINE_LINKS[key]})"
@@ -138,9 +140,27 @@ def format_headline(reports: list[dict[str, Any]]) -> str:
         [link("uneven devices", "hetero") + f", one stage {1 / slowest:g}x slower: `--boundaries auto` over even, "
          "ZeroLock / 1F1B (E3)", "phones; how they were balanced is not said",
          f"{balanced(hetero)} measured, {balanced(hetero_smollm2)} on SmolLM2-135M"],
+        frontier_row(frontier, link("the frontier", "frontier")),
     ]
     heads = ["ZeroLock (paper's figure)", "paper: TinyLlama-1.1B, 3 GPUs", "here: 2 CPU cores, tiny model unless named"]
     return markdown_table(heads, rows)
+
+
+def frontier_row(report: dict[str, Any], linked: str) -> list[str]:
+    """The headline's frontier row: BP's accuracy against the most accurate arm without update locking, its
+    time to BP's accuracy and its peak activation memory against 1F1B, and how many runs it rests on."""
+    rows = report["summary"]
+    task, k = rows[0]["task"], rows[0]["K"]
+    bp = next(r for r in rows if r["arm"] == "1f1b" and (r["task"], r["K"]) == (task, k))
+    free = max((r for r in rows if not r["locking"] and (r["task"], r["K"]) == (task, k)),
+               key=lambda r: r["accuracy_mean"])
+    time = "never reaches BP's" if free["time_to_bp_vs_1f1b"] is None else f"{free['time_to_bp_vs_1f1b']:.2f}x the time"
+    runs = sum(len(e["runs"]) for name, e in report["results"][task][str(k)].items()
+               if name == "bp" or e.get("accuracy_from") == name)
+    return [f"{linked}, {task} K={k}, {report['config']['steps']} steps: BP / best without update locking",
+            "CE-only level with BP (AG News, 1,250 steps)",
+            f"{bp['accuracy_mean']:.2f} / {free['arm']} {free['accuracy_mean']:.2f}: {time}, "
+            f"{free['activation_peak_vs_1f1b']:.2f}x 1F1B's activations (in progress: {runs} runs)"]
 
 
 def formatted(report: dict[str, Any]) -> str:
