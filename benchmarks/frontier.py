@@ -601,6 +601,13 @@ def format_report(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def trained_runs(report: dict[str, Any], task: str | None = None, k: int | None = None) -> list[dict[str, Any]]:
+    """The runs a report trained (BP's schedules share BP's runs: each run counted once), of one task × K or all."""
+    return [run for t, per_k in report["results"].items() if task in (None, t)
+            for kk, arms in per_k.items() if k in (None, int(kk))
+            for name, e in arms.items() if name == BP or e.get("accuracy_from") == name for run in e["runs"]]
+
+
 def format_verdict(reports: list[dict[str, Any]]) -> str:
     """The README's frontier table, one row per task × K × arm (BP's controls aside): accuracy over seeds,
     the time to BP's accuracy and the peak activation memory against 1F1B, trainable parameters against
@@ -622,8 +629,7 @@ def format_verdict(reports: list[dict[str, Any]]) -> str:
                          + (f", NLL {r['nll_mean']:.3f}" if "nll_mean" in r else ""),
                          _cell(r["time_to_bp_vs_1f1b"]), _cell(r["activation_peak_vs_1f1b"]),
                          _cell(r["trainable_vs_bp"]), marks])
-        runs = [run for per_k in report["results"].values() for arms in per_k.values() for name, e in arms.items()
-                if name == BP or e["accuracy_from"] == name for run in e["runs"]]
+        runs = trained_runs(report)
         hours = sum(run.get("run_s") or 0.0 for run in runs) / 3600
         lines += [f"{report['settings']['model']}, {c['steps']} steps, b={c['batch']}, m={c['microbatches']}, "
                   f"accuracy mean ± sd over seeds (BP's schedules share BP's runs); time per step simulated as a "

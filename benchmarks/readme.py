@@ -155,8 +155,8 @@ def frontier_row(report: dict[str, Any], linked: str) -> list[str]:
     free = max((r for r in rows if not r["locking"] and (r["task"], r["K"]) == (task, k)),
                key=lambda r: r["accuracy_mean"])
     time = "never reaches BP's" if free["time_to_bp_vs_1f1b"] is None else f"{free['time_to_bp_vs_1f1b']:.2f}x the time"
-    runs = sum(len(e["runs"]) for name, e in report["results"][task][str(k)].items()
-               if name == "bp" or e.get("accuracy_from") == name)
+    trained_runs = importlib.import_module("benchmarks.frontier").trained_runs  # lazy, as `formatted`'s
+    runs = len(trained_runs(report, task, k))
     return [f"{linked}, {task} K={k}, {report['config']['steps']} steps: BP / best without update locking",
             "CE-only level with BP (AG News, 1,250 steps)",
             f"{bp['accuracy_mean']:.2f} / {free['arm']} {free['accuracy_mean']:.2f}: {time}, "

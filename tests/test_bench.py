@@ -237,6 +237,25 @@ def test_a_hung_png_export_falls_back_to_html_and_says_why(tmp_path, monkeypatch
     assert (tmp_path / "a.html").exists()
 
 
+@pytest.mark.parametrize("single_writes", [True, False], ids=["rewritten-one-by-one", "still-missing-falls-back"])
+def test_a_png_the_batch_export_skipped_is_written_or_reported(tmp_path, monkeypatch, single_writes):
+    import plotly.graph_objects as go
+    import plotly.io as pio
+
+    from benchmarks.common import image_export
+
+    (tmp_path / "b.png").write_bytes(b"stale")  # an earlier run's file must not pass for this run's
+    monkeypatch.setattr(image_export, "png_export_error", lambda: None)
+    monkeypatch.setattr(pio, "write_images", lambda figs, paths, **k: Path(paths[0]).write_bytes(b"\x89PNG"))
+    monkeypatch.setattr(pio, "write_image", lambda fig, path, **k: single_writes and Path(path).write_bytes(b"\x89PNG"))
+    figs = {"a": go.Figure(go.Bar(x=[1], y=[2])), "b": go.Figure(go.Bar(x=[2], y=[1]))}
+    res = image_export.save_figures(figs, tmp_path)
+    if single_writes:
+        assert res["format"] == "png" and (tmp_path / "b.png").read_bytes() == b"\x89PNG"
+    else:
+        assert res["format"] == "html" and "b.png" in res["why_not_png"] and (tmp_path / "b.html").exists()
+
+
 @pytest.mark.skipif(png_export_error() is not None, reason="no browser for kaleido on this machine")
 def test_figures_as_png(tmp_path):
     import plotly.graph_objects as go

@@ -66,9 +66,19 @@ def save_figures(figs: dict[str, Any], out: Path, *, png: bool = True) -> dict[s
         import plotly.io as pio
 
         paths = [out / f"{name}.png" for name in figs]
+        for path in paths:  # an earlier run's figure must not pass for this one's
+            path.unlink(missing_ok=True)
         try:
             _with_timeout(lambda: pio.write_images(list(figs.values()), paths, width=1000, height=560, scale=1),
                           EXPORT_TIMEOUT_S)
+            # the batch export has come back without writing one of its files: write those one by one
+            for fig, path in zip(figs.values(), paths):
+                if not path.exists():
+                    _with_timeout(lambda: pio.write_image(fig, path, width=1000, height=560, scale=1),
+                                  EXPORT_TIMEOUT_S)
+            missing = [p.name for p in paths if not p.exists()]
+            if missing:
+                raise RuntimeError(f"the PNG export wrote no {', '.join(missing)}")
             return {"files": [str(p) for p in paths], "format": "png"}
         except Exception as err:  # fall back to HTML, saying why
             first = str(err).strip().splitlines()
