@@ -264,8 +264,12 @@ def link_phase(b: Built, launch: StageLaunch, store: dist.Store, first_mb: int) 
                                                      what=f"stage {stage + 1} to say what it needs"))
         nxt = make_link("next", gen)
     if launch.replacement:
+        # what an earlier process of this stage ran: its local steps, and the hidden states it took in
+        # and ran forward (read before this process's FlowControl resets the position): each one run
+        # again is a replayed micro-batch (the REPLAY events, the recovery record's count)
         done = protocol.get_int(store, protocol.microbatches_done(stage), 0)
-        replay_until = max(skip_sends_below, done)
+        consumed = protocol.get_int(store, protocol.flow_consumed(stage), 0) if stage > 0 else 0
+        replay_until = max(skip_sends_below, done, consumed)
         store.set(protocol.replay_frontier(stage, launch.generation), str(replay_until))
     depth = t.inflight_depth
     flow_in = (FlowControl(store, receiver=stage, depth=depth, start=first_mb, receiving_end=True)
