@@ -37,7 +37,7 @@ NO_FAILURE = "none"  # the failure mode of "no scheduled failure"
 @dataclass(kw_only=True, frozen=True)
 class RunForm:
     """What the user picked. The fields that are config fields start at the config's defaults
-    (run_fields.py): the dashboard opens on the run `zerolock train --runtime pipeline` makes, about half
+    (run_fields.py): the dashboard opens on the run plain `zerolock train` makes, about half
     a minute on 2 cores (K = 2: a core a stage), long enough to inject a failure into by hand. The
     form's own fields: the methods to run one after another and a scheduled failure."""
     methods: tuple[str, ...] = ("zerolock",)
@@ -162,7 +162,7 @@ def config_for(form: RunForm, method: str, *, out: str) -> RunConfig:
         model=ModelConfig(model=form.model, readout=readout_of(form, method)),
         data=form.data.data_config(form.dataset, seq_len=form.seq_len, eval_size=form.eval_size),
         objective=ObjectiveConfig(alpha=parse_alpha(form.alpha), consistency=form.consistency),
-        train=TrainConfig(runtime=REFERENCE if reference else PIPELINE, method=method, stages=form.stages,
+        train=TrainConfig(runtime=REFERENCE if reference else TrainConfig.runtime, method=method, stages=form.stages,
                           batch=form.batch, microbatches=form.microbatches, steps=form.steps, lr=form.lr,
                           seed=form.seed,
                           # checkpoints make the Watch tab's "Inject failure" recoverable (not a method that

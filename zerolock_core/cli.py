@@ -1,4 +1,4 @@
-"""`zerolock` command line: train | export | generate | dashboard | bench | pretrain-tiny (`zerolock COMMAND --help`)."""
+"""`zerolock` command line: train | eval | export | generate | dashboard | bench | pretrain-tiny (`zerolock COMMAND --help`)."""
 from __future__ import annotations
 
 import argparse
@@ -6,10 +6,12 @@ import contextlib
 import dataclasses
 import importlib.util
 import os
+import re
 import sys
 import threading
 import time
 from pathlib import Path
+import typing
 from typing import TYPE_CHECKING
 
 from .config.field_words import ConfigError
@@ -29,14 +31,47 @@ if TYPE_CHECKING:
 
 class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Every flag's help ends with its default, a tuple written as the flag takes it ("0.5", "q_proj,v_proj");
-    switches and empty defaults (None, "": their help says what that means) show none."""
+    switches, empty defaults (None, "", (): their help says what that means) and a help that already says its
+    default show none."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text, d = action.help or "", action.default
-        if "%(default)" in text or not action.option_strings or d in (None, "", []) or d is argparse.SUPPRESS \
-                or isinstance(d, bool):
+        if "%(default)" in text or "default" in text or not action.option_strings or d is None \
+                or d is argparse.SUPPRESS or isinstance(d, bool) or value_text(d) == "":
             return text
         return f"{text} (default: {value_text(d).replace('%', '%%')})"
+
+
+class ExamplesHelpFormatter(DefaultsHelpFormatter):
+    """The defaults as above; the description and the examples epilog keep their own lines; a flag and its
+    help share a line where the flag fits in 32 columns."""
+
+    def __init__(self, prog: str, **kw) -> None:
+        super().__init__(prog, **{"max_help_position": 34, **kw})
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "".join(indent + line for line in text.splitlines(keepends=True))
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """A bad value is one line on stderr, without the usage: "zerolock train: --steps: 'ten' is not an
+    integer (see zerolock train --help)", exit 2 (EXIT_USAGE)."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {usage_words(message)} (see {self.prog} --help)\n")
+
+
+_INVALID = re.compile(r"argument (?P<flag>[^:]+): invalid (?P<kind>\w+) value: (?P<value>.*)")
+_KIND_WORDS = {"int": "an integer", "float": "a number"}
+
+
+def usage_words(message: str) -> str:
+    """argparse's error in the flags' words: "argument --steps: invalid int value: 'ten'" -> "--steps: 'ten'
+    is not an integer"."""
+    m = _INVALID.fullmatch(message)
+    if m and m["kind"] in _KIND_WORDS:
+        return f"{m['flag']}: {m['value']} is not {_KIND_WORDS[m['kind']]}"
+    return message.removeprefix("argument ")
 
 
 GIVEN = "given_run_flags"  # the namespace's set of the run flags the user gave (their fields' names)
@@ -71,7 +106,8 @@ def _flag_arguments(f: RunField) -> dict:
     if s.cli_choices:
         kw["choices"] = s.cli_choices
     else:
-        kw["metavar"] = s.metavar or s.flag.removeprefix("--").upper().replace("-", "_")
+        # a number's metavar is short (N, X), so that most flags and their help share a line in --help
+        kw["metavar"] = s.metavar or {int: "N", float: "X"}.get(parse) or s.flag.removeprefix("--").upper().replace("-", "_")
     if s.const is not None:
         kw |= dict(nargs="?", const=s.const)
     return kw
@@ -154,9 +190,10 @@ def cmd_train(a: argparse.Namespace) -> int:
             raise ConfigError("--resume is for --runtime pipeline runs (a reference run has no checkpoints)")
     else:
         cfg = config_from_args(a, out=a.out, base=read_config_toml(a.config) if a.config else None)
+        from .rundir.run_name import fresh_run_path
         from .rundir.runs_root import DEFAULT_RUNS
 
-        out = a.out or str(Path(DEFAULT_RUNS) / f"{cfg.train.method}-{time.strftime('%Y%m%d-%H%M%S')}")
+        out = a.out or str(fresh_run_path(DEFAULT_RUNS, cfg.train.method, cfg.train.stages))
         cfg = dataclasses.replace(cfg, out=out)
     if cfg.train.runtime == "pipeline" and not (a.out or a.resume) and "TORCHELASTIC_RUN_ID" in os.environ:
         raise ConfigError("under torchrun, give --out (a directory every host shares)")
@@ -175,18 +212,19 @@ def cmd_train(a: argparse.Namespace) -> int:
     if a.stop_signals is not None and a.stop_signals.requested:  # during the imports and checks above
         print("zerolock: stopped before the run started: nothing was created", file=sys.stderr)
         return EXIT_STOPPED
+    before_s = time.monotonic() - getattr(a, "t0", time.monotonic())  # the imports and checks: in the bar's elapsed time and the summary's
     metrics = run_to_end(make_job(cfg, overwrite=a.overwrite, resume=bool(a.resume)), progress=not a.quiet,
-                         signals=a.stop_signals)
-    return _report_end(metrics, out)
+                         signals=a.stop_signals, before_s=before_s)
+    return _report_end(metrics, out, before_s=before_s)
 
 
-def _report_end(metrics: "Metrics", out: str) -> int:
+def _report_end(metrics: "Metrics", out: str, *, before_s: float = 0.0) -> int:
     """Say how the run ended (stderr for a failure) and return the exit code for it."""
     if metrics.state == "failed":
         print(f"zerolock: error: {metrics.runtime} run failed: {metrics.reason or 'unknown error'} "
               f"(details: {RunDir(out).metrics})", file=sys.stderr)
         return EXIT_FAILED
-    print(summary(metrics, out))
+    print(summary(metrics, out, before_s=before_s))
     return EXIT_STOPPED if metrics.state == "stopped" else 0
 
 
@@ -203,7 +241,14 @@ def eval_scores(e: dict) -> str:
     return "  ".join(part for part in (f"accuracy {e['accuracy']:.3f}", middle, f"nll {e['nll']:.3f}") if part)
 
 
-def summary(metrics: "Metrics", out: str) -> str:
+def eval_lines(e: dict) -> list[str]:
+    """An eval record (a run's final eval, `zerolock eval`): the model's numbers, then each chunk's."""
+    return [f"eval: {eval_scores(e)}  ({e['examples']} examples)"
+            + (f"; greedy generation: exact match {e['exact_match']:.3f} on {e['exact_match_examples']}"
+               if "exact_match" in e else "")] + [f"  chunk {c['chunk']}: {eval_scores(c)}" for c in e["per_chunk"]]
+
+
+def summary(metrics: "Metrics", out: str, *, before_s: float = 0.0) -> str:
     e = metrics.eval
     notes = [f"checkpoint skipped: stage {r['stage']}: {r['message']}" for r in metrics.checkpoint_rejections]
     notes += [f"failure not injected: {f['failure']}: {f['reason']}" for f in metrics.failures_not_injected]
@@ -222,11 +267,8 @@ def summary(metrics: "Metrics", out: str) -> str:
     if e is None:
         return "\n".join(notes + [f"run {metrics.state} after {metrics.steps_done} steps; "
                                   f"{metrics.eval_skipped or 'no eval'}; wrote {RunDir(out).metrics}"])
-    lines = notes + [f"eval: {eval_scores(e)}  ({e['examples']} examples)"
-                     + (f"; greedy generation: exact match {e['exact_match']:.3f} on {e['exact_match_examples']}"
-                        if "exact_match" in e else "")]
-    lines += [f"  chunk {c['chunk']}: {eval_scores(c)}" for c in e["per_chunk"]]
-    lines += time_lines(metrics)
+    lines = notes + eval_lines(e)
+    lines += time_lines(metrics, before_s=before_s)
     lines += recovery_lines(metrics.recovery)
     rd = RunDir(out)
     files = [rd.metrics.name, *([f"{rd.trace.name} (open it at ui.perfetto.dev)"] if rd.trace.exists() else []),
@@ -235,14 +277,16 @@ def summary(metrics: "Metrics", out: str) -> str:
     return "\n".join(lines)
 
 
-def time_lines(metrics: "Metrics") -> list[str]:
-    """Wall time and where it went; throughput, bubble and peak activations per stage (pipeline runs)."""
+def time_lines(metrics: "Metrics", *, before_s: float = 0.0) -> list[str]:
+    """Wall time and where it went; throughput, bubble and peak activations per stage (pipeline runs).
+    `before_s`: the command's imports and checks before the job, counted in the wall time as the progress
+    bar counts them (run_to_end)."""
     outage = metrics.downtime_s
-    parts = [f"start-up {metrics.setup_s:.1f} s",
+    parts = [*([f"checks {before_s:.1f} s"] if before_s else []), f"start-up {metrics.setup_s:.1f} s",
              f"training {metrics.wall_s:.1f} s" + (f" (outages {outage:.1f} s of it)" if outage else "")]
     if metrics.eval_s:
         parts.append(f"final eval {metrics.eval_s:.1f} s")
-    lines = [(f"wall time {metrics.total_s:.1f} s: " if metrics.total_s else "time: ") + ", ".join(parts)]
+    lines = [(f"wall time {before_s + metrics.total_s:.1f} s: " if metrics.total_s else "time: ") + ", ".join(parts)]
     speed = f"{metrics.throughput_samples_per_s:.1f} samples/s over the training"
     if metrics.bubble_fraction is not None:
         speed += f", bubble {100 * metrics.bubble_fraction:.1f} %"
@@ -290,29 +334,71 @@ def cmd_generate(a: argparse.Namespace) -> int:
     return 0
 
 
+TRAIN_DESCRIPTION = """\
+Fine-tune with the multi-process pipeline (one process per stage, what the dashboard's Run runs) or, with
+--runtime reference, the one-process reference trainer (the oracle a pipeline run equals). Every value is
+checked before anything is created."""
+TRAIN_EXAMPLES = """\
+examples:
+  zerolock train --steps 50                             # the dashboard's default run, shorter
+  zerolock train --runtime reference --method bp        # one process, backprop (the oracle)
+  zerolock train --stages 3 --readout top-lora:last     # K = 3, each chunk reads through the last's layers
+  zerolock train --steps 20 --ckpt-every 2 --fail 1@5   # kill stage 1 in step 6; it recovers"""
+
+
+def cmd_eval(a: argparse.Namespace) -> int:
+    from .export.run_eval import evaluate_trained_run
+
+    if a.eval_size is not None and a.eval_size < 0:
+        raise ConfigError(f"--eval-size: {a.eval_size} is below 0 (0 = all)")
+    e = evaluate_trained_run(_run_dir_of(a.run).path, dataset=a.dataset, eval_size=a.eval_size)
+    print("\n".join(eval_lines(e)))
+    if a.json:
+        from .rundir.atomic_files import write_json_atomic
+
+        write_json_atomic(Path(a.json), e)
+        print(f"wrote {a.json}")
+    return 0
+
+
 def _missing_app(err: ImportError) -> int:
     raise ConfigError(f"the dashboard needs the app extra (pip install -e '.[app]'): {err}")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="zerolock", description=__doc__)
+    parser = OneLineParser(prog="zerolock", description=__doc__)  # its subcommands' parsers are OneLineParsers too
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
 
-    p = sub.add_parser("train", help="fine-tune with a reference trainer or the multi-process pipeline",
-                       description="Fine-tune with a reference trainer (one process) or the multi-process "
-                                   "pipeline (one process per stage). Every value is checked before anything "
-                                   "is created.", formatter_class=DefaultsHelpFormatter)
-    p.add_argument("--out", default=None, help="run directory (default runs/METHOD-TIMESTAMP)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--overwrite", action="store_true",
-                   help="delete a previous run in --out (its checkpoints included) and start again")
-    p.add_argument("--resume", metavar="DIR", default=None,
-                   help="continue a crashed or stopped pipeline run from its newest verified checkpoints")
-    p.add_argument("--config", metavar="FILE.toml", default=None,
-                   help="start from a run config in TOML (configs/*.toml, a run's config.toml); the run flags "
-                        "given beside it override its values")
+    p = sub.add_parser("train", help="fine-tune: the multi-process pipeline (the dashboard's Run), or the "
+                                     "one-process reference trainer", description=TRAIN_DESCRIPTION,
+                       usage="%(prog)s [FLAGS]  (every flag below; the run's own are saved in its config.toml)",
+                       epilog=TRAIN_EXAMPLES, formatter_class=ExamplesHelpFormatter)
     add_run_flags(p)
+    out = p.add_argument_group("output")
+    out.add_argument("--out", default=None, help="run directory (default: runs/TIMESTAMP-METHOD-KN, as the "
+                                                 "dashboard names its runs)")
+    out.add_argument("--quiet", action="store_true", help="no progress bar")
+    out.add_argument("--overwrite", action="store_true",
+                     help="delete a previous run in --out (its checkpoints included) and start again")
+    out.add_argument("--resume", metavar="DIR", default=None,
+                     help="continue a crashed or stopped pipeline run from its newest verified checkpoints")
+    out.add_argument("--config", metavar="FILE.toml", default=None,
+                     help="start from a run config in TOML (configs/*.toml, a run's config.toml); the run flags "
+                          "given beside it override its values")
     p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("eval", help="evaluate a finished run's final weights again, on its eval set or another",
+                       description="Score a run's final/ weights as its final eval did: on the run's own eval set "
+                                   "the numbers equal those metrics.json records. Nothing is written into the run.",
+                       formatter_class=DefaultsHelpFormatter)
+    p.add_argument("run", metavar="RUN_DIR", help="a run directory (or a run id under runs/) with final/ weights")
+    p.add_argument("--dataset", metavar="SPEC", default=None,
+                   help="another eval set: a built-in dataset or KIND:PATH with the run's fields (default: the run's)")
+    p.add_argument("--eval-size", type=int, metavar="N", default=None,
+                   help="examples scored, 0 = all (default: the run's)")
+    p.add_argument("--json", metavar="FILE", default=None,
+                   help="also write the eval record there (JSON, written atomically)")
+    p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("pretrain-tiny", help="rebuild the embedded tiny tokenizer + model",
                        formatter_class=DefaultsHelpFormatter)
@@ -376,6 +462,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    t0 = time.monotonic()  # the command's clock: `zerolock train`'s wall time counts from here
     if "TORCHELASTIC_RUN_ID" in os.environ:  # a torchrun rank is a stage process: its store errors are ours
         os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # before torch is imported (runtime/processes.py)
     # `zerolock train` records Ctrl-C and SIGTERM from its first instant — the seconds of imports and checks
@@ -385,7 +472,7 @@ def main(argv: list[str] | None = None) -> int:
     with StopSignals() if stop_from_the_start else contextlib.nullcontext() as signals:
         try:
             args = parse(argv)
-            args.stop_signals = signals
+            args.stop_signals, args.t0 = signals, t0
             return args.func(args)
         except (ConfigError, ValueError, FileNotFoundError) as err:
             if os.environ.get("ZEROLOCK_DEBUG"):

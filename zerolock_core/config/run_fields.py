@@ -24,7 +24,7 @@ METHODS_BY_RUNTIME = {runtime: names_for(runtime) for runtime in RUNTIMES}
 CONSISTENCY_DIRECTIONS = ("reverse", "forward")
 WARM_STANDBY = ("auto", "on", "off")
 LINK_PROFILE_NAMES = ("none", "local", "wifi", "mobile", "constrained", "custom")
-FAULT_TOLERANCE = "fault tolerance (pipeline)"  # a --help group of train's fields
+FAULT_TOLERANCE = "faults (pipeline): checkpoints, injected failures, recovery"  # a --help group of train's fields
 YOUR_DATA = "your own data (--dataset csv:|jsonl:|parquet:|disk:PATH)"
 
 
@@ -119,8 +119,10 @@ class ObjectiveConfig:
 
 @dataclass(kw_only=True, frozen=True)
 class TrainConfig:
-    runtime: str = setting("reference", flag="--runtime", choices=tuple(METHODS_BY_RUNTIME),
-                           help="reference: one process; pipeline: one process per stage over torch.distributed")
+    # pipeline: what the dashboard's Run runs (app/form.py reads this default); reference stays the oracle
+    runtime: str = setting("pipeline", flag="--runtime", choices=tuple(METHODS_BY_RUNTIME),
+                           help="pipeline: one process per stage over torch.distributed, as the dashboard runs; "
+                                "reference: one process, the oracle a pipeline run equals")
     method: str = setting("zerolock", flag="--method", label="method",
                           help="; ".join(f"{r}: {' | '.join(names_for(r))}" for r in RUNTIMES)
                           + " (terminal: only the last chunk trains, on the task loss; the others run forward "
@@ -212,7 +214,7 @@ class LinkConfig:
 # a RunConfig's sections by name, in order; each section's --help group
 SECTIONS: dict[str, type] = {"model": ModelConfig, "data": DataConfig, "objective": ObjectiveConfig,
                              "train": TrainConfig, "link": LinkConfig}
-GROUPS = {"model": "model", "data": "data", "objective": "objective", "train": "training",
+GROUPS = {"model": "model", "data": "data", "objective": "objective", "train": "schedule",
           "link": "link emulation (pipeline)"}
 
 

@@ -60,11 +60,13 @@ def make_job(cfg: RunConfig, *, overwrite: bool = False, resume: bool = False) -
     return Run(cfg, overwrite=overwrite, resume=resume)
 
 
-def run_to_end(job: Job, *, progress: bool = True, signals: StopSignals | None = None) -> Metrics:
+def run_to_end(job: Job, *, progress: bool = True, signals: StopSignals | None = None,
+               before_s: float = 0.0) -> Metrics:
     """Start `job` and wait for its end with a progress bar. SIGINT and SIGTERM (in the main thread) ask it
     to stop — from the first instant, its start included — and it still ends with its record. `signals`:
-    handlers the caller installed earlier (the CLI does, before its imports), else installed here. Raises
-    ConfigError (nothing was started) like `job.start()`."""
+    handlers the caller installed earlier (the CLI does, before its imports), else installed here.
+    `before_s`: the caller's seconds before the job (the CLI's imports and checks), counted in the elapsed
+    time the bar shows, as its summary counts them. Raises ConfigError (nothing was started) like `job.start()`."""
     from tqdm import tqdm
 
     cfg = job.cfg
@@ -92,7 +94,7 @@ def run_to_end(job: Job, *, progress: bool = True, signals: StopSignals | None =
                 said = signals.received
             st = job.status()
             bar.n = st.steps_done
-            bar.set_postfix_str(progress_words(st))
+            bar.set_postfix_str(progress_words(st, before_s=before_s))
             bar.refresh()
             job.wait(POLL_S)
     finally:
@@ -123,15 +125,18 @@ def _clock(seconds: float) -> str:
     return f"{m:02d}:{s:02d}" if m < 60 else f"{m // 60}:{m % 60:02d}:{s:02d}"
 
 
-def progress_words(st: JobStatus) -> str:
+def progress_words(st: JobStatus, *, before_s: float = 0.0) -> str:
     """One line for a job's status (the CLI's progress bar; the dashboard's status line reads the same
-    fields, `app/watch_view.state_words`). A pure function of the status."""
-    elapsed = _clock(st.elapsed_s or 0.0)
+    fields, `app/watch_view.state_words`). A pure function of the status. The clocks are the record's
+    (metrics.py): elapsed = the wall time so far (`before_s`, the caller's time before the job, included),
+    starting = the start-up so far, ETA = seconds per training step so far x the steps left."""
+    elapsed = _clock(before_s + (st.elapsed_s or 0.0))
     if st.stopping:
         return f"stopping: every stage finishes its current action and saves; elapsed {elapsed}"
     if st.state == JobState.STARTING:
         phases = ", ".join(f"{s}: {p}" for s, p in enumerate(st.stage_states))
-        return f"starting {elapsed}" + (f" ({phases})" if phases else "")
+        return f"starting {_clock(st.elapsed_s or 0.0)}" + (f" ({phases})" if phases else "") \
+            + (f"; elapsed {elapsed}" if before_s else "")
     if st.open_recoveries:
         down = "; ".join(f"stage {r['stage']} down — {'rolling every stage back' if r['kind'] == 'global' else 'restarting'}"
                          f" ({r['down_s']:.1f} s)" for r in st.open_recoveries)

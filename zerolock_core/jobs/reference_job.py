@@ -9,6 +9,7 @@ record written here (`JobBase`'s fallback), with the last line it printed.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import sys
@@ -41,12 +42,17 @@ def reference_child(cfg: dict[str, Any], stop, phase, steps) -> None:
         steps.value = n
         phase.value = TRAINING if n < cfg["train"]["steps"] else EVALUATING
 
+    def should_stop() -> bool:
+        if phase.value == STARTING:  # asked before every step: the first ask ends the start-up
+            phase.value = TRAINING
+        return stop.is_set()
+
     try:
         from ..train.reference_trainer import train_reference
 
         phase.value = STARTING
         train_reference(RunConfig.from_dict(cfg), progress=False, locked=True, on_step=on_step,
-                        should_stop=stop.is_set)
+                        should_stop=should_stop)
     except BaseException:
         traceback.print_exc()
         sys.stderr.flush()
@@ -57,7 +63,8 @@ class ReferenceJob(JobBase):
     """A reference training run in a child process: start / status / request_stop / stop / wait, like `Run`."""
     THREAD_NAME = "zerolock-reference-job"
     START_ERRORS = (BaseException,)
-    RECORD_ON_DISK = True  # the child writes metrics.json itself
+    # the child writes metrics.json; the job rewrites it with its own clock (`_record`), the one the progress reads
+    RECORD_ON_DISK = False
     NO_RECORD = "the reference trainer ended without writing its record"
 
     def __init__(self, cfg: RunConfig, *, overwrite: bool = False, stop_grace_s: float = STOP_GRACE_S) -> None:
@@ -66,6 +73,8 @@ class ReferenceJob(JobBase):
         super().__init__(cfg, overwrite=overwrite)
         self.stop_grace_s = stop_grace_s
         self._proc = None
+        self._t_running: float | None = None  # when training began, on the job's clock
+        self._steps_at_running = 0  # the steps done then (a resumed run's start)
         from ..runtime.processes import context
 
         ctx = context()
@@ -83,7 +92,14 @@ class ReferenceJob(JobBase):
 
     def status(self) -> JobStatus:
         steps = self.metrics.steps_done if self.metrics is not None else self._steps.value
-        return self._status(steps_done=steps, error=self.reason if self.state == JobState.FAILED else "")
+        per_step = eta = None
+        trained = steps - self._steps_at_running
+        if self._t_running is not None and trained > 0 and self.state == JobState.RUNNING:
+            per_step = (time.monotonic() - self._t_running) / trained  # training only, as the pipeline's
+            eta = per_step * (self.cfg.train.steps - steps)
+        return self._status(steps_done=steps, s_per_step=per_step, eta_s=eta,
+                            startup_s=None if self._t_running is None else self._t_running - self._t_start,
+                            error=self.reason if self.state == JobState.FAILED else "")
 
     # ---- the watcher thread ---------------------------------------------------------------------
     def _watch(self) -> None:
@@ -91,6 +107,8 @@ class ReferenceJob(JobBase):
         try:
             while p.exitcode is None:
                 self._set_state(PHASES[self._phase.value])
+                if self.state != JobState.STARTING and self._t_running is None:
+                    self._t_running, self._steps_at_running = time.monotonic(), self._steps.value
                 if self._stop_requested_at is not None:
                     self._stop.set()
                     if time.monotonic() - self._stop_requested_at > self.stop_grace_s:
@@ -112,7 +130,13 @@ class ReferenceJob(JobBase):
 
     # ---- the end (JobBase._end) -------------------------------------------------------------------
     def _record(self) -> Metrics | None:
-        return self.rd.read_metrics()
+        """The child's record on the job's clock, the one the progress bar reads: its wall time from the job's
+        start (the child's own start included), start-up all of it that was neither training nor the eval."""
+        m = self.rd.read_metrics()
+        if m is None:
+            return None
+        total = time.monotonic() - self._t_start
+        return dataclasses.replace(m, total_s=total, setup_s=max(0.0, total - m.wall_s - m.eval_s))
 
     def _killed_on_stop(self) -> bool:
         """Killed after the stop grace: a stopped run, though the child wrote no record."""

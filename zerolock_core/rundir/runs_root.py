@@ -8,13 +8,13 @@ character name, a symlink that leads out, a folder that holds no run.
 """
 from __future__ import annotations
 
-import time
 from pathlib import Path, PurePosixPath
 
 from .run_dir import RunDir
 
 MAX_ID_CHARS = 255
 DEFAULT_RUNS = "runs"  # the runs folder when none is named: `zerolock train` without --out, the dashboard
+from .run_name import fresh_run_path
 
 
 class NotARun(ValueError):
@@ -72,10 +72,5 @@ class RunsRoot:
         return found
 
     def new_run(self, method: str, stages: int) -> RunDir:
-        """A fresh run directory's path (not created): `STAMP-METHOD-KN`, numbered if taken."""
-        base = self.path / f"{time.strftime('%Y%m%d-%H%M%S')}-{method}-K{stages}"
-        path, n = base, 1
-        while path.exists():
-            n += 1
-            path = base.with_name(f"{base.name}-{n}")
-        return RunDir(path)
+        """A fresh run directory's path (not created), named as every run is (run_name.py)."""
+        return RunDir(fresh_run_path(self.path, method, stages))
