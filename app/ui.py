@@ -57,8 +57,15 @@ def build_app(controller: EngineController | None = None, *, runs_root: str | Pa
 
         # two measurements at once (a class's second student does not wait); a third is queued, and Gradio's
         # progress shows its place in the queue
-        readability.button.click(tab_readability.measure, readability.inputs, readability.outputs,
+        def on_measure(model, dataset, stages, examples, fit, top=True, run=tab_readability.PRETRAINED,
+                       progress=gr.Progress()) -> tuple:
+            return tab_readability.measure(model, dataset, stages, examples, fit, top, run, root=controller.root,
+                                           progress=progress)
+
+        readability.button.click(on_measure, readability.inputs, readability.outputs,
                                  api_name="readability", concurrency_limit=READABILITY_AT_ONCE)
+        readability_item.select(lambda run: tab_readability.run_choices(controller.root, run), readability.inputs[-1],
+                                readability.inputs[-1], show_progress="hidden")
         # until something is measured, the committed study: a student sees a readable result at once
         readability_item.select(tab_readability.recorded, readability.outputs[1], readability.outputs,
                                 show_progress="hidden")

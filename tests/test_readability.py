@@ -136,3 +136,93 @@ def test_the_readability_tab_opens_on_the_committed_study_and_keeps_a_measuremen
     assert all(x == {"__type__": "update"} for x in kept)
     text, fig = recorded(None, path=tmp_path / "missing.json")
     assert fig is None and "Measure readability" in text
+
+
+# ---- sampling error: one interval, and no cut from a blip within it ---------------------------------------
+
+@pytest.mark.parametrize("rate,n,low,high,text", [
+    (0.375, 128, 0.2959, 0.4614, "0.375 ± 0.08"),
+    (0.30, 128, 0.2274, 0.3843, "0.30 ± 0.08"),
+    (0.0, 10, 0.0, 0.2775, "0.00 ± 0.14"),   # never a point at 0 or 1
+    (1.0, 10, 0.7225, 1.0, "1.00 ± 0.14"),
+    (0.5, 10_000, 0.4902, 0.5098, "0.50 ± 0.01"),
+])
+def test_the_wilson_interval_of_an_accuracy(rate, n, low, high, text):
+    from zerolock_core.analysis.sampling_error import wilson
+
+    got = wilson(rate, n)
+    assert (got.low, got.high) == (pytest.approx(low, abs=1e-4), pytest.approx(high, abs=1e-4))
+    assert got.text() == text and 0.0 <= got.low <= rate <= got.high <= 1.0
+
+
+@pytest.mark.parametrize("rate,n", [(0.5, 0), (1.5, 10), (-0.1, 10)])
+def test_an_interval_of_no_examples_or_no_rate_is_refused(rate, n):
+    from zerolock_core.analysis.sampling_error import wilson
+
+    with pytest.raises(ValueError, match="accuracy"):
+        wilson(rate, n)
+
+
+@pytest.mark.parametrize("accuracy,examples,expected,words", [
+    # the dashboard's blip: 0.375 against a majority class of 0.30 on 128 examples
+    ([0.3] * 5 + [0.36, 0.37, 0.375], 128, None,
+     "last layer 0.375 ± 0.08 vs majority class 0.30 ± 0.08 on 128 examples: within sampling error, no cut"),
+    ([0.3] * 5 + [0.36, 0.37, 0.375], None, [6, 7], "layers 6+"),           # without n: the old rule cuts
+    ([0.3] * 5 + [0.36, 0.37, 0.375], 100_000, [6, 7], "beyond its 95 % interval on 100000 examples"),
+    ([0.9] * 8, 128, [3, 6], "layer 1: 0.90 ± 0.05 vs majority class 0.30 ± 0.08"),  # clear: the even split
+    ([0.3, 0.3, 0.4, 0.9, 0.9, 0.9, 0.9, 0.9], 64, [4, 6], "layers 4+"),    # layer 3's 0.4 is within error
+    ([0.05] * 8, 256, None, "below it, no cut suggested"),                   # clearly below chance
+])
+def test_a_cut_is_suggested_only_beyond_sampling_error(accuracy, examples, expected, words):
+    got = suggest_boundaries(accuracy, stages=3, chance=0.30, examples=examples)
+    assert got["boundaries"] == expected and words in got["why"], got
+
+
+def test_the_summary_reads_each_curves_sample_size_from_its_scores():
+    lens = [{"layer": i + 1, "label_accuracy": a, "nll": 1.0, "examples": 128}
+            for i, a in enumerate([0.3] * 5 + [0.36, 0.37, 0.375])]
+    summary = readability_summary({"pretrained": {"lens": lens, "chance": 0.30}}, stages=3, boundaries=None)
+    assert summary["suggestions"]["pretrained"]["lens"]["boundaries"] is None
+    assert "within sampling error" in summary["suggestions"]["pretrained"]["lens"]["why"]
+
+
+@pytest.fixture(scope="module")
+def runs_of_one_trained(tmp_path_factory):
+    """A runs folder holding one tiny ZeroLock run of 5 steps (the reference runtime), and an unfinished one."""
+    from zerolock_core.config.run_config import ModelConfig
+    from zerolock_core.rundir.runs_root import RunsRoot
+    from zerolock_core.train.reference_trainer import train_reference
+
+    root = tmp_path_factory.mktemp("runs")
+    cfg = RunConfig(model=ModelConfig(model="tiny"), data=DataConfig(seq_len=32, eval_size=16),
+                    train=TrainConfig(runtime="reference", method="zerolock", stages=2, batch=4, microbatches=2,
+                                      steps=5, threads=1), out=str(root / "zerolock-k2"))
+    assert train_reference(cfg, progress=False, overwrite=True).state == "finished"
+    (root / "half-made").mkdir()
+    (root / "half-made" / "config.json").write_text(json.dumps(cfg.to_dict()))
+    return RunsRoot(root)
+
+
+def test_readability_measures_a_trained_run_beside_the_pretrained_model_on_a_0_to_1_axis(runs_of_one_trained):
+    from app.tabs.readability import PRETRAINED, measure, run_choices, trained_runs
+
+    assert [run_id for _, run_id in trained_runs(runs_of_one_trained)] == ["zerolock-k2"]  # not the half-made one
+    assert run_choices(runs_of_one_trained, "gone").value == PRETRAINED
+    text, fig = measure("tiny", "topics", 3, 32, False, False, "zerolock-k2", root=runs_of_one_trained,
+                        progress=lambda *a, **k: None)
+    assert "run `zerolock-k2` (zerolock, K = 2) beside the pretrained model" in text, text
+    assert [t.name for t in fig.data] == ["pretrained · frozen head", "zerolock · frozen head"]
+    assert all(0.0 <= y <= 1.0 for t in fig.data for y in t.y)
+    assert tuple(fig.layout.yaxis.range) == (0, 1) and fig.layout.yaxis.autorange is False
+    assert "cut suggestion (zerolock, frozen head)" in text and "on 32 examples" in text
+
+
+@pytest.mark.parametrize("run,words", [("../etc", "not a run under the runs folder"),
+                                       ("half-made", "no trained weights"),
+                                       ("nowhere", "nowhere")])
+def test_readability_refuses_a_run_it_cannot_read_in_one_line(runs_of_one_trained, run, words):
+    from app.tabs.readability import measure
+
+    text, fig = measure("tiny", "topics", 3, 32, False, False, run, root=runs_of_one_trained,
+                        progress=lambda *a, **k: None)
+    assert text.startswith("⚠️") and words in text and "\n" not in text and fig is None, text

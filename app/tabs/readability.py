@@ -1,8 +1,11 @@
 """Readability tab: can the frozen head read the hidden state after every layer (logit lens, and a
-fitted translator per layer)? Computed on demand in the dashboard's process, with a progress bar;
-the figure is the one `zerolock bench readability` writes."""
+fitted translator per layer)? Of the pretrained model, or of one of the runs folder's finished runs beside
+it (its own model, dataset and K). Computed on demand in the dashboard's process, with a progress bar;
+the figure is the one `zerolock bench readability` writes, its accuracy axis always 0-1, and a cut is
+suggested only where the accuracies differ by more than their sampling error."""
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +15,9 @@ import gradio as gr
 from zerolock_core.data.registry import ACCEPTED_SPECS
 from zerolock_core.config.field_words import FORM
 from zerolock_core.models.presets import PRESETS
+from zerolock_core.rundir.runs_root import RunsRoot
+
+from ..runs_index import list_runs
 
 SEQ_LEN = 64  # the examples' length: short, so a measurement takes seconds
 # what the tab shows before anything is measured: the committed study of the tiny model, pretrained and after
@@ -20,6 +26,7 @@ RECORDED = Path(__file__).resolve().parents[2] / "docs" / "results" / "readabili
 # by name only: a request never names a path (a model directory, a CSV) on the dashboard's machine
 MODELS = tuple(PRESETS)
 DATASETS = tuple(spec for spec in ACCEPTED_SPECS if ":" not in spec)
+PRETRAINED = "pretrained only"  # the run picker's first choice: no run, the model as loaded
 
 
 @dataclass(kw_only=True)
@@ -43,27 +50,69 @@ def build_readability_tab() -> ReadabilityTab:
         examples = gr.Slider(32, 512, value=128, step=32, label="eval examples", elem_id="read-examples")
         fit = gr.Checkbox(True, label="fit translators (slower)", elem_id="read-fit")
         top = gr.Checkbox(True, label="read through the top layers (top:last)", elem_id="read-top")
-    button = gr.Button("Measure readability", variant="primary", elem_id="read-go")
+    with gr.Row():
+        # listed when the tab opens (run_choices): a run trained since then is there on the next visit
+        run = gr.Dropdown([PRETRAINED], value=PRETRAINED, scale=3, elem_id="read-run",
+                          label="weights: the pretrained model, or a finished run beside it (its own model, "
+                                "dataset and K)")
+        button = gr.Button("Measure readability", variant="primary", scale=1, elem_id="read-go")
     text = gr.Markdown(elem_id="read-text")
     plot = gr.Plot(show_label=False, elem_id="read-plot")
-    return ReadabilityTab(inputs=[model, dataset, stages, examples, fit, top], button=button, outputs=[text, plot])
+    return ReadabilityTab(inputs=[model, dataset, stages, examples, fit, top, run], button=button,
+                          outputs=[text, plot])
+
+
+def trained_runs(root: RunsRoot) -> list[tuple[str, str]]:
+    """(label, run id) of every run of the runs folder whose final weights were all written: what can be
+    read."""
+    out = []
+    for r in list_runs(root):
+        chunks = r.rd.final_chunks() if r.rd.final.is_dir() else {}
+        if not r.live and r.stages and all(k in chunks for k in range(r.stages)):
+            out.append((f"{r.label} ({r.name})", r.name))
+    return out
+
+
+def run_choices(root: RunsRoot, current: str | None = None) -> gr.Dropdown:
+    """The run picker: the pretrained model, then the finished runs; the one chosen stays while it is there."""
+    runs = trained_runs(root)
+    value = current if current in {run_id for _, run_id in runs} else PRETRAINED
+    return gr.Dropdown(choices=[(PRETRAINED, PRETRAINED), *runs], value=value)
+
+
+def run_config(root: RunsRoot, run: str, eval_size: int):
+    """(the run's directory, its config with `eval_size` eval examples); ValueError saying why it cannot be read."""
+    from zerolock_core.export.trained_model import check_trained_run
+
+    rd, saved = check_trained_run(root.resolve(run).path)  # an id under the runs folder, never a path
+    return rd, dataclasses.replace(saved, data=dataclasses.replace(saved.data, eval_size=eval_size))
 
 
 def measure(model: str, dataset: str, stages: float, examples: float, fit: bool, top: bool = True,
+            run: str | None = PRETRAINED, *, root: RunsRoot | None = None,
             progress: gr.Progress = gr.Progress()) -> tuple:
+    """Measure the pretrained model (`run` PRETRAINED) or a finished run of `root` beside it."""
     from zerolock_core.analysis.readability import TranslatorFit, lens_config, measure_condition, readability_summary
     from zerolock_core.analysis.readability_figures import readability_figures
 
     k, n = int(stages), int(examples)
     model, dataset = str(model or "").strip(), str(dataset or "").strip()
-    if model not in MODELS or dataset not in DATASETS:  # no path: the dashboard reads only its runs folder
-        return (f"⚠️ the dashboard measures its own models ({', '.join(MODELS)}) on its own datasets "
-                f"({', '.join(DATASETS)}); a model directory or a CSV file is measured from the command line "
-                "(`zerolock bench readability`)"), None
+    trained = bool(run) and run != PRETRAINED
+    run_dir = None
     try:
-        cfg = lens_config(model=model, dataset=dataset, seq_len=SEQ_LEN, method="bp", stages=k, steps=1,
-                          eval_size=n, out=None, boundaries=None)
-    except ValueError as err:
+        if trained:
+            if root is None:
+                raise ValueError("this dashboard has no runs folder to read a run from")
+            run_dir, cfg = run_config(root, str(run), n)
+            model, dataset, k = cfg.model.model, cfg.data.dataset, cfg.train.stages
+        elif model not in MODELS or dataset not in DATASETS:  # no path: the dashboard reads only its runs folder
+            return (f"⚠️ the dashboard measures its own models ({', '.join(MODELS)}) on its own datasets "
+                    f"({', '.join(DATASETS)}); a model directory or a CSV file is measured from the command line "
+                    "(`zerolock bench readability`)"), None
+        else:
+            cfg = lens_config(model=model, dataset=dataset, seq_len=SEQ_LEN, method="bp", stages=k, steps=1,
+                              eval_size=n, out=None, boundaries=None)
+    except ValueError as err:  # ConfigError, NotARun: in one line
         return f"⚠️ {err}", None
     translator = TranslatorFit(steps=100, examples=128) if fit else None
     progress(0.0, desc="loading the model")
@@ -72,24 +121,33 @@ def measure(model: str, dataset: str, stages: float, examples: float, fit: bool,
         return lambda done, total: progress(done / max(1, total), desc=label)
 
     try:
-        condition = measure_condition(cfg, run_dir=None, fit=translator, eval_size=n, progress=bar,
-                                      top=bool(top))
-    except ValueError as err:  # ConfigError: a bad model / dataset name, a missing extra
+        conditions = {"pretrained": measure_condition(cfg, run_dir=None, fit=translator, eval_size=n, progress=bar,
+                                                      top=bool(top))}
+        if run_dir is not None:  # the run beside the model it started from, named by its method (its colour)
+            conditions[cfg.train.method] = measure_condition(cfg, run_dir=run_dir.path, fit=translator, eval_size=n,
+                                                             progress=bar, top=bool(top))
+    except (ValueError, FileNotFoundError) as err:  # ConfigError: a bad model / dataset name, a missing extra
         return f"⚠️ {err}", None
-    summary = readability_summary({"pretrained": condition}, stages=k, boundaries=None)
-    lines = [f"**{model}** on **{dataset}**, {n} eval examples, {condition['seconds']:.0f} s. "
-             f"Majority class: {summary['chance']:.2f}; last layer: "
-             f"{condition['lens'][-1]['label_accuracy']:.2f} (frozen head)."]
-    if "top" in condition:
-        n_top, reach = condition["top_layers"], condition["top"]
-        lines.append(f"- through the top {n_top} layers ({FORM.value('readout', 'top:last')}): "
-                     + ", ".join(f"after layer {r['layer']}: {r['label_accuracy']:.2f}"
-                                 for r in reach if r["layer"] in summary["chunk_boundaries"])
-                     + " (the chunks before the last, at their ends)")
-    for curve, s in summary["suggestions"]["pretrained"].items():
-        where = "no cut works" if s["boundaries"] is None else \
-            FORM.value("boundaries", ",".join(str(b) for b in s["boundaries"])) if s["boundaries"] else "—"
-        lines.append(f"- cut suggestion ({'frozen head' if curve == 'lens' else 'translator'}): {where} — {s['why']}")
+    summary = readability_summary(conditions, stages=k, boundaries=cfg.model.boundaries)
+    scored = conditions["pretrained"]["lens"][-1]["examples"]
+    seconds = sum(c["seconds"] for c in conditions.values())
+    whose = f"run `{run}` ({cfg.train.method}, K = {k}) beside the pretrained model" if trained else "pretrained"
+    lines = [f"**{model}** on **{dataset}**, {whose}, {scored} eval examples, {seconds:.0f} s. "
+             f"Majority class: {summary['chance']:.2f}; last layer (frozen head): "
+             + ", ".join(f"{name} {c['lens'][-1]['label_accuracy']:.2f}" for name, c in conditions.items()) + "."]
+    for name, condition in conditions.items():
+        if "top" in condition:
+            n_top, reach = condition["top_layers"], condition["top"]
+            lines.append(f"- {name} through the top {n_top} layers ({FORM.value('readout', 'top:last')}): "
+                         + ", ".join(f"after layer {r['layer']}: {r['label_accuracy']:.2f}"
+                                     for r in reach if r["layer"] in summary["chunk_boundaries"])
+                         + " (the chunks before the last, at their ends)")
+    for name, per_curve in summary["suggestions"].items():
+        for curve, s in per_curve.items():
+            where = "no cut" if s["boundaries"] is None else \
+                FORM.value("boundaries", ",".join(str(b) for b in s["boundaries"])) if s["boundaries"] else "—"
+            lines.append(f"- cut suggestion ({name}, {'frozen head' if curve == 'lens' else 'translator'}): "
+                         f"{where} — {s['why']}")
     figure = readability_figures(summary, model=model, dataset=dataset, stages=k)["readability_label_accuracy"]
     return "\n".join(lines), figure
 

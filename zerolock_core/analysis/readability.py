@@ -37,6 +37,7 @@ from ..config.run_config import DataConfig, ModelConfig, ObjectiveConfig, RunCon
 from ..train.evaluation import EvalBatch, ReadoutScore, eval_batches
 from ..models.loading import load_causal_lm
 from ..models.partial_load import Keep
+from .sampling_error import wilson
 from ..train.run_setup import build_run_setup
 from ..train.threads import DEFAULT_THREADS, threads_for
 
@@ -169,24 +170,40 @@ def majority_rate(split, limit: int = 0) -> float:
     return float(torch.bincount(labels).max()) / max(1, labels.numel())
 
 
-def suggest_boundaries(label_accuracy: list[float], *, stages: int, chance: float) -> dict[str, object]:
+def suggest_boundaries(label_accuracy: list[float], *, stages: int, chance: float,
+                       examples: int | None = None) -> dict[str, object]:
     """Where to cut K chunks so that every chunk ends where the head can read. A layer is readable
-    when its label accuracy has covered at least half the way from chance to the last layer's;
-    each cut is the readable layer nearest to where the even split would end that chunk.
-    `boundaries` is in `--boundaries` terms: the 0-based first layer of chunks 2..K, which is the
-    1-based number of the layer the previous chunk ends with."""
+    when its label accuracy has covered at least half the way from chance to the last layer's and, measured
+    on `examples` examples, its 95 % interval clears the majority class's (sampling_error.py): a blip
+    within sampling error suggests no cut. Each cut is the readable layer nearest to where the even split
+    would end that chunk. `boundaries` is in `--boundaries` terms: the 0-based first layer of chunks
+    2..K, which is the 1-based number of the layer the previous chunk ends with. `examples` None: the
+    accuracies' sample size is unknown, and no interval is asked for."""
     depth = len(label_accuracy)
     last = label_accuracy[-1]
     if stages < 2:
         return {"boundaries": [], "readable_from": None, "why": "one chunk: nothing to cut"}
-    if last <= chance + 0.02:
+    floor = None if examples is None else wilson(chance, examples)  # the majority class's interval
+    if floor is not None:
+        reads = wilson(last, examples)
+        if not reads.clears(floor):  # the last layer itself is not clearly above chance
+            how = "within sampling error" if reads.overlaps(floor) else "below it"
+            return {"boundaries": None, "readable_from": None,
+                    "why": f"last layer {reads.text()} vs majority class {floor.text()} on {examples} examples: "
+                           f"{how}, no cut suggested"}
+    elif last <= chance + 0.02:
         return {"boundaries": None, "readable_from": None,
                 "why": f"even the last layer reads at chance ({last:.2f} vs {chance:.2f}): fine-tune first"}
     bar = chance + 0.5 * (last - chance)
-    readable = [layer for layer in range(1, depth) if label_accuracy[layer - 1] >= bar]
+
+    def clears(accuracy: float) -> bool:
+        return accuracy >= bar and (floor is None or wilson(accuracy, floor.n).clears(floor))
+
+    readable = [layer for layer in range(1, depth) if clears(label_accuracy[layer - 1])]
+    sampled = "" if examples is None else f", each beyond its 95 % interval on {examples} examples"
     if len(readable) < stages - 1:
         return {"boundaries": None, "readable_from": readable[0] if readable else None,
-                "why": f"only {len(readable)} layer(s) before the last read above {bar:.2f}; "
+                "why": f"only {len(readable)} layer(s) before the last read above {bar:.2f}{sampled}; "
                        f"{stages} chunks cannot all end readable"}
     even = [start for start, _ in chunk_bounds(depth, stages)[1:]]
     cuts: list[int] = []
@@ -195,8 +212,13 @@ def suggest_boundaries(label_accuracy: list[float], *, stages: int, chance: floa
         options = [layer for layer in readable if (not cuts or layer > cuts[-1])
                    and len([r for r in readable if r > layer]) >= remaining]
         cuts.append(min(options, key=lambda layer: (abs(layer - target), layer)))
-    return {"boundaries": cuts, "readable_from": readable[0],
-            "why": f"layers {readable[0]}+ read label accuracy >= {bar:.2f} (majority class {chance:.2f})"}
+    first = readable[0]
+    if examples is None:
+        return {"boundaries": cuts, "readable_from": first,
+                "why": f"layers {first}+ read label accuracy >= {bar:.2f} (majority class {chance:.2f})"}
+    return {"boundaries": cuts, "readable_from": first,
+            "why": f"layers {first}+ read label accuracy >= {bar:.2f}{sampled} (layer {first}: "
+                   f"{wilson(label_accuracy[first - 1], examples).text()} vs majority class {floor.text()})"}
 
 
 # a `(label) -> (done, total) callback` factory: the terminal's lines, the dashboard's bar, or nothing
@@ -263,7 +285,7 @@ def readability_summary(conditions: dict[str, Any], *, stages: int,
     layers, chance = len(first["lens"]), first["chance"]
     cuts = [start for start, _ in chunk_bounds(layers, stages, boundaries)[1:]]
     suggestions = {name: {curve: suggest_boundaries([r["label_accuracy"] for r in c[curve]], stages=stages,
-                                                    chance=chance)
+                                                    chance=chance, examples=c[curve][-1].get("examples"))
                           for curve in ("lens", "tuned") if curve in c}
                    for name, c in conditions.items()}
     return {"layers": layers, "chance": chance, "chunk_boundaries": cuts, "conditions": conditions,

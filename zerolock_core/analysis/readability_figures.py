@@ -45,7 +45,8 @@ def readability_figures(summary: dict[str, Any], *, model: str, dataset: str, st
             xaxis_title="layer", yaxis_title=title, template="plotly_white")
         for cut in summary["chunk_boundaries"]:
             fig.add_vline(x=cut + 0.5, line=dict(color=NEUTRAL["boundary"], dash="dash"))
-        if metric == "label_accuracy":
+        if metric == "label_accuracy":  # a rate: always 0-1, so a curve at chance looks like one
+            fig.update_yaxes(range=[0, 1], autorange=False)
             fig.add_hline(y=summary["chance"], line=dict(color=NEUTRAL["chance"], dash="dot"),
                           annotation_text="majority class", annotation_position="bottom right")
         figs[f"readability_{metric}"] = fig
