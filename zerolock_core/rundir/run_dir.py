@@ -7,6 +7,7 @@ path of what they want. A run directory holds
     balance.json                what `--boundaries auto` measured and chose (auto_boundaries.py)
     metrics.json                the run's record, written once at its end (`metrics.Metrics`)
     events/NNNNNN.jsonl, lifecycle.jsonl, curves.jsonl, trace.json   telemetry (`telemetry/`)
+    tensorboard/                TensorBoard event files, one per session (`--tensorboard`)
     eval.json, eval_progress.json                             the final evaluation
     stages/stage{s}.json, stages/stage{s}.losses.jsonl        each stage's own report and losses
     final/chunk{k}.safetensors                                the trained weights
@@ -22,6 +23,7 @@ anything.
 """
 from __future__ import annotations
 
+import dataclasses
 import errno
 import fcntl
 import json
@@ -36,8 +38,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..config.run_config import RunConfig
 from ..config.field_words import ConfigError, FieldError
-from .atomic_files import read_json, write_json_atomic
+from .atomic_files import read_json, read_json_lines, write_json_atomic
 from .shown_path import scrub
+from ..telemetry.tensorboard_log import tensorboard_missing, tensorboard_on, write_run_events
 
 if TYPE_CHECKING:
     from .metrics import Metrics
@@ -49,11 +52,11 @@ _APP_RECORD, _STDERR, _ENCODED = "dashboard.json", "stderr.log", "encoded-data.p
 _BALANCE = "balance.json"
 _LOCK, _RESERVE = ".lock", ".reserve"
 _CHECKPOINTS, _STAGES, _FINAL, _INJECTED, _EXPORTS = "checkpoints", "stages", "final", "injected", "exports"
-_EVENTS = "events"
+_EVENTS, _TENSORBOARD = "events", "tensorboard"
 # What a previous run leaves: the presence of any of these means "this directory holds a run".
 _RUN_FILES = (_CONFIG_JSON, _CONFIG_TOML, _METRICS, _EVENTS_FILE, _LIFECYCLE, _CURVES, _TRACE, _EVAL, _EVAL_PROGRESS,
               _CHECKPOINT_LOG, _APP_RECORD, _STDERR, _ENCODED, _BALANCE)
-_RUN_DIRS = (_CHECKPOINTS, _STAGES, _FINAL, _INJECTED, _EXPORTS, _EVENTS)
+_RUN_DIRS = (_CHECKPOINTS, _STAGES, _FINAL, _INJECTED, _EXPORTS, _EVENTS, _TENSORBOARD)
 RESERVE_BYTES = 64 * 1024  # kept free for a failed run's metrics.json when the disk fills up
 _TEMPORARY = re.compile(r"^\..+\.tmp-(\d+)$")  # write_json_atomic's and save_final_weights' temporaries
 
@@ -124,6 +127,11 @@ class RunDir:
     @property
     def trace(self) -> Path:
         return self.path / _TRACE
+
+    @property
+    def tensorboard(self) -> Path:
+        """The TensorBoard event files (`--tensorboard`): `tensorboard --logdir` the runs folder."""
+        return self.path / _TENSORBOARD
 
     @property
     def eval(self) -> Path:
@@ -272,7 +280,10 @@ class RunDir:
     def write_metrics(self, metrics: "Metrics") -> None:
         """The one writer of metrics.json. When the disk is full, the record is written small (state,
         reason, steps) into the space the run kept free for it (`RESERVE_BYTES`); if even that fails,
-        the error is raised (its message says so) and no temporary file is left behind."""
+        the error is raised (its message says so) and no temporary file is left behind. With
+        `--tensorboard`, this session's TensorBoard events are written first (tensorboard_log.py); a
+        failure to write them is noted in the record, never lost in place of it."""
+        metrics = self._write_tensorboard(metrics)
         try:
             write_json_atomic(self.metrics, self.public(metrics.to_json()))
         except OSError as err:
@@ -287,6 +298,18 @@ class RunDir:
             # nothing of this run reads its encoded data again (a later `generate` or resume encodes anew
             # in seconds): megabytes per run that a runs folder would otherwise keep for ever
             self.encoded_data.unlink(missing_ok=True)
+
+    def _write_tensorboard(self, metrics: "Metrics") -> "Metrics":
+        """The record's TensorBoard events (a no-op unless the run asked for them); the record, with a
+        note when they could not be written."""
+        if not tensorboard_on(metrics.config):
+            return metrics
+        try:
+            write_run_events(self.tensorboard, self.public(metrics.to_json()), read_json_lines(self.curves))
+        except (ImportError, OSError) as err:
+            note = f"TensorBoard events were not written: {tensorboard_missing() or err}"
+            return dataclasses.replace(metrics, telemetry_note="; ".join(filter(None, (metrics.telemetry_note, note))))
+        return metrics
 
     def keep_reserve(self) -> None:
         """Set aside a little disk space for the run's final record (see `write_metrics`)."""

@@ -15,6 +15,7 @@ from ..config.run_config import RunConfig
 from ..config.field_words import FieldError, require
 from ..config.run_fields import RUN_FIELDS
 from ..config.setting import LIMITS
+from ..telemetry.tensorboard_log import tensorboard_missing
 from .memory_need import available_memory, gib, local_processes, memory_need
 from .model_shape import ModelShape, gguf_layers, model_layers, model_shape
 from .threads import available_cores
@@ -47,6 +48,9 @@ def preflight(cfg: RunConfig) -> None:
     if chunk_layers is not None and shape.sized and cfg.train.device == "cpu":
         check_memory(cfg, shape, chunk_layers, available_memory())
     check_batch_fits(cfg, check_dataset(cfg))
+    if cfg.train.tensorboard:  # refused here, not found missing when the run's record is written
+        missing = tensorboard_missing()
+        require(missing is None, "tensorboard", lambda w: f"{w.name('tensorboard')}: {missing}")
 
 
 def check_limits(cfg: RunConfig, limits: dict[str, int | None]) -> None:
