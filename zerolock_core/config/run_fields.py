@@ -143,6 +143,10 @@ class TrainConfig:
     eval_every: int = setting(0, flag="--eval-every", minimum=0, help="evaluate every N steps (0 = only at the end)")
     final_eval: bool = setting(True, flag="--no-final-eval", switch=True,
                                help="pipeline: skip evaluating the final weights (fault and throughput checks)")
+    tensorboard: bool = setting(False, flag="--tensorboard", switch=True, label="TensorBoard logs",
+                                help="also write TensorBoard event files in RUN/tensorboard/ (needs `pip install "
+                                     "tensorboard`): each chunk's losses, every eval, throughput, bubble, memory, "
+                                     "recoveries; `tensorboard --logdir runs/` shows the runs side by side")
     threads: int = setting(DEFAULT_THREADS, flag="--threads", minimum=0, most="cores",
                            help="torch threads of every computing process (1: measured best on 2 cores, see "
                                 "`zerolock bench threads`; 0 = a fair share of the cores)")
