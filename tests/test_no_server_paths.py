@@ -20,7 +20,7 @@ TEXT = (".json", ".jsonl", ".toml", ".md", ".txt", ".csv", ".log")
 
 def server_paths_in(folder: Path, run: Path) -> list[str]:
     """Every readable text file under `folder` (hidden ones left out: the lock) that names `run`'s
-    absolute path, or the model preset's place in the package."""
+    absolute path, or the model preset's place in the package (but in the adapter's base model field)."""
     from zerolock_core.models.locations import TINY_DIR
 
     places = {os.path.abspath(run), os.path.realpath(run), str(TINY_DIR)}
@@ -28,6 +28,8 @@ def server_paths_in(folder: Path, run: Path) -> list[str]:
     for p in sorted(folder.rglob("*")):
         if p.is_file() and p.suffix in TEXT and not any(part.startswith(".") for part in p.relative_to(folder).parts):
             text = p.read_text(errors="replace")
+            if p.name == "adapter_config.json":  # its base model is a path: what AutoPeftModel loads offline
+                text = "\n".join(line for line in text.splitlines() if '"base_model_name_or_path"' not in line)
             found += [f"{p.relative_to(folder)}: {place}" for place in places if place in text]
     return found
 

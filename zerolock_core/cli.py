@@ -309,10 +309,12 @@ def cmd_pretrain_tiny(a: argparse.Namespace) -> int:
 
 
 def cmd_export(a: argparse.Namespace) -> int:
-    from .export.peft_export import ExportTargets, export_run
+    from .export.peft_export import ExportTargets, default_targets, export_run
 
-    targets = ExportTargets(peft=Path(a.peft) if a.peft else None, merged=Path(a.merged) if a.merged else None)
-    result = export_run(_run_dir_of(a.run).path, targets)
+    run = _run_dir_of(a.run).path
+    targets = ExportTargets(peft=Path(a.peft) if a.peft else None, merged=Path(a.merged) if a.merged else None) \
+        if a.peft or a.merged else default_targets(run)  # neither named: both, inside the run (RUN/exports/)
+    result = export_run(run, targets)
     if result.note:
         print(result.note)
     print(f"wrote {', '.join(map(str, result.written))}")
@@ -409,12 +411,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_pretrain_tiny)
 
     p = sub.add_parser("export", help="a run's fine-tuned model as a PEFT adapter and/or a merged model directory",
-                       formatter_class=DefaultsHelpFormatter)
+                       description="Without --peft or --merged, both go inside the run: RUN_DIR/exports/peft "
+                                   "and RUN_DIR/exports/merged.", formatter_class=DefaultsHelpFormatter)
     p.add_argument("run", metavar="RUN_DIR", help="a run directory (or a run id under runs/) with final/ weights")
     p.add_argument("--peft", metavar="OUT", default=None,
-                   help="write the LoRA adapter here in PEFT's layout (PeftModel.from_pretrained(base, OUT))")
+                   help="write (only, unless --merged) the LoRA adapter here in PEFT's layout "
+                        "(AutoPeftModelForCausalLM.from_pretrained(OUT))")
     p.add_argument("--merged", metavar="OUT", default=None,
-                   help="write the model with the adapter merged in, and its tokenizer "
+                   help="write (only, unless --peft) the model with the adapter merged in, and its tokenizer "
                         "(AutoModelForCausalLM.from_pretrained(OUT))")
     p.set_defaults(func=cmd_export)
 

@@ -1,5 +1,5 @@
 """`zerolock export`: a run's fine-tuned model in files anyone can load — the LoRA adapter in PEFT's own
-layout (`PeftModel.from_pretrained(base, OUT)`), or the model with it merged in
+layout with the run's tokenizer (`AutoPeftModelForCausalLM.from_pretrained(OUT)`), or the model with it merged in
 (`AutoModelForCausalLM.from_pretrained(OUT)`). peft writes both formats itself (`save_pretrained`).
 
 Each output is written into a temporary directory beside it and renamed into place at the end: a refusal
@@ -8,7 +8,13 @@ missing place, /proc) is refused in one line before the model is loaded.
 
 What an export says about where it came from (zerolock_export.json, the model card) names the run by its
 directory's name and the base model by what the run was given — a preset's name, a hub id, a local
-model's folder name —, never by a path of the machine that wrote it (shown_path.py).
+model's folder name —, never by a path of the machine that wrote it (shown_path.py). One field is the
+exception: adapter_config.json's `base_model_name_or_path` is what `AutoPeftModelForCausalLM.from_pretrained`
+loads the base from, offline, so it names the base model's directory on this machine (the preset's own
+folder, reused; nothing is copied) or the hub id of a model that came from the hub (`loadable_base`).
+
+Without targets an export goes inside its run, under exports/ (`default_targets`), where the Runs tab does
+not take it for a run (runs_root.is_export).
 """
 from __future__ import annotations
 
@@ -22,11 +28,12 @@ from pathlib import Path
 
 from ..rundir.artifacts import final_weight_steps
 from ..rundir.atomic_files import write_json_atomic
+from ..rundir.runs_root import EXPORT_RECORD
 from ..rundir.shown_path import shown_path
-from .trained_model import TrainedModel, check_trained_run, load_trained_model
+from .trained_model import ADAPTER, TrainedModel, check_trained_run, load_trained_model
 
-EXPORT_RECORD = "zerolock_export.json"  # beside the model's files: which run, and what was left out (`note`)
 MODEL_CARD = "README.md"  # where PEFT's save_pretrained writes the adapter's model card
+DEFAULT_NAMES = {"peft": "peft", "merged": "merged"}  # ExportTargets' field -> its folder under RUN/exports/
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -40,6 +47,16 @@ class ExportTargets:
         if self.peft is not None and self.merged is not None and \
                 Path(self.peft).resolve() == Path(self.merged).resolve():
             raise ValueError(f"{self.peft}: the adapter and the merged model need directories of their own")
+
+
+def default_targets(run: str | Path) -> ExportTargets:
+    """Both exports inside the run, under exports/ (made here: the run is checked first)."""
+    rd, _ = check_trained_run(run)
+    try:
+        return ExportTargets(**{field: rd.export(name) for field, name in DEFAULT_NAMES.items()})
+    except OSError as err:  # a run folder that cannot be written (read-only)
+        raise ValueError(f"{rd.name}: cannot write its exports/ ({err.strerror or err}); name other places "
+                         f"with --peft OUT and --merged OUT") from None
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -60,11 +77,15 @@ def export_run(run: str | Path, targets: ExportTargets) -> ExportResult:
     if targets.peft is not None:  # first: merging below folds the adapter into the base for good
         with fresh_directory(Path(targets.peft), run=rd.path) as tmp:
             _named(model.peft_model.get_base_model(), model.cfg.model.model)  # the card's `base_model` and tags
+            model.peft_model.peft_config[ADAPTER].base_model_name_or_path = loadable_base(model.cfg.model.model)
             # the chunks never train the embeddings; "auto" would look the base model up on the hub to check
             model.peft_model.save_pretrained(str(tmp), save_embedding_layers=False)
+            # beside the adapter, AutoPeftModel finds it here instead of asking the hub for one
+            model.tokenizer.save_pretrained(str(tmp))
             _record(tmp, model)
             with open(tmp / MODEL_CARD, "a") as card:
-                card.write(f"\n\n## ZeroLock\n\n{_provenance(model)}\n\n{model.note or 'Nothing was left out.'}\n")
+                card.write(f"\n\n## ZeroLock\n\n{_provenance(model)}\n\n{model.note or 'Nothing was left out.'}\n"
+                           f"\n{_how_to_load(Path(targets.peft).name, model.cfg.model.model)}\n")
         written.append(Path(targets.peft))
     if targets.merged is not None:
         with fresh_directory(Path(targets.merged), run=rd.path) as tmp:
@@ -117,6 +138,27 @@ def public_model_name(model: str) -> str:
     if model in PRESETS or not (path.is_absolute() or path.exists() or path.suffix == ".gguf"):
         return model
     return path.name
+
+
+def loadable_base(model: str) -> str:
+    """adapter_config.json's `base_model_name_or_path`: the run's base model as `from_pretrained` loads it
+    offline — its directory on this machine (a preset's own folder, a GGUF's converted copy in the cache, a
+    local model's), or the hub id of a hub model (from the cache with HF_HUB_OFFLINE=1)."""
+    from ..models.loading import resolve_model
+
+    source = resolve_model(model)
+    return str(Path(source).resolve()) if Path(source).exists() else source
+
+
+def _how_to_load(folder: str, model: str) -> str:
+    """The model card's two lines (run beside the folder), and what to change on another machine."""
+    return (f"Load it in two lines, from the folder that holds `{folder}/` (the base model is read from the "
+            f"place `adapter_config.json` names, offline):\n\n```python\nfrom peft import AutoPeftModelForCausalLM\n"
+            f"model = AutoPeftModelForCausalLM.from_pretrained(\"{folder}\", dtype=\"float32\")\n```\n\n"
+            f"`dtype=\"float32\"` gives the run's own numbers (ZeroLock trains in float32; a preset may be stored "
+            f"in bfloat16). On another machine, set `base_model_name_or_path` in `adapter_config.json` to your copy "
+            f"of `{public_model_name(model)}`, or load it and then `PeftModel.from_pretrained(base, \"{folder}\")`. The run's tokenizer is "
+            f"in the folder too: `AutoTokenizer.from_pretrained(\"{folder}\")`.")
 
 
 @contextmanager

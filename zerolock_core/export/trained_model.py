@@ -18,6 +18,7 @@ import torch
 from ..rundir.artifacts import load_trained_weights
 from ..config.run_config import RunConfig
 from ..rundir.run_dir import RunDir
+from ..rundir.runs_root import NOT_A_RUN_BUT_AN_EXPORT, is_export
 
 LORA_PREFIX = "base_model.model.model.layers."  # a chunk layer's name in a PeftModel of the whole causal LM
 ADAPTER = "default"  # peft's adapter name, as inject_adapter_in_model gave it to the chunks
@@ -46,6 +47,8 @@ def check_trained_run(run: str | Path) -> tuple[RunDir, RunConfig]:
     name = rd.name  # the messages name the run, never the server's path to it (shown_path.py)
     if not rd.path.is_dir():
         raise ValueError(f"{name}: no such run directory")
+    if is_export(rd.path):  # a merged model's config.json is not a run's
+        raise ValueError(f"{name} {NOT_A_RUN_BUT_AN_EXPORT}")
     if not rd.config_json.exists():
         raise ValueError(f"{name} is not a run directory (it has no {rd.config_json.name})")
     if rd.is_live():

@@ -5,20 +5,32 @@ Runs are *named*, not pathed: a run id is a run directory's path relative to the
 when it names a run directory inside the root — after every symlink is followed — and refuses
 anything else in one line without touching it: `..` anywhere, an absolute path, an empty or control-
 character name, a symlink that leads out, a folder that holds no run.
+
+An export of a run (`zerolock export`: a PEFT adapter, a merged model) is not a run wherever it lies, beside
+the runs or inside one: a merged model's config.json would otherwise pass for a run's (`is_export`).
 """
 from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
 
 from .run_dir import RunDir
+from .run_name import fresh_run_path
 
 MAX_ID_CHARS = 255
 DEFAULT_RUNS = "runs"  # the runs folder when none is named: `zerolock train` without --out, the dashboard
-from .run_name import fresh_run_path
+EXPORT_RECORD = "zerolock_export.json"  # what every export writes beside the model's files (peft_export.py)
+_ADAPTER_CONFIG = "adapter_config.json"  # PEFT's: an adapter exported by hand, or by an older ZeroLock
+NOT_A_RUN_BUT_AN_EXPORT = "is an export of a run, not a run: name the run it came from"
 
 
 class NotARun(ValueError):
     """A name that does not resolve to a run directory inside the runs root; the message says why."""
+
+
+def is_export(path: Path) -> bool:
+    """A folder `zerolock export` (or PEFT's save_pretrained) wrote: a model, never a run's record."""
+    return ((path / EXPORT_RECORD).exists() or (path / _ADAPTER_CONFIG).exists()) and \
+        not RunDir(path).metrics.exists()
 
 
 class RunsRoot:
@@ -43,6 +55,8 @@ class RunsRoot:
         if path == self.path or not path.is_relative_to(self.path):
             raise NotARun(f"{shown} leads outside the runs folder")
         rd = RunDir(path)
+        if path.is_dir() and is_export(path):
+            raise NotARun(f"{shown} {NOT_A_RUN_BUT_AN_EXPORT}")
         if not path.is_dir() or not rd.holds_a_run():
             raise NotARun(f"no run named {shown} under the runs folder")
         return rd
@@ -56,18 +70,18 @@ class RunsRoot:
 
     def runs(self) -> list[RunDir]:
         """Run directories directly under the root (and one level deeper, for grouped runs), newest first.
-        Symlinks that lead outside the root are not listed."""
+        Symlinks that lead outside the root are not listed, nor exports (`is_export`)."""
         if not self.path.is_dir():
             return []
         found = []
         for p in self.path.iterdir():
             rd = RunDir(p)
-            if p.is_dir() and self.contains(rd):
+            if p.is_dir() and self.contains(rd) and not is_export(p):
                 if rd.holds_a_run():
                     found.append(rd)
                 else:
-                    found += [RunDir(q) for q in p.iterdir()
-                              if q.is_dir() and self.contains(RunDir(q)) and RunDir(q).holds_a_run()]
+                    found += [RunDir(q) for q in p.iterdir() if q.is_dir() and self.contains(RunDir(q))
+                              and RunDir(q).holds_a_run() and not is_export(q)]
         found.sort(key=lambda rd: rd.path.stat().st_mtime, reverse=True)
         return found
 
