@@ -186,8 +186,6 @@ def cmd_train(a: argparse.Namespace) -> int:
     if a.resume:
         cfg = _resume_config(a)  # out: the directory, wherever it moved
         out = str(cfg.out)
-        if cfg.train.runtime != "pipeline":
-            raise ConfigError("--resume is for --runtime pipeline runs (a reference run has no checkpoints)")
     else:
         cfg = config_from_args(a, out=a.out, base=read_config_toml(a.config) if a.config else None)
         from .rundir.run_name import fresh_run_path
@@ -260,7 +258,8 @@ def summary(metrics: "Metrics", out: str, *, before_s: float = 0.0) -> str:
         resume = (f"continue with `zerolock train --resume {out}`"
                   + (f" (from step {metrics.resumable_from_step}, the newest checkpoint of every stage)"
                      if metrics.resumable_from_step is not None and not metrics.training_complete else "")
-                  if metrics.runtime == "pipeline" else "a reference run cannot be resumed")
+                  if metrics.runtime == "pipeline" or metrics.resumable_from_step is not None
+                  else "a reference run without a checkpoint cannot be resumed")
         return "\n".join(notes + [f"run stopped after {metrics.steps_done} of {metrics.total_steps} steps "
                                   f"(final/ weights from steps {metrics.final_steps}); "
                                   f"{metrics.eval_skipped or 'not evaluated'}; wrote {RunDir(out).metrics}; {resume}"])
@@ -383,7 +382,7 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--overwrite", action="store_true",
                      help="delete a previous run in --out (its checkpoints included) and start again")
     out.add_argument("--resume", metavar="DIR", default=None,
-                     help="continue a crashed or stopped pipeline run from its newest verified checkpoints")
+                     help="continue a crashed or stopped run from its newest verified checkpoints (--ckpt-every)")
     out.add_argument("--config", metavar="FILE.toml", default=None,
                      help="start from a run config in TOML (configs/*.toml, a run's config.toml); the run flags "
                           "given beside it override its values")

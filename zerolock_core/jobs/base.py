@@ -153,9 +153,14 @@ class JobBase:
 
     def _take_directory(self) -> RunLock:
         """A fresh run: `--boundaries auto` measured once, here (every process builds these), and the
-        directory prepared and locked."""
+        directory prepared and locked. A resumed run keeps its directory (and an auto run the boundaries it
+        was made with)."""
         from ..train.auto_boundaries import resolve_auto_boundaries
 
+        if self.resume:
+            if self.rd.config_json.exists():
+                self.cfg, _ = resolve_auto_boundaries(self.cfg, made_with=self.rd.saved_config())
+            return self.rd.prepare_resume(self.cfg)
         self.cfg, balance = resolve_auto_boundaries(self.cfg)
         return self.rd.prepare_fresh(self.cfg, overwrite=self.overwrite, balance=balance)
 

@@ -54,9 +54,7 @@ class JobFailed(RuntimeError):
 def make_job(cfg: RunConfig, *, overwrite: bool = False, resume: bool = False) -> Job:
     """The job for `cfg`'s runtime (not started)."""
     if cfg.train.runtime == "reference":
-        if resume:
-            raise ValueError("--resume is for --runtime pipeline runs (a reference run has no checkpoints)")
-        return ReferenceJob(cfg, overwrite=overwrite)
+        return ReferenceJob(cfg, overwrite=overwrite, resume=resume)
     return Run(cfg, overwrite=overwrite, resume=resume)
 
 

@@ -23,7 +23,6 @@ from typing import Any
 
 import torch.distributed as dist
 
-from ..train.auto_boundaries import resolve_auto_boundaries
 from ..config.run_config import FAILURE_MODES, STRAGGLER, RunConfig
 from ..methods import refusal
 from ..rundir.metrics import Metrics
@@ -76,14 +75,6 @@ class Run(JobBase):
         return self._book.closed
 
     # ---- control (JobBase.start: the directory, then the launch) ----------------------------------
-    def _take_directory(self):
-        """A resumed run keeps its directory (and an auto run the boundaries it was made with)."""
-        if not self.resume:
-            return super()._take_directory()
-        if self.rd.config_json.exists():
-            self.cfg, _ = resolve_auto_boundaries(self.cfg, made_with=self.rd.saved_config())
-        return self.rd.prepare_resume(self.cfg)
-
     def _started(self) -> None:
         self._t_start_ns = time.monotonic_ns()
         _LIVE_RUNS.add(self)

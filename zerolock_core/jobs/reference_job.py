@@ -27,14 +27,15 @@ PHASES = (JobState.STARTING, JobState.RUNNING, JobState.FINISHING)  # the job's 
 STOP_GRACE_S = 60.0  # a step (or the final eval) of a large model can take this long
 
 
-def reference_child(cfg: dict[str, Any], stop, phase, steps) -> None:
-    """The child's body: train `cfg` (it writes metrics.json), its errors into the run's stderr.log."""
+def reference_child(cfg: dict[str, Any], stop, phase, steps, resume: bool = False) -> None:
+    """The child's body: train `cfg` (it writes metrics.json; `resume`: from the run's newest checkpoint),
+    its errors into the run's stderr.log."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the parent, which stops us
     from ..runtime.processes import die_with_parent
 
     die_with_parent()
     rd = RunDir(cfg["out"])
-    fd = os.open(rd.stderr_log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(rd.stderr_log, os.O_WRONLY | os.O_CREAT | (os.O_APPEND if resume else os.O_TRUNC), 0o644)
     os.dup2(fd, 2)
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
 
@@ -52,7 +53,7 @@ def reference_child(cfg: dict[str, Any], stop, phase, steps) -> None:
 
         phase.value = STARTING
         train_reference(RunConfig.from_dict(cfg), progress=False, locked=True, on_step=on_step,
-                        should_stop=should_stop)
+                        should_stop=should_stop, resume=resume)
     except BaseException:
         traceback.print_exc()
         sys.stderr.flush()
@@ -67,10 +68,11 @@ class ReferenceJob(JobBase):
     RECORD_ON_DISK = False
     NO_RECORD = "the reference trainer ended without writing its record"
 
-    def __init__(self, cfg: RunConfig, *, overwrite: bool = False, stop_grace_s: float = STOP_GRACE_S) -> None:
+    def __init__(self, cfg: RunConfig, *, overwrite: bool = False, resume: bool = False,
+                 stop_grace_s: float = STOP_GRACE_S) -> None:
         if cfg.train.runtime != "reference" or not cfg.out:
             raise ValueError("ReferenceJob needs a --runtime reference config with an output directory")
-        super().__init__(cfg, overwrite=overwrite)
+        super().__init__(cfg, overwrite=overwrite, resume=resume)
         self.stop_grace_s = stop_grace_s
         self._proc = None
         self._t_running: float | None = None  # when training began, on the job's clock
@@ -84,7 +86,8 @@ class ReferenceJob(JobBase):
         self._set_state(JobState.STARTING)
         from ..runtime.processes import start_process
 
-        self._proc = start_process(reference_child, (self.cfg.to_dict(), self._stop, self._phase, self._steps),
+        self._proc = start_process(reference_child,
+                                   (self.cfg.to_dict(), self._stop, self._phase, self._steps, self.resume),
                                    name="zerolock-reference")
 
     def _launch_failed(self, err: BaseException) -> str:
@@ -145,6 +148,13 @@ class ReferenceJob(JobBase):
 
     def _steps_trained(self) -> int:
         return self._steps.value
+
+    def _on_disk(self) -> dict[str, Any]:
+        """A child killed or crashed mid-run: its newest checkpoint is where `--resume` continues."""
+        from ..train.reference_checkpoint import resumable_step
+
+        step = resumable_step(self.rd, chunks=self.cfg.train.stages) if self.cfg.train.ckpt_every > 0 else None
+        return {**super()._on_disk(), "resumable_from_step": step}
 
     def _failure_errors(self, reason: str) -> dict[str, str]:
         return {"reference": self._stderr_tail() or reason}

@@ -4,8 +4,9 @@ pipeline must reproduce.
 
 `train_reference` writes its run directory by the same rules as the pipeline (`RunDir`): its config,
 a lock while it trains, a previous run refused unless `overwrite`, and a `Metrics` record at the end
-— finished, or stopped when `should_stop()` said so between two steps (the reference runtime has no
-checkpoints: a stopped reference run cannot be resumed).
+— finished, or stopped when `should_stop()` said so between two steps. With `--ckpt-every N` it checkpoints
+every N steps and when it stops (reference_checkpoint.py), and `resume` continues a stopped or crashed run
+from its newest checkpoint, recording what the unstopped run would have, bit for bit.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from ..methods import LOCAL_METHODS
 from .evaluation import evaluate_chunks
 from ..rundir.loss_curves import GLOBAL, LossCurves, curve_name, summarise, write_curves
 from .generation_eval import final_generation
+from .reference_checkpoint import load_checkpoint, resumable_step, save_checkpoint
 from ..rundir.metrics import Metrics, eval_record
 from ..rundir.run_dir import RunDir
 from .run_setup import RunSetup, build_run_setup
@@ -76,16 +78,27 @@ def train_step(setup: RunSetup, workers: list[StageWorker], names: list[str], st
 
 def train_reference(cfg: RunConfig, *, progress: bool = True, overwrite: bool = False,
                     on_step: Callable[[int, dict[str, Any]], None] | None = None,
-                    should_stop: Callable[[], bool] = lambda: False, locked: bool = False) -> Metrics:
+                    should_stop: Callable[[], bool] = lambda: False, locked: bool = False,
+                    resume: bool = False) -> Metrics:
     """Train `cfg` in this process. With `cfg.out`, the run directory is prepared and locked here
-    (`locked`: the caller holds its lock already, as `ReferenceJob` does for its child)."""
+    (`locked`: the caller holds its lock already, as `ReferenceJob` does for its child). `resume`: continue
+    the run in `cfg.out` from its newest checkpoint (from the start when it has none)."""
     rd = RunDir(cfg.out) if cfg.out else None
-    balance = None
-    if not locked:  # a locking caller (ReferenceJob) resolved --boundaries auto already
-        cfg, balance = resolve_auto_boundaries(cfg)
-    lock = rd.prepare_fresh(cfg, overwrite=overwrite, balance=balance) if rd is not None and not locked else None
+    if resume and rd is None:
+        raise ValueError("resuming a reference run needs its directory (cfg.out)")
+    lock = None
+    if rd is not None and not locked:  # a locking caller (ReferenceJob) resolved --boundaries auto already
+        if resume:
+            made_with = rd.saved_config() if rd.config_json.exists() else None
+            cfg, _ = resolve_auto_boundaries(cfg, made_with=made_with)
+            lock = rd.prepare_resume(cfg)
+        else:
+            cfg, balance = resolve_auto_boundaries(cfg)
+            lock = rd.prepare_fresh(cfg, overwrite=overwrite, balance=balance)
+    elif not locked:
+        cfg, _ = resolve_auto_boundaries(cfg)
     try:
-        metrics = _train(cfg, progress=progress, on_step=on_step, should_stop=should_stop, rd=rd)
+        metrics = _train(cfg, progress=progress, on_step=on_step, should_stop=should_stop, rd=rd, resume=resume)
         if rd is not None:
             rd.write_metrics(metrics)
         return metrics
@@ -95,7 +108,7 @@ def train_reference(cfg: RunConfig, *, progress: bool = True, overwrite: bool = 
 
 
 def _train(cfg: RunConfig, *, progress: bool, on_step: Callable[[int, dict[str, Any]], None] | None,
-           should_stop: Callable[[], bool], rd: RunDir | None) -> Metrics:
+           should_stop: Callable[[], bool], rd: RunDir | None, resume: bool = False) -> Metrics:
     t_begin = time.perf_counter()
     threads = pin_threads(cfg.train.threads)  # the one policy: threads.py
     setup = build_run_setup(cfg)
@@ -105,11 +118,15 @@ def _train(cfg: RunConfig, *, progress: bool, on_step: Callable[[int, dict[str, 
     names = curve_names(method, len(workers))
     curves = LossCurves(names=names)
     history: list[dict[str, Any]] = []
+    every = cfg.train.ckpt_every if rd is not None else 0
+    start = load_checkpoint(rd, workers, curves=curves, eval_history=history) if resume else 0
+    if start and on_step is not None:
+        on_step(start, {"loss": curves.last(names[-1])})
 
-    bar = _progress(steps, enabled=progress, desc=f"{method} K={cfg.train.stages}")
+    bar = _progress(steps, enabled=progress, desc=f"{method} K={cfg.train.stages}", initial=start)
     t_train = time.perf_counter()
-    done = 0
-    for step in range(steps):
+    done = start
+    for step in range(start, steps):
         if should_stop():
             break
         per_chunk = train_step(setup, workers, names, step)
@@ -118,6 +135,9 @@ def _train(cfg: RunConfig, *, progress: bool, on_step: Callable[[int, dict[str, 
         last = curves.last(names[-1])
         if cfg.train.eval_every and done % cfg.train.eval_every == 0 and done < steps:
             history.append({"step": done, **eval_record(_evaluate(setup))})
+        if every and done % every == 0:  # the last step's too: a crash in the final eval resumes there
+            save_checkpoint(rd, workers, step=done, curves=curves, eval_history=history,
+                            keep=cfg.train.keep_checkpoints)
         if on_step is not None:
             on_step(done, {"loss": last})
         if last is not None:
@@ -127,6 +147,12 @@ def _train(cfg: RunConfig, *, progress: bool, on_step: Callable[[int, dict[str, 
     bar.close()
 
     stopped = done < steps
+    resumable = None
+    if stopped and every:
+        if done % every and done != start:  # a stop loses nothing: its step is checkpointed too
+            save_checkpoint(rd, workers, step=done, curves=curves, eval_history=history,
+                            keep=cfg.train.keep_checkpoints)
+        resumable = resumable_step(rd, chunks=len(workers))
     final_eval = None
     t_eval = time.perf_counter()
     if not stopped:
@@ -142,18 +168,25 @@ def _train(cfg: RunConfig, *, progress: bool, on_step: Callable[[int, dict[str, 
         config=cfg.to_dict(), state="stopped" if stopped else "finished",
         reason="stopped on request" if stopped else "", steps_done=done,
         final_steps=[done] * len(setup.chunks) if rd is not None else [],
-        eval=final_eval, eval_skipped="stopped before the last step: not evaluated (a reference run has no "
-                                      "checkpoints to resume from)" if stopped else "",
-        eval_history=history, throughput_samples_per_s=done * cfg.train.batch / train_s if train_s > 0 else 0.0,
+        eval=final_eval, eval_skipped=_why_not_evaluated(cfg, resumable) if stopped else "",
+        eval_history=history, resumed_from_step=start if resume else None, resumable_from_step=resumable,
+        throughput_samples_per_s=(done - start) * cfg.train.batch / train_s if train_s > 0 else 0.0,
         setup_s=setup_s, wall_s=train_s, eval_s=eval_s, total_s=time.perf_counter() - t_begin,
         curves=summary, curves_note=note, threads=threads, layers=[list(c.layer_range) for c in setup.chunks])
+
+
+def _why_not_evaluated(cfg: RunConfig, resumable: int | None) -> str:
+    if resumable is not None:
+        return "stopped before the last step: not evaluated"
+    why = "--ckpt-every is 0" if cfg.train.ckpt_every <= 0 else "no checkpoint was written"
+    return f"stopped before the last step: not evaluated (nothing to resume from: {why})"
 
 
 def _evaluate(setup: RunSetup) -> list[dict[str, float]]:
     return evaluate_chunks(setup.chunks, setup.eval, setup.label_first_tokens, limit=setup.cfg.data.eval_size)
 
 
-def _progress(total: int, *, enabled: bool, desc: str):
+def _progress(total: int, *, enabled: bool, desc: str, initial: int = 0):
     from tqdm import tqdm
 
-    return tqdm(total=total, disable=not enabled, desc=desc, unit="step", dynamic_ncols=True)
+    return tqdm(total=total, initial=initial, disable=not enabled, desc=desc, unit="step", dynamic_ncols=True)
