@@ -19,7 +19,6 @@ and each run's analysis is kept beside it (`analysis.json`), so the command can 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 import re
 import statistics
@@ -33,7 +32,7 @@ from typing import Any
 
 from zerolock_core.config.arg_types import ints_arg
 from zerolock_core.rundir.atomic_files import read_json, write_json_atomic
-from zerolock_core.config.run_config import DataConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig
+from zerolock_core.config.run_config import DataConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig, replace
 from zerolock_core.config.config_file import write_config_toml
 from zerolock_core.viz.palette import dash, marker, method_colour
 from zerolock_core.rundir.run_dir import RunDir
@@ -47,6 +46,7 @@ from .common.table import markdown_table, preamble
 TOP = "{N}"  # an arm's readout with the top readouts' N still to fill in
 ANALYSIS_FIELDS = {"delta_k", "gradient_cosine", "trainable_params", "bytes_per_microbatch", "seconds_per_step",
                    "stage_weight_bytes", "stage_activation_bytes"}
+CKPT_EVERY = 30  # a reference run's checkpoint interval when the study evaluates only at the end
 LAST = "last"  # --top-layers last: N = the last chunk's layers at each K (the whole downstream of chunk K-2)
 
 
@@ -148,7 +148,36 @@ def _finished_with(cfg: RunConfig) -> bool:
     if not rd.metrics.exists():
         return False
     m = rd.read_metrics()
-    return m.state == "finished" and dataclasses.replace(RunConfig.from_dict(m.config), out=cfg.out) == cfg
+    return m.state == "finished" and _same_run(RunConfig.from_dict(m.config), cfg)
+
+
+def _same_run(a: RunConfig, b: RunConfig) -> bool:
+    """`a` and `b` train the same run. Their `ckpt_every` is left out: how often a run checkpoints does not
+    change what it computes (a resumed run equals an unstopped one bit for bit), and the runs a study made
+    before it checkpointed (`ckpt_every` 0) still count as finished."""
+    return replace(a, train={"ckpt_every": 0}, out=b.out) == replace(b, train={"ckpt_every": 0})
+
+
+def with_checkpoints(cfg: RunConfig) -> RunConfig:
+    """`cfg` as `_train` writes it: a reference run checkpoints every `eval_every` steps (the study's eval
+    interval; CKPT_EVERY without one), so that a run stopped at a session's end resumes instead of starting
+    over. A pipeline arm is left as it is (PipeDream's cannot be resumed)."""
+    if cfg.train.runtime != "reference":
+        return cfg
+    return replace(cfg, train={"ckpt_every": cfg.train.eval_every or CKPT_EVERY})
+
+
+def _resumable_step(cfg: RunConfig) -> int | None:
+    """The step a stopped (or killed) run of exactly `cfg` in `cfg.out` resumes from; None: start it over."""
+    from zerolock_core.rundir.checkpoints import newest_common_step
+
+    rd = RunDir(cfg.out)
+    if cfg.train.ckpt_every <= 0 or not rd.config_json.exists():
+        return None
+    m = rd.read_metrics()
+    if (m is not None and m.state == "finished") or replace(rd.saved_config(), out=cfg.out) != cfg:
+        return None  # `--resume` continues a run with its own config only, `ckpt_every` included
+    return newest_common_step(rd, stages=cfg.train.stages)
 
 
 def beside(out: str | Path, suffix: str) -> Path:
@@ -158,12 +187,19 @@ def beside(out: str | Path, suffix: str) -> Path:
 
 
 def _train(cfg: RunConfig, log: Path) -> None:
-    """One run in a process of its own (one thread): two of them side by side share the two cores."""
+    """One run in a process of its own (one thread): two of them side by side share the two cores. A stopped
+    run of the same config with a checkpoint is resumed (its log continued), else the run starts over."""
+    cfg = with_checkpoints(cfg)
     toml = beside(cfg.out, ".toml")
     write_config_toml(cfg, toml)
-    with open(log, "w") as f:
-        code = subprocess.call([sys.executable, "-m", "zerolock_core", "train", "--config", str(toml),
-                                "--out", str(cfg.out), "--overwrite", "--quiet"], stdout=f, stderr=subprocess.STDOUT)
+    step = _resumable_step(cfg)
+    if step is not None:
+        print(f"  resuming {Path(cfg.out).name} at step {step}", flush=True)
+    how = ["--resume", str(cfg.out)] if step is not None else ["--config", str(toml), "--out", str(cfg.out),
+                                                               "--overwrite"]
+    with open(log, "w" if step is None else "a") as f:
+        code = subprocess.call([sys.executable, "-m", "zerolock_core", "train", *how, "--quiet"], stdout=f,
+                               stderr=subprocess.STDOUT)
     if code != 0:
         raise RuntimeError(f"{cfg.out}: zerolock train exited {code} (log: {log})")
 
