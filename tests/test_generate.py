@@ -16,6 +16,7 @@ def test_training_changes_what_the_model_says_and_each_answer_is_a_record(traine
     assert [type(a) for a in answers] == [Answer] * 4
     assert answers[0].prompt == ASK.prompts[0] and answers[0].expected is None
     assert all(a.expected in ("World", "Sports", "Business", "Tech") for a in answers[1:])
+    assert all(a.picked and {a.base, a.tuned} <= {"World", "Sports", "Business", "Tech"} for a in answers)
     assert any(a.base != a.tuned for a in answers)  # three steps at lr 1e-2 move the greedy words
 
 
