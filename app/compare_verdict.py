@@ -22,6 +22,7 @@ from zerolock_core.config.readout_spec import LORA_KINDS, SAMPLE_KINDS, ReadoutS
 from zerolock_core.methods import method as method_entry
 
 from .figures.compare import Series
+from .run_label import dataset_name
 
 REFERENCE_METHOD = "1f1b"  # the best-known backprop schedule: the reference when the set has it
 MIB = 2**20
@@ -218,13 +219,11 @@ def _cell(value: float | None, fmt: str) -> str:
 
 
 def runs_table(series: Sequence[Series]) -> str:
-    """One row per run: its label (method, readout when not the head, K, seed), data, steps and numbers."""
+    """One row per run: its label (run_label.py), data, steps and numbers."""
     rows = ["| run | dataset | steps | samples/s | accuracy | busiest stage's activations |",
             "|---|---|---|---|---|---|"]
     for s in series:
-        data = str((s.run_config.get("data") or {}).get("dataset") or "?")
-        kind, colon, path = data.partition(":")
-        data = f"{kind}:{path.rsplit('/', 1)[-1]}" if colon and "/" in path else data  # a file by its name
+        data = dataset_name(s.run_config) or "?"
         steps = (s.run_config.get("train") or {}).get("steps", "?")
         peak = s.peak_activation_bytes
         rows.append(f"| {s.label} | {data} | {steps} | {_cell(s.samples_per_s, '{:.1f}')} | "

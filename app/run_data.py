@@ -10,7 +10,7 @@ from zerolock_core.rundir.metrics import Metrics
 from zerolock_core.rundir.run_dir import RunDir
 from zerolock_core.telemetry import read_events
 
-from zerolock_core.viz.palette import method_label
+from .run_label import run_label
 
 
 @dataclass(kw_only=True)
@@ -39,10 +39,13 @@ class RunData:
 
     @property
     def label(self) -> str:
-        t = self.config.get("train", {})
-        name = method_label(self.method) if self.runtime == "pipeline" or self.method == "bp" else \
-            f"{method_label(self.method)} (reference)"
-        return f"{name} K={t.get('stages')} b={t.get('batch')} m={t.get('microbatches')}"
+        """Its name in every view, with b and m (run_label.py)."""
+        return run_label(self.config, method=self.method, stages=self.stages, shape=True)
+
+    @property
+    def choice(self) -> tuple[str, str]:
+        """A picker's entry: the label shown, the run id picked."""
+        return f"{run_label(self.config, method=self.method, stages=self.stages)} ({self.name})", self.name
 
 
 def load_run(rd: RunDir, *, name: str | None = None, with_events: bool = True) -> RunData:

@@ -7,9 +7,12 @@ from typing import Any
 from zerolock_core.rundir.runs_root import RunsRoot
 
 from .run_data import RunData, load_run
+from .run_label import dataset_name, method_name, readout_text, seed_of
 
-COLUMNS = ["run", "started", "method", "K", "b", "m", "steps", "duration", "failures", "state", "label acc.",
-           "samples/s", "peak act. MiB"]
+# what tells two runs apart first (run_label.py's parts: the readout always, "head" too), then the shape,
+# how it went and its numbers
+COLUMNS = ["run", "started", "method", "dataset", "readout", "seed", "K·b·m", "steps", "run time", "faults", "state",
+           "label acc.", "samples/s", "peak act. MiB"]
 
 
 def list_runs(root: RunsRoot) -> list[RunData]:
@@ -38,9 +41,10 @@ def run_row(r: RunData) -> list[Any]:
     acc = m.headline_accuracy if m else None
     peaks = [p.get("peak_activation_bytes", 0) for p in (m.per_stage if m else [])]
     failures = len(m.recovery) if m else len(t.get("failures") or [])
-    return [r.name, _started(r), r.label.split(" K=")[0], t.get("stages"), t.get("batch"), t.get("microbatches"),
-            t.get("steps"), _duration(r), failures, r.state, None if acc is None else round(acc, 3),
-            None if m is None else round(m.throughput_samples_per_s, 1),
+    shape = "·".join(str(t.get(k, "?")) for k in ("stages", "batch", "microbatches"))
+    return [r.name, _started(r), method_name(r.method, r.runtime), dataset_name(r.config) or None,
+            readout_text(r.config), seed_of(r.config), shape, t.get("steps"), _duration(r), failures, r.state,
+            None if acc is None else round(acc, 3), None if m is None else round(m.throughput_samples_per_s, 1),
             round(max(peaks) / 2**20, 2) if peaks else None]
 
 

@@ -136,7 +136,7 @@ def build_app(controller: EngineController | None = None, *, runs_root: str | Pa
 
         # ---- Compare -----------------------------------------------------------------------
         def on_compare_tab() -> tuple:
-            names, chosen = tab_compare.run_choices(controller)
+            names, chosen = tab_compare.labelled_run_choices(controller)
             return (gr.Dropdown(choices=names, value=chosen), *tab_compare.compare(controller, chosen))
 
         compare_item.select(on_compare_tab, None, [cmp.runs, *cmp.outputs], show_progress="hidden")

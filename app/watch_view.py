@@ -18,7 +18,7 @@ from .controller import failures as failures_of
 from .figures.live_loss import live_loss_curves
 from zerolock_core.telemetry.activity import bubble_fraction, live_throughput
 from .figures.memory import memory_figure
-from zerolock_core.viz.palette import method_label
+from .run_label import run_label
 from .figures.training import activity_figure, placeholder_figure, training_figure
 from .page.watch_parts import PARTS
 from .figures.timebase import recent, tail_since
@@ -63,11 +63,7 @@ def _seconds(s: float | None) -> str:
 
 
 def title_of(t: Tracked) -> str:
-    tr = t.cfg["train"]
-    name = method_label(t.method)
-    if tr["runtime"] == "reference":
-        name += " (1 process)" if t.method == "bp" else " (reference trainer, 1 process)"
-    return f"{name} · K={tr['stages']} · b={tr['batch']} · m={tr['microbatches']}"
+    return run_label(t.cfg, method=t.method, shape=True)
 
 
 def outage_words(open_recoveries: list[dict[str, Any]]) -> str:

@@ -10,7 +10,8 @@ import pytest
 from app.compare_verdict import groups_of, reference_group, verdict_markdown
 from app.controller import EngineController
 from app.figures.accuracy_time import FROM_MEAN_STEP, FROM_TIMELINE, accuracy_time_figure, accuracy_times
-from app.figures.compare import Series, predicted_title, run_label
+from app.figures.compare import Series, predicted_title
+from app.run_label import run_label
 from app.lessons import recorded_runs
 from app.run_data import load_run
 from app.tabs.compare import compare, compare_series
@@ -37,7 +38,7 @@ def run(method: str, *, readout: str = "head", seed: int = 0, steps: int = 30, d
                       per_stage=[{"peak_activation_bytes": int(p * MIB)} for p in peaks],
                       layers=[list(b) for b in layers] if len(layers) == stages else [])
     s = Series(label="", events=events or [], stages=stages, method=method, metrics=metrics, config=cfg)
-    s.label = run_label(s)
+    s.label = run_label(s.run_config, method=s.method, stages=s.stages)
     return s
 
 
@@ -47,12 +48,12 @@ ONE_F_ONE_B = dict(samples_per_s=33.6, accuracy=0.250, peaks_mib=(8.78, 5.98, 2.
 
 
 @pytest.mark.parametrize("method, readout, label", [
-    ("zerolock", "head", "ZeroLock · K=3 · seed 0"),
-    ("zerolock", "top-lora:last", "ZeroLock · top-lora:last · K=3 · seed 0"),
-    ("zerolock", "sample-lora:2", "ZeroLock · sample-lora:2 · K=3 · seed 0"),
-    ("1f1b", "top-lora:last", "1F1B · K=3 · seed 0"),  # BP's chunks before the last read no readout
-    ("1f1b", "affine", "1F1B · affine · K=3 · seed 0"),  # its last chunk does read through it
-    ("zerolock", "nonsense", "ZeroLock · nonsense · K=3 · seed 0"),  # an unknown spec is shown as written
+    ("zerolock", "head", "ZeroLock · K=3 · topics · seed 0"),
+    ("zerolock", "top-lora:last", "ZeroLock · top-lora:last · K=3 · topics · seed 0"),
+    ("zerolock", "sample-lora:2", "ZeroLock · sample-lora:2 · K=3 · topics · seed 0"),
+    ("1f1b", "top-lora:last", "1F1B · K=3 · topics · seed 0"),  # BP's chunks before the last read no readout
+    ("1f1b", "affine", "1F1B · affine · K=3 · topics · seed 0"),  # its last chunk does read through it
+    ("zerolock", "nonsense", "ZeroLock · nonsense · K=3 · topics · seed 0"),  # an unknown spec is shown as written
 ])
 def test_a_label_carries_the_readout_only_where_a_chunk_reads_through_it(method, readout, label):
     assert run(method, readout=readout).label == label
@@ -62,7 +63,7 @@ def test_the_card_on_two_recorded_runs_names_them_and_gives_the_ratios(monkeypat
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     examples = recorded_runs()
     series = compare_series([load_run(RunDir(examples[n]), name=n) for n in RECORDED])
-    assert [s.label for s in series] == ["ZeroLock · K=3 · seed 0", "1F1B · K=3 · seed 0"]
+    assert [s.label for s in series] == ["ZeroLock · K=3 · topics · seed 0", "1F1B · K=3 · topics · seed 0"]
     zl, bp = series
     card = verdict_markdown(series)
     speed, memory = zl.samples_per_s / bp.samples_per_s, bp.peak_activation_bytes / zl.peak_activation_bytes
@@ -70,7 +71,7 @@ def test_the_card_on_two_recorded_runs_names_them_and_gives_the_ratios(monkeypat
     assert (f"**ZeroLock** is **{speed:.2f}× faster** than 1F1B ({zl.samples_per_s:.1f} vs {bp.samples_per_s:.1f} "
             f"samples/s), holds **{memory:.2f}× less** activation memory") in card
     assert f"accuracy **{zl.accuracy - bp.accuracy:+.3f}**" in card and "1 seed each" in card
-    assert "| ZeroLock · K=3 · seed 0 | topics | 4 |" in card
+    assert "| ZeroLock · K=3 · topics · seed 0 | topics | 4 |" in card
     assert "K = 3 > 2 cores here" in card and "readout runs" not in card  # the head runs no extra layer
     outputs = compare(EngineController(tmp_path), list(RECORDED))
     assert len(outputs) == 5 and outputs[0] == card  # the card first, above the four figures

@@ -1,6 +1,7 @@
 """The Runs tab's model exports (a zip under the run's exports/) and its Try it panel, called as the page calls them."""
 from __future__ import annotations
 
+import re
 import shutil
 import zipfile
 
@@ -46,7 +47,35 @@ def test_try_it_fills_the_table_with_both_answers(controller):
     table, message = try_it(controller, "tuned", "a late goal\n\nstocks fall", True, 2, 4)
     assert len(table) == 4 and all(len(row) == len(TRY_COLUMNS) for row in table)
     assert [row[1] for row in table[:2]] == ["", ""] and all(row[1] for row in table[2:])
-    assert message.startswith("`tuned`: ") and "of 4 answers changed" in message
+    assert message.startswith("`tuned`: ") and "/2 correct" in message
+
+
+LABELS = ("World", "Sports", "Business", "Tech")  # the topics task's label words
+VERDICT = re.compile(r"fine-tuned (\d+)/(\d+) correct, base (\d+)/(\d+)")
+
+
+def test_try_it_on_a_classification_run_picks_labels_and_counts_the_right_ones(controller):
+    """Each answer a label word, ✓ exactly where it is the expected one, the counts those of the ✓ rows, and
+    the fine-tuned count over the whole eval split the run's recorded label accuracy (the engine's rule)."""
+    rows = controller.root.resolve("tuned").read_metrics().eval["examples"]
+    table, message = try_it(controller, "tuned", "a late goal", True, rows, 4)
+    prompt, *evals = table
+    assert prompt[1] == "" and {prompt[2], prompt[3]} <= set(LABELS)  # a prompt of the user's: no verdict
+    counts = {}
+    for model, column in (("base", 2), ("tuned", 3)):
+        said = [row[column].rsplit(" ", 1) for row in evals]
+        assert all(word in LABELS and mark == ("✓" if word == row[1] else "✗")
+                   for (word, mark), row in zip(said, evals))
+        counts[model] = sum(mark == "✓" for _, mark in said)
+    tuned, n, base, n_base = map(int, VERDICT.search(message).groups())
+    assert (tuned, base, n, n_base) == (counts["tuned"], counts["base"], rows, rows)
+    recorded = controller.root.resolve("tuned").read_metrics().eval["label_accuracy"]
+    assert tuned / n == pytest.approx(recorded)
+
+
+def test_try_it_on_prompts_alone_says_there_is_nothing_to_count(controller):
+    table, message = try_it(controller, "tuned", "a late goal", False, 2, 4)
+    assert len(table) == 1 and "no expected label" in message and not VERDICT.search(message)
 
 
 @pytest.mark.parametrize("name, prompts, use_eval, says", [

@@ -17,12 +17,13 @@ from plotly.subplots import make_subplots
 
 from zerolock_core.rundir.metrics import Metrics
 
+from ..run_label import readout_text as configured_readout, shown_readout
 from .chance import chance_level
 from .layout import amount, frame
 from .memory import DETAIL_MAX_EVENTS, MEASURES, MemoryGrid, add_memory_traces, envelope_trace, memory_grid, \
     step_peaks, with_failures
 from zerolock_core.viz.palette import NEUTRAL, dash, method_colour, method_label, stage_dash
-from zerolock_core.config.readout_spec import HEAD, ReadoutSpec
+from zerolock_core.config.readout_spec import ReadoutSpec
 from zerolock_core.methods import LOCAL_METHODS, every_chunk_trains
 from zerolock_core.schedule import builders
 from zerolock_core.vocabulary import BUSY_KINDS, Kind
@@ -59,14 +60,8 @@ class Series:
 
     @property
     def readout(self) -> str:
-        """The run's --readout where some chunk reads through it ("" for the plain head, and for a readout
-        the method never uses: BP's chunks before the last read no readout of their own)."""
-        spec = _readout_spec(self.readout_text)
-        if spec is None:
-            return self.readout_text  # not a spec this version knows: shown as written
-        trains = every_chunk_trains(self.method)
-        return "" if all(spec.of_chunk(k, self.stages, every_chunk_trains=trains) == HEAD
-                         for k in range(self.stages)) else self.readout_text
+        """The run's --readout where some chunk reads through it ("" for the plain head: run_label.py)."""
+        return shown_readout(self.run_config, method=self.method, stages=self.stages)
 
     @property
     def samples_per_s(self) -> float | None:
@@ -95,7 +90,7 @@ class Series:
     @property
     def readout_text(self) -> str:
         """The run's --readout as configured (the plain head when the config says nothing)."""
-        return str((self.run_config.get("model") or {}).get("readout") or "head")
+        return configured_readout(self.run_config)
 
     @property
     def stage_layers(self) -> list[tuple[int, int]] | None:
@@ -113,23 +108,6 @@ class Series:
                     for k, (first, end) in enumerate(bounds)]
         except ValueError:
             return None
-
-
-def _readout_spec(text: str) -> ReadoutSpec | None:
-    try:
-        return ReadoutSpec.parse(text)
-    except ValueError:
-        return None
-
-
-def run_label(s: Series) -> str:
-    """What Compare calls a run: "ZeroLock · top-lora:last · K=3 · seed 0" (the readout only when it is not
-    the head; "(reference)" for a pipeline method trained in one process)."""
-    train = s.run_config.get("train") or {}
-    reference = train.get("runtime", "pipeline") != "pipeline" and s.method != "bp"
-    name = s.short + (" (reference)" if reference else "")
-    seed = train.get("seed")
-    return " · ".join([name, f"K={s.stages}", *([f"seed {seed}"] if seed is not None else [])])
 
 
 def unique_names(series: Sequence[Series]) -> list[str]:

@@ -12,12 +12,12 @@ from zerolock_core.rundir.runs_root import NotARun
 
 from ..compare_verdict import verdict_markdown
 from ..figures.accuracy_time import accuracy_time_figure
-from ..figures.compare import Series, compare_memory_figure, compare_summary_figure, compare_timeline_figure, \
-    run_label
+from ..figures.compare import Series, compare_memory_figure, compare_summary_figure, compare_timeline_figure
 from ..controller import EngineController
 from zerolock_core.viz.palette import METHOD_LABELS
 from ..lessons import EXAMPLE_PREFIX, SCHEDULES, recorded_runs, recording_name
 from ..run_data import RunData, load_run
+from ..run_label import run_label
 from ..runs_index import list_runs
 
 GUIDE = """Choose several methods on the **Run** tab and press Run: they train one after another on the same
@@ -67,14 +67,23 @@ def build_compare_tab() -> CompareTab:
 DEFAULT_EXAMPLES = tuple(f"{EXAMPLE_PREFIX}{recording_name(SCHEDULES, m)}" for m in SCHEDULES.methods)
 
 
-def run_choices(controller: EngineController) -> tuple[list[str], list[str]]:
-    """All run names under the runs root, then the recorded examples shipped with the app; the default
-    selection: the latest batch's runs, else the newest run, else the schedules' example."""
-    names = [r.name for r in list_runs(controller.root)]
-    examples = list(recorded_runs())
+def labelled_run_choices(controller: EngineController) -> tuple[list[tuple[str, str]], list[str]]:
+    """All runs under the runs root, then the recorded examples shipped with the app, each shown by its label
+    and id (run_label.py; the value picked is the id); the default selection: the latest batch's runs, else
+    the newest run, else the schedules' example."""
+    runs = [r.choice for r in list_runs(controller.root)]
+    names = [name for _, name in runs]
+    examples = recorded_runs()
+    recorded = [load_run(RunDir(path), name=n, with_events=False).choice for n, path in examples.items()]
     batch = [t.name for t in controller.batch() if t.name in names]
     default = batch or names[:1] or [n for n in DEFAULT_EXAMPLES if n in examples]
-    return names + examples, default
+    return runs + recorded, default
+
+
+def run_choices(controller: EngineController) -> tuple[list[str], list[str]]:
+    """The ids of `labelled_run_choices`, and its default selection."""
+    choices, default = labelled_run_choices(controller)
+    return [name for _, name in choices], default
 
 
 def _load(controller: EngineController, name: str) -> RunData:
@@ -87,12 +96,13 @@ def _load(controller: EngineController, name: str) -> RunData:
 
 def compare_series(data: list[RunData]) -> list[Series]:
     """The runs as Compare draws them, ZeroLock first and the BP reference last, each labelled by its method,
-    readout (when not the head), K and seed, and by its id where two labels would be the same."""
+    readout (when not the head), K, dataset and seed (run_label.py), and by its id where two labels would be
+    the same."""
     order = list(METHOD_LABELS)  # ZeroLock first, the BP reference last
     data = sorted(data, key=lambda d: (order.index(d.method) if d.method in order else len(order), d.name))
     series = [Series(label="", events=d.events, stages=d.stages, method=d.method, metrics=d.metrics, config=d.config)
               for d in data]
-    labels = [run_label(s) for s in series]
+    labels = [run_label(s.run_config, method=s.method, stages=s.stages) for s in series]
     for s, d, label in zip(series, data, labels):
         s.label = label if labels.count(label) == 1 else f"{label} · {d.name}"
     return series

@@ -10,7 +10,7 @@ import gradio as gr
 from zerolock_core.rundir.runs_root import NotARun
 
 from ..controller import EngineController
-from zerolock_core.export.generation import DEFAULT_NEW_TOKENS, GenerateRequest, generate_answers
+from zerolock_core.export.generation import DEFAULT_NEW_TOKENS, Answer, GenerateRequest, generate_answers, tally
 
 from ..exports import ExportError, chrome_trace, events_csv, figure_png, model_zip
 from ..figures.memory import memory_figure
@@ -46,11 +46,13 @@ class RunsTab:
     try_message: gr.Markdown
 
 
-# Each column as wide as its longest word (a run id, a date and time, "interrupted"), no wider: together
-# they fit the table's width on a page 1280 px wide or more (Gradio's default sizes let the last columns
-# scroll out of sight). Headers and cells wrap between words only (page_script.PAGE_CSS).
-COLUMN_PX = {"run": 245, "started": 176, "method": 92, "K": 36, "b": 36, "m": 36, "steps": 60, "duration": 86,
-             "failures": 88, "state": 110, "label acc.": 70, "samples/s": 92, "peak act. MiB": 72}
+# Each column as wide as its longest word (a date, "(reference)", "csv:desks.csv"), no wider: together they
+# fit the table's width on a page 1280 px wide or more (Gradio's default sizes let the last columns scroll
+# out of sight). Headers and cells wrap between words only (page_script.PAGE_CSS), and after a hyphen that
+# a letter follows, as the browser breaks lines: a run id and a readout take two lines, not one wide one.
+COLUMN_PX = {"run": 151, "started": 101, "method": 109, "dataset": 126, "readout": 92, "seed": 50, "K·b·m": 76,
+             "steps": 58, "run time": 52, "faults": 67, "state": 110, "label acc.": 58, "samples/s": 92,
+             "peak act. MiB": 58}
 TABLE_FITS_PX = 1200  # the table's width on a 1280 px page (1214 px on Gradio 6's layout)
 
 
@@ -86,9 +88,10 @@ def build_runs_tab(runs_root: Path) -> RunsTab:
 
 def _try_it_panel() -> tuple:
     """Prompts (or the run's first eval rows) put to the base model and to the chosen run's fine-tuned one."""
-    gr.Markdown("**Try it**: the base model and the fine-tuned one answer the same prompts (greedy, so always "
-                "the same words); each prompt is framed as the run trained (its task's cue, or the chat template)",
-                elem_id="try-heading")
+    gr.Markdown("**Try it**: the base model and the fine-tuned one answer the same prompts, framed as the run "
+                "trained (its task's cue, or the chat template): on a classification run each picks the label it "
+                "scores highest (✓ / ✗ against an eval row's label), on a prompt → response run each writes "
+                "greedily (so always the same words)", elem_id="try-heading")
     with gr.Row():
         prompts = gr.Textbox(label="prompts (one a line)", lines=3, scale=4, elem_id="try-prompts",
                              placeholder="a late goal wins the cup")
@@ -96,7 +99,8 @@ def _try_it_panel() -> tuple:
             use_eval = gr.Checkbox(label="use eval rows (with their expected answers)", value=False,
                                    elem_id="try-use-eval")
             rows = gr.Slider(1, 20, value=5, step=1, label="eval rows")
-            new_tokens = gr.Slider(1, 32, value=DEFAULT_NEW_TOKENS, step=1, label="new tokens")
+            new_tokens = gr.Slider(1, 32, value=DEFAULT_NEW_TOKENS, step=1,
+                                   label="new tokens (prompt → response runs)")
         button = gr.Button("Try it", scale=1, elem_id="try-it")
     message = gr.Markdown(elem_id="try-message")
     table = gr.Dataframe(headers=TRY_COLUMNS, interactive=False, wrap=True, column_widths=TRY_WIDTHS,
@@ -115,9 +119,27 @@ def try_it(controller: EngineController, name: str | None, prompts: str, use_eva
         answers = generate_answers(rd.path, request)
     except (NotARun, ValueError, OSError) as err:
         return gr.skip(), f"⚠️ {err}"
-    table = [[a.prompt, a.expected or "", a.base.strip(), a.tuned.strip()] for a in answers]
-    changed = sum(a.base != a.tuned for a in answers)
-    return table, f"`{name}`: {changed} of {len(answers)} answers changed by the fine-tuning."
+    table = [[a.prompt, a.expected or "", _said(a, a.base), _said(a, a.tuned)] for a in answers]
+    return table, f"`{name}`: {_summary(answers)}"
+
+
+def _said(a: Answer, answer: str) -> str:
+    """A model's answer, and ✓ / ✗ where it is a label judged against the expected one."""
+    right = a.right(answer)
+    return answer.strip() + ("" if right is None else " ✓" if right else " ✗")
+
+
+def _summary(answers: list[Answer]) -> str:
+    """"fine-tuned 7/8 correct, base 2/8" on a classification run; how many answers changed on a response run."""
+    counts = tally(answers)
+    if counts is None:
+        changed = sum(a.base != a.tuned for a in answers)
+        return f"{changed} of {len(answers)} answers changed by the fine-tuning."
+    how = "each model answers the label it scores highest"
+    if not counts.rows:
+        return f"{how}; your prompts have no expected label (tick *use eval rows* to count correct answers)."
+    return (f"**fine-tuned {counts.tuned}/{counts.rows} correct, base {counts.base}/{counts.rows}** "
+            f"over the {counts.rows} eval rows shown ({how}).")
 
 
 def picked_row(rows: Any, evt: gr.SelectData) -> str | None:
