@@ -1,30 +1,12 @@
 """Explain's predict-then-reveal questions, one per section: a student picks an answer first, then reveals
-the one the simulator (or the memory calculator) gives for the settings on screen.
-
-A question's words and choices are fixed; its answer is computed when it is revealed, from the same
-functions that draw the section, so it is never stale and never disagrees with the figure.
+the one the simulator (or the memory calculator) gives for the settings on screen (the shape, the reveal:
+questions.py, shared with the Lessons' questions).
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
 from .explain import explain, label_of
 from .memory_calculator import CalcSetting, memory_plans
-
-
-@dataclass(kw_only=True, frozen=True)
-class Question:
-    key: str
-    prompt: str
-    choices: tuple[str, ...]
-
-
-@dataclass(kw_only=True, frozen=True)
-class Answer:
-    choice: str  # one of the question's choices
-    why: str
-
+from .questions import Answer, Question, nearest, reveal  # noqa: F401 (reveal: Explain's tab imports it here)
 
 SAME = 0.02  # relative: closer than this counts as "the same"
 
@@ -85,24 +67,8 @@ def memory_answer(setting: CalcSetting) -> Answer:
     ratio = max(s.activations for s in bp) / max(s.activations for s in zl)
     near = {"about the same": 1.0, "about 2×": 2.0, "about K×": float(setting.stages),
             "about m×": float(setting.microbatches)}
-    choice = min(near, key=lambda c: abs(near[c] - ratio))
+    choice = nearest(near, ratio)
     held = (f"1F1B's stage 0 holds K = {setting.stages} micro-batches at its peak" if baseline == "1f1b" else
             f"1F1B needs m ≥ K, so against GPipe, whose stages hold m = {setting.microbatches} each")
     return Answer(choice=choice, why=f"{ratio:.1f}×: {held}, ZeroLock's stages one each (a micro-batch of "
                                      "ZeroLock costs the same activations: the head readout adds no layer).")
-
-
-def reveal(question: Question, picked: str | None, answer: Callable[[], Answer]) -> str:
-    """The answer beside the student's pick, or why there is none for these settings."""
-    try:
-        a = answer()
-    except ValueError as err:
-        return f"No answer for these settings: {err}"
-    assert a.choice in question.choices, (question.key, a.choice)
-    if picked is None:
-        verdict = f"**The answer: {a.choice}.**"
-    elif picked == a.choice:
-        verdict = f"**Right: {a.choice}.**"
-    else:
-        verdict = f"**Not quite: {a.choice}** (you said {picked})."
-    return f"{verdict} {a.why}"

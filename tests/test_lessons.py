@@ -147,7 +147,7 @@ def figure_words(fig: go.Figure) -> str:
 @pytest.mark.parametrize("key", list(NUMBERS))
 def test_every_number_a_step_states_is_read_from_the_record_it_draws(key):
     headline, allowed = NUMBERS[key]()
-    text, say, fig, _ = show(key)
+    text, say, fig, *_ = show(key)
     stated = numbers(text + "\n" + say + "\n" + figure_words(fig))
     assert stated <= allowed, f"{key}: {sorted(stated - allowed)} stated, not in its record"
     assert headline <= numbers(lesson_view(lesson(key)).headline), key
@@ -209,7 +209,7 @@ def test_previous_and_next_stay_within_the_lessons(key, offset, expected):
 def test_presenter_view_enlarges_the_type_and_leaves_the_height_to_the_screen():
     fig = present(lesson_view(lesson("failure")).figure)
     assert fig.layout.font.size == PRESENTER_FONT_PX and fig.layout.height is None
-    _, _, shown, _ = show("bubble", True)
+    _, _, shown, *_ = show("bubble", True)
     assert shown.layout.height is None and show("bubble", False)[2].layout.height
 
 
@@ -222,7 +222,7 @@ def test_the_lessons_tab_answers_an_unknown_step_in_one_line_not_an_error(tmp_pa
     from app.tabs import lessons as tab_lessons
     from app.controller import EngineController
 
-    text, _, figure, _ = tab_lessons.show("nope")
+    text, _, figure, *_ = tab_lessons.show("nope")
     assert text.startswith("⚠️ no lesson 'nope'") and figure is None
     controller = EngineController(tmp_path / "runs")
     try:

@@ -223,23 +223,34 @@ def _first_actions(events: list[dict[str, Any]], stage: int, kind: str) -> dict[
     return out
 
 
+def early_forward(d: RunData) -> tuple[int, dict[str, Any], dict[str, Any]]:
+    """(micro-batch, stage 0's loss and backward of it, stage 1's forward of it) of the first micro-batch whose
+    forward on stage 1 started before stage 0 had finished its loss and backward."""
+    losses, forwards = _first_actions(d.events, 0, Kind.L), _first_actions(d.events, 1, Kind.F)
+    mb = next((m for m in sorted(losses) if m in forwards and forwards[m]["t0"] < losses[m]["t1"]), None)
+    assert mb is not None, f"{d.name}: no forward of stage 1 runs under stage 0's loss (not a ZeroLock recording?)"
+    return mb, losses[mb], forwards[mb]
+
+
+def ahead_ms(loss: dict[str, Any], fwd: dict[str, Any]) -> float:
+    """How long before the loss and backward ended the next stage's forward began."""
+    return (loss["t1"] - fwd["t0"]) / 1e6
+
+
 def early_forwarding_view(runs: list[RunData]) -> LessonView:
     """Stage 1's forward of a micro-batch running while stage 0 still computes that micro-batch's loss
     and backward: the evidence that the hidden state left before the backward."""
     d = runs[0]
     origin = training_origin(d.events)
-    losses, forwards = _first_actions(d.events, 0, Kind.L), _first_actions(d.events, 1, Kind.F)
-    mb = next((m for m in sorted(losses) if m in forwards and forwards[m]["t0"] < losses[m]["t1"]), None)
-    assert mb is not None, f"{d.name}: no forward of stage 1 runs under stage 0's loss (not a ZeroLock recording?)"
-    loss, fwd = losses[mb], forwards[mb]
+    mb, loss, fwd = early_forward(d)
     end = first_steps_s(d.events, 1, origin_ns=origin)
     fig = stacked_timelines([(d, origin, "<b>ZeroLock</b>")], x_range=(0.0, 1.02 * end), height=300)
     fig.add_shape(_box(to_s(loss["t0"], origin), to_s(loss["t1"], origin), 0))
     fig.add_shape(_box(to_s(fwd["t0"], origin), to_s(fwd["t1"], origin), 1))
     fig.update_xaxes(title_text="seconds from the first action")
     only_in_legend(fig, (Kind.F, Kind.L, Kind.SF, Kind.RF))
-    ahead_ms = (loss["t1"] - fwd["t0"]) / 1e6
-    return LessonView(figure=fig, headline=f"Stage 1 started micro-batch {mb}'s forward **{ahead_ms:.0f} ms** "
+    return LessonView(figure=fig, headline=f"Stage 1 started micro-batch {mb}'s forward "
+                                           f"**{ahead_ms(loss, fwd):.0f} ms** "
                                            f"before stage 0 had finished its loss and backward of it.")
 
 
@@ -323,6 +334,12 @@ def price_ratios(groups: dict[int, dict[str, Any]]) -> dict[str, dict[int, float
     return out
 
 
+def deepest(groups: dict[int, dict[str, Any]]) -> tuple[int, dict[str, float], dict[str, float]]:
+    """(the deepest K, the frozen head's accuracy there, backprop's): where the head trails most."""
+    k = max(groups)
+    return k, accuracy(groups[k].get("zerolock a=1")), accuracy(groups[k].get("bp"))
+
+
 def span_text(values: Iterable[float]) -> str:
     lo, hi = f"{min(values):.1f}", f"{max(values):.1f}"
     return f"{lo}×" if lo == hi else f"{lo}–{hi}×"
@@ -390,13 +407,12 @@ def quality_view(path: Path = DEPTH_STUDY) -> LessonView:
     assert measured, f"{path.name} has no K with both backprop and {TOP_ARM}"
     level = all(accuracy(g[TOP_ARM])["mean"] + accuracy(g[TOP_ARM])["sd"] >= accuracy(g["bp"])["mean"]
                 - accuracy(g["bp"])["sd"] for g in measured)  # within one sd of each other
-    deepest = ks[-1]
-    head, bp = accuracy(groups[deepest].get("zerolock a=1")), accuracy(groups[deepest].get("bp"))
+    deepest_k, head, bp = deepest(groups)
     price = [f"{span_text(ratios[n].values())} {whose} {n}" for n, whose in zip(names, ("backprop's", "its", "its"))]
     stands = "holds **backprop's level** at every K" if level else "falls **below backprop's level** at some K"
     headline = (f"`{DEPTH_READOUT}` {stands}, at {', '.join(price[:-1])} and {price[-1]} (K = "
                 f"{ks[0]}–{ks[-1]}); the frozen head falls to {head['mean']:.3f} against {bp['mean']:.3f} at "
-                f"K = {deepest}.")
+                f"K = {deepest_k}.")
     pilot = pilot_words()
     return LessonView(figure=fig, headline=headline + (f"  \n{pilot}" if pilot else ""))
 

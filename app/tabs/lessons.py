@@ -12,11 +12,13 @@ from zerolock_core.config.field_words import FORM, ConfigError, render
 from ..controller import EngineController
 from ..form import configs_for
 from ..figures.lessons import lesson_view, present
+from ..lesson_questions import question_of, reveal_step
 from ..lessons import LESSONS, Lesson, lesson
 from ..page.page_script import ADVANCED_CLASS
 
 STEP_ID, NARRATION_ID, FIGURE_ID, LIVE_ID = "lesson-step", "lesson-narration", "lesson-figure", "lesson-live"
 CONTROLS_ID, TEXT_ID, COLUMNS_ID, SAY_ID = "lesson-controls", "lesson-text", "lesson-columns", "lesson-say"
+QUESTION_ID = "lesson-question"
 TITLES = [(item.title, item.key) for item in LESSONS]
 # Presenter view: the step is a slide that fits one screen at any zoom (1280x720 at 100 % is 1280x720 CSS
 # px; at 150 %, 853x480). Its step list gives way to previous / next (the title is beside the figure),
@@ -51,10 +53,13 @@ class LessonsTab:
     next: gr.Button
     live: gr.Button
     message: gr.Markdown
+    ask: gr.Accordion  # the step's predict-then-reveal question, collapsed to one row
+    pick: gr.Radio
+    answer: gr.Markdown
 
     @property
     def outputs(self) -> list[gr.components.Component]:
-        return [self.narration, self.say, self.figure, self.live]
+        return [self.narration, self.say, self.figure, self.live, self.ask, self.pick, self.answer]
 
 
 def build_lessons_tab() -> LessonsTab:
@@ -70,13 +75,30 @@ def build_lessons_tab() -> LessonsTab:
     # the text beside the figure, its headline first: the step's point is on screen without scrolling
     with gr.Row(elem_id=COLUMNS_ID):
         with gr.Column(scale=1, min_width=260, elem_id=TEXT_ID):
+            # predict, then reveal: first in the column, one collapsed row until opened (the step still fits)
+            first = question_of(LESSONS[0].key)
+            with gr.Accordion(asked(first.prompt), open=False, elem_id=QUESTION_ID) as ask:
+                pick = gr.Radio(list(first.choices), value=None, show_label=False, elem_id=f"{QUESTION_ID}-pick")
+                reveal = gr.Button("Reveal", size="sm", elem_id=f"{QUESTION_ID}-reveal")
+                answer = gr.Markdown(elem_id=f"{QUESTION_ID}-answer")
             narration = gr.Markdown(elem_id=NARRATION_ID)
             say = gr.Markdown(elem_id=SAY_ID)
             message = gr.Markdown(elem_id="lesson-message")
         with gr.Column(scale=3):
             figure = gr.Plot(show_label=False, elem_id=FIGURE_ID)
+    reveal.click(reveal_step, [step, pick], answer, show_progress="hidden")
     return LessonsTab(step=step, narration=narration, say=say, figure=figure, previous=previous, next=nxt, live=live,
-                      message=message)
+                      message=message, ask=ask, pick=pick, answer=answer)
+
+
+def asked(prompt: str) -> str:
+    return f"Predict first: {prompt}"
+
+
+def question_row(key: str | None) -> tuple:
+    """The step's question, collapsed, nothing picked, nothing revealed."""
+    q = question_of(key)
+    return gr.Accordion(label=asked(q.prompt), open=False), gr.Radio(choices=list(q.choices), value=None), ""
 
 
 def narration(item: Lesson, headline: str) -> str:
@@ -90,14 +112,15 @@ def show(key: str | None, presenter: bool = False) -> tuple:
     try:
         item = lesson(key or LESSONS[0].key)
     except ValueError as err:  # a name the step list does not hold (the API checks the choice first)
-        return f"⚠️ {err}", "", None, gr.Button(visible=False)
+        return f"⚠️ {err}", "", None, gr.Button(visible=False), gr.skip(), gr.skip(), gr.skip()
     try:
         view = lesson_view(item)
     except FileNotFoundError as err:  # a recording or the study's results are missing from this install
         return (f"### {item.title}\n\n⚠️ The recorded example is missing ({err}): press **Run it live**.",
-                item.narration, None, gr.Button(visible=bool(item.live)))
+                item.narration, None, gr.Button(visible=bool(item.live)), *question_row(item.key))
     figure = present(view.figure) if presenter else view.figure
-    return narration(item, view.headline), item.narration, figure, gr.Button(visible=bool(item.live))
+    return (narration(item, view.headline), item.narration, figure, gr.Button(visible=bool(item.live)),
+            *question_row(item.key))
 
 
 def neighbour(key: str | None, offset: int) -> str:
