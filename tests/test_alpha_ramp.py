@@ -35,7 +35,7 @@ def test_a_ramp_with_per_stage_alphas_or_for_bp_is_refused():
         RunConfig(objective=ObjectiveConfig(alpha=(1.0, 0.5, 0.5), alpha_ramp="linear:0.5->1"),
                   train=TrainConfig(stages=3))
     with pytest.raises(ConfigError, match="belongs to ZeroLock"):
-        RunConfig(objective=ObjectiveConfig(alpha_ramp="linear:0.5->1"), train=TrainConfig(method="bp"))
+        RunConfig(objective=ObjectiveConfig(alpha_ramp="linear:0.5->1"), train=TrainConfig(runtime="reference", method="bp"))
 
 
 def test_the_worker_uses_the_ramped_alpha_of_its_step():

@@ -14,7 +14,7 @@ BAD_FLAGS = [
     (["--alpha", "0"], r"--alpha 0.0 is outside \(0, 1\]"),
     (["--alpha", "1.5"], r"--alpha 1.5 is outside \(0, 1\]"),
     (["--stages", "3", "--alpha", "0.5,0.5"], "--alpha has 2 values"),
-    (["--method", "gpipe"], "--method 'gpipe' is not available with --runtime reference"),
+    (["--runtime", "reference", "--method", "gpipe"], "--method 'gpipe' is not available with --runtime reference"),
     (["--method", "nope"], "--method 'nope'"),
     (["--stages", "0"], "--stages must be at least 1"),
     (["--stages", "9"], "--stages 9 must be between 1 and the model's 8 layers"),
@@ -28,15 +28,15 @@ BAD_FLAGS = [
     (["--readout-adapter", "affine"], "--readout-adapter is now --readout: --readout affine"),
     (["--readout", "top"], "--readout: 'top' is not one of head | affine | mlp | top:N | top-lora:N"),
     (["--readout", "lens"], "--readout: 'lens' is not one of"),
-    (["--readout", "top-lora:2", "--method", "bp"], "--method bp trains only the last chunk"),
+    (["--runtime", "reference", "--readout", "top-lora:2", "--method", "bp"], "--method bp trains only the last chunk"),
     (["--readout", "top:1", "--method", "terminal"], "--method terminal trains only the last chunk"),
     (["--readout", "top:3", "--stages", "3"], "--readout top:3 reads through 3 top layers but the last chunk holds 2"),
-    (["--readout", "top:last", "--method", "bp"], "--method bp trains only the last chunk"),
+    (["--runtime", "reference", "--readout", "top:last", "--method", "bp"], "--method bp trains only the last chunk"),
     (["--alpha-ramp", "linear:0.5->1", "--method", "terminal"], "--alpha-ramp belongs to ZeroLock"),
     (["--runtime", "pipeline", "--method", "1f1b", "--stages", "4", "--microbatches", "2", "--batch", "4"],
      "1f1b needs --microbatches >= --stages"),
     (["--warm-standby", "sometimes"], "--warm-standby"),
-    (["--stage-speed", "0.5"], "--stage-speed slows the stages of --runtime pipeline"),
+    (["--runtime", "reference", "--stage-speed", "0.5"], "--stage-speed slows the stages of --runtime pipeline"),
     (["--runtime", "pipeline", "--stages", "3", "--stage-speed", "1,0.5"], "--stage-speed has 2 values"),
     (["--runtime", "pipeline", "--stage-speed", "1,1.5"], r"--stage-speed .*outside \[0.001, 1\]"),
     (["--runtime", "pipeline", "--fail", "1@2:slow=0.5"], "a straggler's factor must be a finite number > 1"),
@@ -56,7 +56,7 @@ def test_bad_flags_are_one_clear_line(flags, message, capsys, tmp_path):
 
 
 def test_config_round_trips_through_json():
-    cfg = RunConfig(train=TrainConfig(stages=2, method="bp", batch=4, microbatches=2))
+    cfg = RunConfig(train=TrainConfig(runtime="reference", stages=2, method="bp", batch=4, microbatches=2))
     again = RunConfig.from_dict(json.loads(json.dumps(cfg.to_dict())))
     assert again == cfg
 

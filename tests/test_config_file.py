@@ -73,7 +73,7 @@ BAD_FILES = [
      r"or train.batch = 8$"),
     ("[objective]\nalpha = [1.5]\n", r"objective.alpha = 1.5 is outside \(0, 1\]$"),
     ("[objective]\nalpha_ramp = \"step:1->2\"\n", r"objective.alpha_ramp = 'step:1->2' is not SHAPE:START->END"),
-    ("[train]\nfailures = [\"1@3\"]\n", r"train.failures needs train.runtime = pipeline$"),
+    ("[train]\nruntime = \"reference\"\nfailures = [\"1@3\"]\n", r"train.failures needs train.runtime = pipeline$"),
 ]
 
 
@@ -143,7 +143,7 @@ def test_config_runs_the_written_file_with_the_flags_given_beside_it(flags, chan
 def test_a_run_directory_is_named_after_the_files_method(tmp_path, started, monkeypatch):
     monkeypatch.chdir(tmp_path)
     path = write_config_toml(FILED, tmp_path / "config.toml")
-    assert Path(config_run_by(["--config", str(path)]).out).name.startswith("1f1b-")
+    assert Path(config_run_by(["--config", str(path)]).out).name.endswith("-1f1b-K3")
 
 
 @pytest.mark.parametrize("text, flags, message", [

@@ -95,7 +95,8 @@ def test_model_directory_written_by_save_pretrained_loads_through_model_path(tmp
 @pytest.mark.parametrize("method", ["bp", "zerolock"])
 def test_short_fine_tune_on_topics_is_well_above_chance(tmp_path, method):
     cfg = RunConfig(data=DataConfig(seq_len=64, eval_size=200),
-                    train=TrainConfig(method=method, stages=3, batch=8, microbatches=4, steps=160, lr=5e-3, threads=1),
+                    train=TrainConfig(runtime="reference", method=method, stages=3, batch=8, microbatches=4, steps=160,
+                                      lr=5e-3, threads=1),
                     out=str(tmp_path))
     m = train_reference(cfg, progress=False)
     assert m.eval["label_accuracy"] > 0.45, m.eval  # chance is 0.25

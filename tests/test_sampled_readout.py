@@ -79,7 +79,7 @@ BAD = [  # (flags, the one line's words): the tiny model's 8 layers
      "--readout sample-lora:3 samples 3 layers after each chunk but the chunk before the last has only the last "
      r"chunk's 2 \(layers 6..7\)"),
     (["--readout", "sample:5", "--stages", "2"], "--readout sample:5 samples 5 layers .* only the last chunk's 4"),
-    (["--readout", "sample-lora:2", "--method", "bp"], "--method bp trains only the last chunk"),
+    (["--runtime", "reference", "--readout", "sample-lora:2", "--method", "bp"], "--method bp trains only the last chunk"),
     (["--readout", "sample:1", "--method", "terminal"], "--method terminal trains only the last chunk"),
 ]
 

@@ -44,10 +44,13 @@ class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 class ExamplesHelpFormatter(DefaultsHelpFormatter):
     """The defaults as above; the description and the examples epilog keep their own lines; a flag and its
-    help share a line where the flag fits in 32 columns."""
+    help share a line where the flag fits in 32 columns (on a terminal wide enough that the help keeps 80)."""
 
     def __init__(self, prog: str, **kw) -> None:
-        super().__init__(prog, **{"max_help_position": 34, **kw})
+        import shutil
+
+        wide = shutil.get_terminal_size().columns >= 116
+        super().__init__(prog, **{"max_help_position": 34 if wide else 24, **kw})
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
         return "".join(indent + line for line in text.splitlines(keepends=True))
