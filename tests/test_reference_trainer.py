@@ -15,8 +15,8 @@ from zerolock_core.train.run_setup import build_run_setup
 def small_cfg(out=None, *, model="tiny", method="zerolock", stages=2, steps=3, alpha=(0.5,), **train):
     return RunConfig(model=ModelConfig(model=model), data=DataConfig(seq_len=48, eval_size=32),
                      objective=ObjectiveConfig(alpha=alpha),
-                     train=TrainConfig(method=method, stages=stages, batch=4, microbatches=2, steps=steps,
-                                       threads=1, **train),
+                     train=TrainConfig(runtime="reference", method=method, stages=stages, batch=4,
+                                       microbatches=2, steps=steps, threads=1, **train),
                      out=str(out) if out else None)
 
 
