@@ -62,6 +62,7 @@ class RunForm:
     fail_stage: int = 1
     fail_step: int = 21  # mid-window (checkpoints every 2 steps): the replacement has micro-batches to replay
     fail_mode: str = NO_FAILURE
+    tensorboard: bool = TrainConfig.tensorboard  # also write TensorBoard event files (RUN/tensorboard/)
 
     @property
     def failures(self) -> tuple[str, ...]:
@@ -109,7 +110,7 @@ def form_from_values(*, methods: Any, stages: Any, batch: Any, microbatches: Any
                      fail_mode: Any = RunForm.fail_mode, readout: Any = RunForm.readout,
                      dataset: Any = RunForm.dataset, data_kind: Any = DataFields.kind, text_fields: Any = "",
                      label_field: Any = "", label_words: Any = "", prompt_field: Any = "",
-                     response_field: Any = "") -> RunForm:
+                     response_field: Any = "", tensorboard: Any = RunForm.tensorboard) -> RunForm:
     """Gradio widget values (numbers arrive as floats or None: 2.5 is refused, not rounded) -> RunForm,
     or a ConfigError naming every field that is wrong by itself (ConfigErrors when several are; the
     rules between fields are the config's, checked once each field is right: configs_for)."""
@@ -143,9 +144,11 @@ def form_from_values(*, methods: Any, stages: Any, batch: Any, microbatches: Any
     texts = dict(text_fields=text_fields, label_field=label_field, label_words=label_words,
                  prompt_field=prompt_field, response_field=response_field)
     r.require(all(isinstance(v, str) for v in texts.values()), "the data fields are names (text)")
+    r.require(isinstance(tensorboard, bool), f"TensorBoard logs is on or off, not {tensorboard!r}")
     raise_all(r.errors)
     return RunForm(methods=chosen, alpha=str(alpha), consistency=consistency, link=link, lr=rate, fail_mode=mode,
-                   readout=readout, dataset=dataset, data=DataFields(kind=data_kind, **texts), **ints)
+                   readout=readout, dataset=dataset, data=DataFields(kind=data_kind, **texts),
+                   tensorboard=tensorboard, **ints)
 
 
 def readout_of(form: RunForm, method: str) -> str:
@@ -164,7 +167,7 @@ def config_for(form: RunForm, method: str, *, out: str) -> RunConfig:
         objective=ObjectiveConfig(alpha=parse_alpha(form.alpha), consistency=form.consistency),
         train=TrainConfig(runtime=REFERENCE if reference else TrainConfig.runtime, method=method, stages=form.stages,
                           batch=form.batch, microbatches=form.microbatches, steps=form.steps, lr=form.lr,
-                          seed=form.seed,
+                          seed=form.seed, tensorboard=form.tensorboard,
                           # checkpoints make the Watch tab's "Inject failure" recoverable (not a method that
                           # cannot be recovered, PipeDream: its unflushed pipeline has no consistent checkpoint)
                           ckpt_every=0 if reference or refusal(method) else 2,

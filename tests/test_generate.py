@@ -1,6 +1,8 @@
 """`zerolock generate`: the base and the fine-tuned model's greedy answers, side by side, the same every time."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from zerolock_core.cli import main
@@ -36,15 +38,21 @@ def test_a_bad_request_is_refused(fields, says):
         GenerateRequest(**fields)
 
 
-def test_the_command_prints_each_prompt_with_both_answers(trained_run, tmp_path, capsys):
+def test_the_command_prints_each_prompt_with_both_answers_and_scores_the_eval_rows(trained_run, tmp_path, capsys):
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("stocks fall on weak sales\n\nrover lands on mars\n")
     assert main(["generate", trained_run("zerolock"), "--prompt", "a late goal", "--file", str(prompts),
                  "--eval-rows", "1", "--max-new-tokens", "3"]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    *lines, score = capsys.readouterr().out.splitlines()
     assert [l.split(":")[0] for l in lines if l and not l.startswith(" ")] == \
         ["prompt", "base", "fine-tuned"] * 3 + ["prompt", "expected", "base", "fine-tuned"]
     assert lines[0] == "prompt:     a late goal"
+    # the eval row's answers are judged against its label, the user's prompts are not
+    expected = next(l.split(":", 1)[1].strip() for l in lines if l.startswith("expected:"))
+    tuned = lines[-2].split(":", 1)[1].strip()  # the eval row's fine-tuned answer, then a blank line
+    assert tuned in (f"{expected} ✓", *(f"{w} ✗" for w in ("World", "Sports", "Business", "Tech") if w != expected))
+    assert not any(l.endswith(("✓", "✗")) for l in lines[:9])
+    assert re.fullmatch(r"fine-tuned [01]/1 correct, base [01]/1 over the 1 eval rows \(.*\)", score)
 
 
 def test_the_command_refuses_a_directory_without_a_run_in_one_line(tmp_path, capsys):

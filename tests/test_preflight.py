@@ -312,6 +312,21 @@ def test_the_default_form_runs_long_enough_to_inject_into_and_schedules_failures
     assert bp.train.failures == ()  # one process: nothing to kill
 
 
+@pytest.mark.parametrize("ticked", [False, True])
+def test_the_forms_tensorboard_box_reaches_every_runs_config(ticked):
+    from app.form import configs_for, form_from_values
+
+    form = form_from_values(**{**FORM_VALUES, "methods": ["zerolock", "bp"]}, tensorboard=ticked)
+    assert [c.train.tensorboard for c in configs_for(form, out_for=lambda m: f"/unused/{m}")] == [ticked, ticked]
+
+
+def test_the_forms_tensorboard_box_refuses_a_value_that_is_not_on_or_off(controller):
+    from app.tabs.run import start_runs
+
+    message, started = start_runs(controller, **FORM_VALUES, tensorboard="yes")
+    assert not started and "TensorBoard logs is on or off, not 'yes'" in message
+
+
 @pytest.mark.parametrize("readout,methods,expected", [
     ("top-lora:last", ["zerolock", "bp", "1f1b"], {"zerolock": "top-lora:last", "bp": "head", "1f1b": "head"}),
     ("top:last", ["zerolock"], {"zerolock": "top:last"}),

@@ -274,7 +274,8 @@ def summary(metrics: "Metrics", out: str, *, before_s: float = 0.0) -> str:
     lines += recovery_lines(metrics.recovery)
     rd = RunDir(out)
     files = [rd.metrics.name, *([f"{rd.trace.name} (open it at ui.perfetto.dev)"] if rd.trace.exists() else []),
-             f"{rd.final.name}/"]
+             f"{rd.final.name}/",
+             *([f"{rd.tensorboard.name}/ (tensorboard --logdir {Path(out).parent})"] if rd.tensorboard.exists() else [])]
     lines.append(f"wrote {out}/: {', '.join(files)}")
     return "\n".join(lines)
 
@@ -324,17 +325,22 @@ def cmd_export(a: argparse.Namespace) -> int:
 
 
 def cmd_generate(a: argparse.Namespace) -> int:
-    from .export.generation import GenerateRequest, generate_answers
+    from .export.generation import GenerateRequest, generate_answers, tally
 
     prompts = list(a.prompt)
     if a.file:
         prompts += [line for line in Path(a.file).read_text().splitlines() if line.strip()]
     request = GenerateRequest(prompts=tuple(prompts), eval_rows=a.eval_rows, max_new_tokens=a.max_new_tokens)
-    for answer in generate_answers(_run_dir_of(a.run).path, request):
+    answers = generate_answers(_run_dir_of(a.run).path, request)
+    for answer in answers:
         print(f"prompt:     {answer.prompt}")
         if answer.expected is not None:
             print(f"expected:   {answer.expected}")
-        print(f"base:       {answer.base.strip()}\nfine-tuned: {answer.tuned.strip()}\n")
+        print(f"base:       {answer.marked(answer.base)}\nfine-tuned: {answer.marked(answer.tuned)}\n")
+    counts = tally(answers)
+    if counts is not None and counts.rows:
+        print(f"fine-tuned {counts.tuned}/{counts.rows} correct, base {counts.base}/{counts.rows} over the "
+              f"{counts.rows} eval rows (each model answers the label it scores highest)")
     return 0
 
 

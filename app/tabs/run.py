@@ -89,12 +89,15 @@ def build_run_tab(defaults: RunForm = RunForm(), runs_root: Path | None = None) 
             seq_len = gr.Number(d.seq_len, label=_label("seq_len"), **whole)
             eval_size = gr.Number(d.eval_size, label=_label("eval_size", "0 = all 1000"), **whole)
             lr = gr.Number(d.lr, label=_label("lr"))
+            tensorboard = gr.Checkbox(d.tensorboard, label=_label("tensorboard", "RUN/tensorboard/"),
+                                      elem_id="tensorboard-choice")
     with gr.Row():
         run = gr.Button("Run", variant="primary", elem_id="run-button")
         stop = gr.Button("Stop", variant="stop", elem_id="stop-button")
     message = gr.Markdown(elem_id="run-message")
     return RunTab(inputs=[methods, stages, batch, micro, alpha, consistency, steps, seed, link, seq_len, eval_size,
-                          lr, fail_stage, fail_step, fail_mode, readout, data.dataset, data.kind, *data.fields],
+                          lr, fail_stage, fail_step, fail_mode, readout, data.dataset, data.kind, *data.fields,
+                          tensorboard],
                   run=run, stop=stop, message=message, data=data, seq_len=seq_len)
 
 
@@ -217,7 +220,7 @@ def start_runs(controller: EngineController, methods, stages, batch, microbatche
                seed, link, seq_len, eval_size, lr, fail_stage=RunForm.fail_stage, fail_step=RunForm.fail_step,
                fail_mode=RunForm.fail_mode, readout=RunForm.readout, dataset=RunForm.dataset,
                data_kind=DataFields.kind, text_fields="", label_field="", label_words="", prompt_field="",
-               response_field="") -> tuple[str, bool]:
+               response_field="", tensorboard=RunForm.tensorboard) -> tuple[str, bool]:
     """Validate everything (preflight: no directory, file or process before that), then start;
     returns (message, started). Bad input is explained in the form's words, never raised."""
     try:
@@ -226,7 +229,8 @@ def start_runs(controller: EngineController, methods, stages, batch, microbatche
                                 seq_len=seq_len, eval_size=eval_size, lr=lr, fail_stage=fail_stage,
                                 fail_step=fail_step, fail_mode=fail_mode, readout=readout, dataset=dataset,
                                 data_kind=data_kind, text_fields=text_fields, label_field=label_field,
-                                label_words=label_words, prompt_field=prompt_field, response_field=response_field)
+                                label_words=label_words, prompt_field=prompt_field, response_field=response_field,
+                                tensorboard=tensorboard)
         form = dataclasses.replace(form, dataset=dataset_spec(controller.runs_root, form.dataset))
         configs = configs_for(form, out_for=lambda m: str(controller.new_run_dir(m, form.stages)))
     except ConfigError as err:

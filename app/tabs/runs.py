@@ -119,14 +119,8 @@ def try_it(controller: EngineController, name: str | None, prompts: str, use_eva
         answers = generate_answers(rd.path, request)
     except (NotARun, ValueError, OSError) as err:
         return gr.skip(), f"⚠️ {err}"
-    table = [[a.prompt, a.expected or "", _said(a, a.base), _said(a, a.tuned)] for a in answers]
+    table = [[a.prompt, a.expected or "", a.marked(a.base), a.marked(a.tuned)] for a in answers]
     return table, f"`{name}`: {_summary(answers)}"
-
-
-def _said(a: Answer, answer: str) -> str:
-    """A model's answer, and ✓ / ✗ where it is a label judged against the expected one."""
-    right = a.right(answer)
-    return answer.strip() + ("" if right is None else " ✓" if right else " ✗")
 
 
 def _summary(answers: list[Answer]) -> str:

@@ -55,6 +55,11 @@ class Answer:
         the user's, or a free answer, which a cut at its token budget would misjudge)."""
         return answer == self.expected if self.picked and self.expected is not None else None
 
+    def marked(self, answer: str) -> str:
+        """A model's answer, and ✓ / ✗ where it is a label judged against the expected one."""
+        right = self.right(answer)
+        return answer.strip() + ("" if right is None else " ✓" if right else " ✗")
+
 
 @dataclass(kw_only=True, frozen=True)
 class Tally:
