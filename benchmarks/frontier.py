@@ -7,6 +7,10 @@ Built from the parts the other benchmarks have (nothing here is written again):
   two side by side (`--jobs`), evaluated every `--eval-every` steps, resumable (a run whose metrics.json
   says finished with the same config is not run again) — and its per-run analysis (trainable parameters,
   bytes per micro-batch, each stage's activation bytes for one micro-batch, measured by the engine's meter);
+* across sessions: every run's record in the result (its config, curve and analysis) is all the study
+  needs of a finished run, so `--carry RESULT.json` (a committed result of the same plan) counts its runs
+  as finished where this checkout has no run directory for them: a fresh checkout goes on where the
+  last session stopped, and the runs it adds land in the next result beside the carried ones;
 * time per step as a K-stage pipeline: at K = 2 measured by a short pipeline run of the arm (as many
   stages as this box has cores); at every K simulated with the arm's own probed action costs (probe.py,
   readout copies included: the probe builds the arm's own chunks) by the simulator (prediction.py), m = 2K
@@ -404,6 +408,7 @@ def measure_k2(cfg: RunConfig, *, schedule: str, steps: int, out: Path, launches
 
 
 def _curve_run(cfg: RunConfig, analysis: dict[str, Any]) -> dict[str, Any]:
+    """A finished run as the result keeps it: enough to report it again without its run directory."""
     m = RunDir(cfg.out).read_metrics()
 
     def acc(e: dict[str, Any]) -> float:
@@ -412,14 +417,37 @@ def _curve_run(cfg: RunConfig, analysis: dict[str, Any]) -> dict[str, Any]:
     history = [h for h in m.eval_history if h["step"] < m.steps_done] + [{**m.eval, "step": m.steps_done}]
     return {"seed": cfg.train.seed, "step": [h["step"] for h in history], "accuracy": [acc(h) for h in history],
             "nll": [h["nll"] for h in history], "final": {"accuracy": acc(m.eval), "nll": m.eval["nll"]},
-            "run_s": m.total_s, "seconds_per_step_reference": analysis["seconds_per_step"]}
+            "run_s": m.total_s, "seconds_per_step_reference": analysis["seconds_per_step"],
+            "run": Path(cfg.out).name, "config": cfg.to_dict(), "analysis": analysis}
+
+
+def carried_runs(paths: Sequence[Path]) -> dict[str, dict[str, Any]]:
+    """The finished runs recorded in earlier results (`--carry`), by run name: a record without its config
+    and analysis (a result written before they were kept) cannot stand for a run and is skipped."""
+    runs: dict[str, dict[str, Any]] = {}
+    for path in paths:
+        report = read_json(path)
+        if report.get("bench") != "frontier":
+            raise ValueError(f"--carry {path}: not a frontier result (bench {report.get('bench')!r})")
+        for per_k in report["results"].values():
+            for entries in per_k.values():
+                for entry in entries.values():
+                    runs.update((r["run"], r) for r in entry["runs"] if {"run", "config", "analysis"} <= r.keys())
+    return runs
+
+
+def carried_for(cfg: RunConfig, carried: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """`cfg`'s run as an earlier result recorded it, if that result trained this very config."""
+    record = carried.get(Path(cfg.out).name)
+    return record if record and depth._same_run(RunConfig.from_dict(record["config"]), cfg) else None
 
 
 def run_frontier(settings: BenchSettings, *, out: Path, tasks: tuple[tuple[str, str], ...], stages: tuple[int, ...],
                  arms: tuple[str, ...], readouts: tuple[str, ...], seeds: tuple[int, ...],
                  decisive_seeds: tuple[int, ...], decisive: tuple[str, ...], batch: int, microbatches: int,
                  eval_every: int, eval_size: int, rank: int, jobs: int, time_steps: int,
-                 controls: bool = True, finished_only: bool = False) -> dict[str, Any]:
+                 controls: bool = True, finished_only: bool = False,
+                 carry: Sequence[Path] = ()) -> dict[str, Any]:
     if not 1 <= jobs <= MAX_JOBS:
         raise ValueError(f"--jobs must be 1 or {MAX_JOBS} (runs side by side, one thread each), got {jobs}")
     if batch % microbatches:
@@ -433,6 +461,10 @@ def run_frontier(settings: BenchSettings, *, out: Path, tasks: tuple[tuple[str, 
     model = resolve_bench_model(settings.model)
     targets = ("q_proj", "v_proj")
     task_info = {name: describe_task(spec) for name, spec in tasks}
+    carried = carried_runs(carry)
+
+    def finished(cfg: RunConfig) -> bool:
+        return depth._finished_with(cfg) or carried_for(cfg, carried) is not None
 
     def config(arm: depth.Arm, *, task: str, k: int, seed: int, name: str, lora: int, runtime: str) -> RunConfig:
         # depth's config is the reference runtime's: a pipeline-only method (PipeDream) is set after it
@@ -473,16 +505,18 @@ def run_frontier(settings: BenchSettings, *, out: Path, tasks: tuple[tuple[str, 
                                                     runtime=a.runtime)
     missing: list[str] = []
     if finished_only:  # a study cut short reports what it has and names what it still lacks
-        missing = sorted(Path(cfg.out).name for cfg in configs.values() if not depth._finished_with(cfg))
-        configs = {key: cfg for key, cfg in configs.items() if depth._finished_with(cfg)}
+        missing = sorted(Path(cfg.out).name for cfg in configs.values() if not finished(cfg))
+        configs = {key: cfg for key, cfg in configs.items() if finished(cfg)}
         if not configs:
             raise ValueError(f"no run of this plan has finished under {out / 'runs'}")
         trained = {(t, k, n) for t, k, n, _ in configs}
         # an arm none of whose runs finished is left out; without BP's runs a task × K has no target
         plan = {key: e for key, e in plan.items() if (key[0], key[1], BP) in trained
                 and (e["arm"].trains is None or key in trained)}
-    todo = [cfg for cfg in configs.values() if not depth._finished_with(cfg)]
-    print(f"  {len(configs)} runs, {len(configs) - len(todo)} already finished; {jobs} side by side", flush=True)
+    todo = [cfg for cfg in configs.values() if not finished(cfg)]
+    print(f"  {len(configs)} runs, {len(configs) - len(todo)} already finished "
+          f"({sum(carried_for(c, carried) is not None and not depth._finished_with(c) for c in configs.values())} "
+          f"of them carried from an earlier result); {jobs} side by side", flush=True)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         for cfg in pool.map(lambda c: (depth._train(c, depth.beside(c.out, ".log")), c)[1], todo):
@@ -497,12 +531,17 @@ def run_frontier(settings: BenchSettings, *, out: Path, tasks: tuple[tuple[str, 
         cfg0 = next(iter(runs_of.values()))
         per_run = []
         for cfg in runs_of.values():
+            if not depth._finished_with(cfg):  # carried: the earlier result's record stands for the run
+                record = carried_for(cfg, carried)
+                assert record is not None, cfg.out
+                per_run.append((cfg, record["analysis"], record))
+                continue
             cached = Path(cfg.out) / "analysis.json"
             analysis = read_json(cached) if cached.exists() else None
             if analysis is None or not depth.ANALYSIS_FIELDS <= analysis.keys():
                 analysis = depth.analyse(cfg)
                 write_json_atomic(cached, analysis)
-            per_run.append((cfg, analysis))
+            per_run.append((cfg, analysis, _curve_run(cfg, analysis)))
         analysis = per_run[0][1]
         lora = cfg0.model.lora_rank
         arm_settings = ArmSettings(**{**dataclasses.asdict(settings), "dataset": dict(tasks)[task],
@@ -533,7 +572,7 @@ def run_frontier(settings: BenchSettings, *, out: Path, tasks: tuple[tuple[str, 
         entry = {"arm": name, "method": cfg0.train.method, "schedule": a.schedule, "runtime": cfg0.train.runtime,
                  "readout": cfg0.model.readout, "alpha": cfg0.objective.alpha[0], "lora_rank": lora,
                  "locking": a.locking, "accuracy_from": source, "seeds": sorted(runs_of),
-                 "runs": [_curve_run(cfg, an) for cfg, an in per_run],
+                 "runs": [record for _, _, record in per_run],
                  "step_s": step_s, "time_source": "measured" if "measured" in step_s else
                  ("simulated" if step_s else "n/a"), "simulated": sim, "measured": measured,
                  "activation_bytes": activation or [0], "activation_source": activation_source,
@@ -554,6 +593,8 @@ def run_frontier(settings: BenchSettings, *, out: Path, tasks: tuple[tuple[str, 
         "launched": launches.counts,
         "wall_s": round(time.perf_counter() - started, 1),
         "missing": missing,
+        "carried": sorted({Path(c.out).name for c in configs.values()
+                           if not depth._finished_with(c) and carried_for(c, carried) is not None}),
         "results": results,
     }
     report["summary"] = summary(report)
@@ -722,7 +763,8 @@ def _arguments(a: argparse.Namespace, out: Path) -> dict[str, Any]:
                 readouts=names(a.readouts), seeds=a.seeds, decisive_seeds=a.decisive_seeds,
                 decisive=names(a.decisive), batch=a.batch, microbatches=a.microbatches,
                 eval_every=a.eval_every or max(1, a.steps // 8), eval_size=a.eval_size, rank=a.lora_rank, jobs=a.jobs,
-                time_steps=a.time_steps, controls=not a.no_controls, finished_only=a.finished_only)
+                time_steps=a.time_steps, controls=not a.no_controls, finished_only=a.finished_only,
+                carry=tuple(a.carry or ()))
 
 
 EXPERIMENT = Experiment(name="frontier", run=run_frontier, figures=figures, format_report=format_report,
@@ -752,5 +794,8 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lora-rank", type=int, default=4)
     p.add_argument("--jobs", type=int, default=2, help=f"runs side by side, one thread each (at most {MAX_JOBS})")
     p.add_argument("--time-steps", type=int, default=10, help="steps of each K=2 timing run of the pipeline")
+    p.add_argument("--carry", action="append", type=Path, metavar="RESULT.json",
+                   help="an earlier result of this plan (repeatable): its runs count as finished where this "
+                        "checkout has no run directory for them, so a study goes on across sessions")
     p.add_argument("--finished-only", action="store_true",
                    help="train nothing: report the runs of this plan that have finished and list the missing ones")

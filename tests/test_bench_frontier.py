@@ -9,6 +9,7 @@ import pytest
 
 from benchmarks import frontier as F
 from benchmarks.common.settings import BenchSettings
+from zerolock_core.rundir.atomic_files import write_json_atomic
 
 CURVE = [(2, 0.40), (4, 0.70), (6, 0.85), (8, 0.86)]
 
@@ -150,6 +151,34 @@ def test_any_readout_is_an_arm_and_the_engine_judges_it(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
+def _record(cfg) -> dict:
+    return {"run": cfg.out.rsplit("/", 1)[-1], "config": cfg.to_dict(), "analysis": {}, "seed": cfg.train.seed}
+
+
+@pytest.mark.parametrize("recorded,expected", [
+    (dict(seed=0), True),            # the very config: carried
+    (dict(seed=1), False),           # another seed under this run's name: trained again
+    (dict(seed=0, steps=8), False),  # a shorter or longer horizon is another run
+    (dict(seed=0, ckpt_every=30), True),  # how often it checkpointed does not change what it computed
+])
+def test_a_carried_run_stands_only_for_the_config_it_trained(tmp_path, recorded, expected):
+    from zerolock_core.config.run_config import RunConfig, TrainConfig
+
+    def cfg(seed: int, steps: int = 4, ckpt_every: int = 0) -> RunConfig:
+        return RunConfig(train=TrainConfig(runtime="reference", seed=seed, steps=steps, ckpt_every=ckpt_every),
+                         out=str(tmp_path / "runs" / "topics-K2-zerolock-seed0"))
+
+    carried = {"topics-K2-zerolock-seed0": _record(cfg(**recorded))}
+    assert (F.carried_for(cfg(0), carried) is not None) == expected
+
+
+def test_carry_refuses_a_result_of_another_benchmark(tmp_path):
+    other = tmp_path / "depth.json"
+    write_json_atomic(other, {"bench": "depth", "results": {}})
+    with pytest.raises(ValueError, match="not a frontier result"):
+        F.carried_runs([other])
+
+
 def test_more_than_two_runs_side_by_side_is_refused(tmp_path):
     with pytest.raises(ValueError, match="--jobs"):
         F.run_frontier(BenchSettings(model="tiny"), out=tmp_path, tasks=(("topics", "topics"),), stages=(3,),
@@ -199,6 +228,15 @@ def test_a_tiny_frontier_end_to_end_and_its_rerun_runs_nothing(tmp_path):
     assert cut["launched"]["train"] == 0
     assert cut["missing"] == ["topics-K2-terminal-seed0", "topics-K3-terminal-seed0"]
     assert cut["summary"] == rows
+    # a fresh checkout: no run directory, the committed result carried: nothing is trained again, every
+    # run is the carried one (times are probed and measured again, accuracies are the runs')
+    saved = tmp_path / "result.json"
+    write_json_atomic(saved, report)
+    fresh = F.run_frontier(settings, **{**kw, "out": tmp_path / "fresh", "carry": (saved,)})
+    assert fresh["launched"]["train"] == 0
+    assert fresh["carried"] == sorted(f"topics-K{k}-{a}-seed0" for k in (2, 3) for a in ("bp", "zerolock"))
+    accuracy = ["task", "K", "arm", "seeds", "steps", "accuracy_mean", "accuracy_sd", "trainable_vs_bp"]
+    assert [[r[f] for f in accuracy] for r in fresh["summary"]] == [[r[f] for f in accuracy] for r in rows]
 
 
 def _goal_report(*, arm_acc, arm_sd=0.0, seeds=3, time=0.7, memory=0.4, trainable=1.0, control=None,
