@@ -26,7 +26,7 @@ from .figures.step_view import should_aggregate, step_aggregate_figure
 from .figures.timeline import LABEL_MAX_BARS, failure_window, timeline_figure
 
 TABLE_COLUMNS = ["stage", "layers", "steps", "computing %", "peak act. MiB", "peak in-flight mb",
-                 "sent MiB", "received MiB"]
+                 "sent MiB", "received MiB", "resent MiB"]  # bytes: each micro-batch once (telemetry/activity.py)
 STATE_WORDS = {  # a job's states (JobState), and the app's own: queued, stopping, cancelled, interrupted
     "queued": "queued",
     JobState.STARTING: "starting: every stage process loads the model and its chunk",
@@ -159,7 +159,8 @@ def stage_table(t: Tracked) -> list[list[Any]]:
                      round(100 * p.get("active_fraction", s.active_fraction), 1), round(peak / 2**20, 3),
                      p.get("peak_inflight_microbatches", s.peak_inflight),
                      round(p.get("bytes_sent", s.bytes_sent) / 2**20, 2),
-                     round(p.get("bytes_received", s.bytes_received) / 2**20, 2)])
+                     round(p.get("bytes_received", s.bytes_received) / 2**20, 2),
+                     round(p.get("bytes_resent", s.bytes_resent) / 2**20, 2)])
     return rows
 
 

@@ -43,3 +43,38 @@ def test_a_run_folds_only_new_events_and_afresh_when_its_list_was_replaced(tmp_p
     assert t.stage_stats() == stage_stats(events(60), stages=3) and t.span_s() == pytest.approx(makespan_s(events(60)))
     t.events[:] = events(10)  # shorter: not a continuation
     assert t.activity().events == 10 and t.stage_stats() == stage_stats(events(10), stages=3)
+
+
+H = 4096  # one micro-batch's hidden state
+
+
+def wire(stage: int, kind: str, mb: int | None, nbytes: int, gen: int = 0) -> dict:
+    side = "sent" if kind in ("SF", "SB", "RELINK") else "recv"
+    return {"stage": stage, "kind": kind, "mb": mb, "t0": 0, "t1": 1, "act_bytes": 0, "inflight": 0, "step": 0,
+            "gen": gen, "sent": nbytes if side == "sent" else 0, "recv": nbytes if side == "recv" else 0}
+
+
+# (what happened, events, stage 0 (sent, resent), stage 1 (received, received again))
+WIRE_CASES = [
+    ("no failure", [wire(0, "SF", mb, H) for mb in range(3)] + [wire(1, "RF", mb, H) for mb in range(3)],
+     (3 * H, 0), (3 * H, 0)),
+    # stage 1 dies having received mb 0 and 1 (mb 2 in flight); its replacement needs 1 on: stage 0 resends
+    # 1 and 2 in its RELINK, the replacement receives both
+    ("downstream killed", [wire(0, "SF", mb, H) for mb in range(3)] + [wire(1, "RF", 0, H), wire(1, "RF", 1, H),
+                           wire(0, "RELINK", None, 2 * H), wire(1, "RF", 1, H, gen=1), wire(1, "RF", 2, H, gen=1)],
+     (3 * H, 2 * H), (3 * H, H)),
+    # stage 0 dies after sending mb 0 and 1 (1 lost on the way); its replacement replays and sends 1 again
+    ("upstream killed", [wire(0, "SF", 0, H), wire(0, "SF", 1, H), wire(1, "RF", 0, H),
+                         wire(0, "SF", 1, H, gen=1), wire(0, "SF", 2, H, gen=1), wire(1, "RF", 1, H),
+                         wire(1, "RF", 2, H)],
+     (3 * H, H), (3 * H, 0)),
+]
+
+
+@pytest.mark.parametrize("what,evs,upstream,downstream", WIRE_CASES, ids=[c[0] for c in WIRE_CASES])
+def test_each_microbatch_counts_once_per_link_across_restarts_and_what_crossed_again_apart(
+        what, evs, upstream, downstream):
+    s0, s1 = stage_stats(evs, stages=2)
+    assert (s0.bytes_sent, s0.bytes_resent) == upstream
+    assert (s1.bytes_received, s1.bytes_received_again) == downstream
+    assert s0.bytes_sent == s1.bytes_received  # everything arrived: the link's two ends agree

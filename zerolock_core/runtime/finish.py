@@ -112,7 +112,11 @@ def record(cfg: RunConfig, rd: RunDir, end: Ending) -> Metrics:
     samples = max(0, trained - end.start_step) * cfg.train.batch
     per_stage = [{**{k: v for k, v in reports[s].items() if k not in ("first_ns", "last_ns")},
                   "busy_s": activity[s].busy_s, "idle_s": activity[s].idle_s, "span_s": activity[s].span_s,
-                  "active_fraction": activity[s].active_fraction} for s in sorted(reports)]
+                  "active_fraction": activity[s].active_fraction,
+                  # every process of the stage, each micro-batch once (activity.py), not the last process's
+                  "bytes_sent": activity[s].bytes_sent, "bytes_received": activity[s].bytes_received,
+                  "bytes_resent": activity[s].bytes_resent,
+                  "bytes_received_again": activity[s].bytes_received_again} for s in sorted(reports)]
     curves = []
     for s in range(K):
         losses = read_losses(rd.stage_losses(s))

@@ -3,13 +3,20 @@
 The one definition: metrics.json (runtime/report.py, at the end of a run), the dashboard (while it
 goes) and the benchmarks all compute them here, from the event files, so they agree for any run, one
 with a recovery included (every process generation of a stage counts; the outage is idle). What is
-busy is the vocabulary's compute category (zerolock_core.vocabulary)."""
+busy is the vocabulary's compute category (zerolock_core.vocabulary).
+
+Bytes on the wire are counted once per micro-batch and direction, whichever process of a stage moved
+them: `bytes_sent` is each micro-batch's first send, `bytes_received` its first arrival, and what a
+failure made cross again is apart (`bytes_resent`: a RELINK's resends and a replacement's repeated
+sends; `bytes_received_again`). So when every micro-batch has arrived, what stage s sent downstream
+equals what stage s + 1 received, across kills and restarts (a process's own counters restart with it).
+A compacted step (telemetry/compaction.py: no micro-batch of its own) is counted as it stands."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ..vocabulary import is_busy
+from ..vocabulary import Kind, is_busy
 
 Events = Sequence[dict[str, Any]]
 
@@ -23,8 +30,10 @@ class StageStats:
     peak_act_bytes: int  # after-action samples (metrics.json's peak also sees inside actions)
     peak_inflight: int
     steps: int
-    bytes_sent: int
-    bytes_received: int
+    bytes_sent: int  # each micro-batch's first send (per direction)
+    bytes_received: int  # each micro-batch's first arrival
+    bytes_resent: int = 0  # sent again because of a failure
+    bytes_received_again: int = 0  # arrived again (a replacement given what its predecessor had)
 
     @property
     def active_fraction(self) -> float:
@@ -51,8 +60,8 @@ class ActivityFold:
     _acc: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
-        self._acc = [dict(actions=0, busy=0, first=None, last=0, peak=0, inflight=0, steps=0, sent=0, recv=0)
-                     for _ in range(self.stages)]
+        self._acc = [dict(actions=0, busy=0, first=None, last=0, peak=0, inflight=0, steps=0, sent=0, recv=0,
+                          resent=0, recv_again=0, moved=set()) for _ in range(self.stages)]
 
     def add(self, events: Events) -> "ActivityFold":
         for e in events:
@@ -68,9 +77,26 @@ class ActivityFold:
             a["peak"] = max(a["peak"], e.get("act_bytes", 0))
             a["inflight"] = max(a["inflight"], e.get("inflight", 0))
             a["steps"] = max(a["steps"], e.get("step", 0))
-            a["sent"] += e.get("sent", 0)
-            a["recv"] += e.get("recv", 0)
+            self._count_bytes(a, e)
         return self
+
+    @staticmethod
+    def _count_bytes(a: dict[str, Any], e: dict[str, Any]) -> None:
+        sent, recv = e.get("sent") or 0, e.get("recv") or 0
+        if e["kind"] == Kind.RESTORE:  # the checkpoint's bytes, read from disk: not the link's
+            return
+        if e["kind"] == Kind.RELINK:  # what a restarted neighbour lost, sent again
+            a["resent"] += sent
+            return
+        if (sent or recv) and e.get("mb") is not None:
+            key = (e["kind"], e["mb"])
+            if key in a["moved"]:
+                a["resent"] += sent
+                a["recv_again"] += recv
+                return
+            a["moved"].add(key)
+        a["sent"] += sent
+        a["recv"] += recv
 
     @property
     def makespan_s(self) -> float:
@@ -80,7 +106,8 @@ class ActivityFold:
         return [StageStats(stage=s, actions=a["actions"], busy_s=a["busy"] / 1e9,
                            span_s=(a["last"] - a["first"]) / 1e9 if a["first"] is not None else 0.0,
                            peak_act_bytes=a["peak"], peak_inflight=a["inflight"], steps=a["steps"],
-                           bytes_sent=a["sent"], bytes_received=a["recv"]) for s, a in enumerate(self._acc)]
+                           bytes_sent=a["sent"], bytes_received=a["recv"], bytes_resent=a["resent"],
+                           bytes_received_again=a["recv_again"]) for s, a in enumerate(self._acc)]
 
 
 def stage_stats(events: Events, *, stages: int) -> list[StageStats]:
