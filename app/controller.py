@@ -196,12 +196,11 @@ class EngineController:
         return list(self._batch)
 
     def resume(self, run_id: str) -> Tracked:
-        """Continue a crashed or stopped pipeline run from its newest verified checkpoints (or only its
-        final eval), as `zerolock train --resume DIR` does; a ValueError (a ConfigError: render it) says why not."""
+        """Continue a crashed or stopped run from its newest verified checkpoints (or only its final eval), as
+        `zerolock train --resume DIR` does, either runtime (a reference run given --ckpt-every, as the
+        studies' are); a ValueError (a ConfigError: render it) says why not, a run without checkpoints too."""
         rd = self.root.resolve(run_id)
         cfg = replace(rd.saved_config(), out=str(rd.path))
-        if cfg.train.runtime != "pipeline":
-            raise ValueError("only pipeline runs can be resumed (a reference run has no checkpoints)")
         if rd.is_live():
             raise ValueError(f"`{run_id}` is running right now")
         check_resumable(rd, cfg)  # here, so that the Runs tab says why not (a ConfigError, in any words)

@@ -70,25 +70,27 @@ def on_inject(controller: EngineController, stage: float | None, mode: str) -> s
 
 
 def stage_control(controller: EngineController) -> gr.Number:
-    """The stage field's hint: the watched run's K (redrawn when the panel opens: the watched run may have
-    changed since). No bounds on the field: Gradio would refuse a value out of
-    them with a toast of its own words and length; inject() refuses it in the panel's."""
+    """The stage field's label names the watched run's stages (redrawn when the panel opens: the watched
+    run may have changed since; in the label, not a hint under it: the open panel stays one short row).
+    No bounds on the field: Gradio would refuse a value out of them with a toast of its own words and
+    length; inject() refuses it in the panel's."""
     run = _watched_run(controller)
     if run is None:
-        return gr.Number(info="the stage of the watched pipeline run")
+        return gr.Number(label="stage (of the watched pipeline run)")
     stages = run.cfg.train.stages
-    return gr.Number(info=f"the watched run has K = {stages}: {_stage_range(stages)}")
+    return gr.Number(label=f"stage (K = {stages}: {_stage_range(stages)})")
 
 
 def build_failure_panel(controller: EngineController) -> gr.HTML:
     """The panel; returns its recovery line, which the page's script keeps current (tab_watch.watch_line)."""
     with gr.Accordion("Inject failure", open=False, elem_id="failure-panel") as panel:
+        # one short row: opened during a run, the panel must leave the timeline on a 720-pixel screen
         with gr.Row(equal_height=True):
             # precision=None: 1.5 is refused by inject(), not rounded
-            stage = gr.Number(value=1, label="stage", elem_id="failure-stage")
-            mode = gr.Radio([(failure_choice(m), m) for m in FAILURE_MODES], value="kill", label="mode",
-                            elem_id="failure-mode")
-            button = gr.Button("Inject failure", variant="stop", elem_id="inject-failure")
+            stage = gr.Number(value=1, label="stage", elem_id="failure-stage", scale=1, min_width=160)
+            mode = gr.Dropdown([(failure_choice(m), m) for m in FAILURE_MODES], value="kill", label="mode",
+                               elem_id="failure-mode", scale=2, min_width=240)
+            button = gr.Button("Inject failure", variant="stop", elem_id="inject-failure", scale=1, min_width=160)
         # the watched run's note, which the page's script keeps current
         result = gr.HTML(line_box(), elem_id=INJECT_ID)
         button.click(lambda s, m: on_inject(controller, s, m), inputs=[stage, mode], outputs=[result],

@@ -90,7 +90,7 @@ def state_words(t: Tracked, st: dict[str, Any]) -> str:
     return STATE_WORDS.get(t.state, t.state)
 
 
-def status_markdown(t: Tracked, st: dict[str, Any], *, position: str = "") -> str:
+def status_markdown(t: Tracked, st: dict[str, Any], *, position: str = "", earlier: str = "") -> str:
     m = t.metrics
     parts = [f"**{title_of(t)}**", state_words(t, st)]
     reason = (m.reason if m else "") or st.get("reason")
@@ -114,7 +114,8 @@ def status_markdown(t: Tracked, st: dict[str, Any], *, position: str = "") -> st
         parts.append(f"eval {what} {value:.3f} (strict accuracy {ev['accuracy']:.3f})")
     if position:
         parts.append(position)
-    lines = [" · ".join(parts), f"run folder `{t.name}`"]  # under the runs folder: no server path
+    lines = [" · ".join(parts), *([earlier] if earlier else []),
+             f"run folder `{t.name}`"]  # under the runs folder: no server path
     errors = m.errors if m else {}
     if errors or st.get("error"):
         first = next(iter(errors.values()), st.get("error", ""))
@@ -217,14 +218,19 @@ def _lanes(t: Tracked, st: dict[str, Any], *, window_s: float | None, focus_fail
     origin = min([e["t0"] for e in t.lifecycle] + ([fold.first_t0] if fold.first_t0 is not None else []), default=0)
     window = window_s if window_s is not None and fold.makespan_s > window_s else None
     # the figures are redrawn every few seconds, the status line every tick: say which step they show
-    at_step = f", at step {st['steps_done']}" if st.get("steps_done") is not None and not t.engine_done else ""
+    # (the step every stage has finished in the events drawn: the status line, redrawn every tick, is ahead)
+    drawn_step = min((s.steps for s in t.stage_stats()), default=None)
+    at_step = f", at step {drawn_step}" if drawn_step is not None and t.events and not t.engine_done else ""
     shown = f" (the last {_seconds(window)} of {_seconds(fold.makespan_s)} of training{at_step})" if window \
         else ", the whole run"  # also a short run's "recent actions": the window holds all of it
-    sampled = None
+    sampled, window_range = None, None
     if window is not None and not (focus_failure and failures):
         # the live window: only its own events (and what each stage held when it opened), not the run's
         end = max([e["t1"] for e in t.lifecycle] + [fold.last_t1])
         events = tail_since(events, end - int(window * 1e9), stages=stages)
+        # both charts show the window their titles name: an action or a step that began before it (a
+        # recovery's outage) must not stretch one axis back over seconds the other does not show
+        window_range = ((end - int(window * 1e9) - origin) / 1e9, (end - origin) / 1e9)
         stats = t.stage_stats()
         sampled = [s.peak_act_bytes if measure == "act_bytes" else s.peak_inflight for s in stats]
     everything = [*t.lifecycle, *events]
@@ -259,11 +265,13 @@ def _lanes(t: Tracked, st: dict[str, Any], *, window_s: float | None, focus_fail
         # slider (a second copy of every bar) and no bar labels except around a failure
         live = not t.engine_done
         lanes = timeline_figure(timeline_events, stages=stages, origin_ns=origin, recoveries=failures,
-                                stragglers=st.get("stragglers", []), x_range=x_range, uirevision=revision, title=f"Timeline per stage{shown}",
+                                stragglers=st.get("stragglers", []), x_range=x_range or window_range,
+                                uirevision=revision, title=f"Timeline per stage{shown}",
                                 rangeslider=not live, label_max_bars=LABEL_MAX_BARS if (x_range or not live) else 0)
     held = None
     if memory:
         held = memory_figure(memory_events, stages=stages, window_s=window, origin_ns=origin, peak_bytes=peaks,
-                             measure=measure, x_range=x_range, recoveries=failures, uirevision=revision,
+                             measure=measure, x_range=x_range or window_range, recoveries=failures,
+                             uirevision=revision,
                              sampled_peaks=sampled, title=f"Activation memory per stage{shown}")
     return lanes, held

@@ -246,10 +246,14 @@ def test_a_scheduled_failure_is_pinned_in_view_then_an_injected_one_too(page, tm
     # a second failure, from the Inject panel: the view follows it
     page.locator("#failure-panel").get_by_text("Inject failure").first.click()
     # the panel's opening redraws the stage field's hint: type once that has landed
-    page.wait_for_selector("#failure-stage >> text=the watched run has K = 3", timeout=60_000)
+    page.wait_for_selector("#failure-stage >> text=stage (K = 3: stages 0..2)", timeout=60_000)
     page.locator("#failure-stage input").fill("0")
-    page.get_by_label("kill (SIGKILL)").check()
+    page.locator("#failure-mode input").click()
+    page.get_by_role("option", name="kill (SIGKILL)").click()
     assert page.locator("#failure-stage input").input_value() == "0"  # nothing redrew the field since
+    # the open panel is one short row: the timeline below still starts on a 720-pixel screen
+    panel = page.locator("#failure-panel").bounding_box()
+    assert panel["height"] <= 200, panel
     page.click("#inject-failure")
     page.wait_for_selector("#failure-result >> text=Injected", timeout=30_000)
     page.wait_for_function(f"() => {{ const v = ({FAILURE_VIEW})('#timeline'); "

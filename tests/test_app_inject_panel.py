@@ -86,7 +86,7 @@ def test_warning_toasts_are_short_and_made_in_one_place():
 
 def test_the_stage_field_has_no_bounds_for_gradio_to_refuse_with_its_own_toast(tmp_path):
     control = stage_control(Watching(finished_run(tmp_path, "r")))
-    assert control.maximum is None and control.minimum is None and "stages 0..1" in control.info
+    assert control.maximum is None and control.minimum is None and control.label == "stage (K = 2: stages 0..1)"
 
 
 @pytest.mark.parametrize("method, ckpt_every, said", [

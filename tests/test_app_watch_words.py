@@ -130,6 +130,39 @@ def test_the_whole_of_a_short_run_is_drawn_per_action_and_says_it_is_the_whole_r
     assert whole.memory.layout.title.text == "Activation memory per stage, the whole run"
 
 
+def test_watch_names_the_runs_of_the_comparison_that_ended_before_the_watched_one(tmp_path):
+    from app.tabs.watch import earlier_in_comparison
+    from app.watch_view import status_markdown
+
+    ended = tracked(tmp_path, "finished", metrics=Metrics.from_json({
+        "wall_s": 50.0, "throughput_samples_per_s": 155.04, "eval": {"label_accuracy": 0.8751, "accuracy": 0.8}}))
+    now = Tracked(name="r2", rd=RunDir(tmp_path), cfg=CFG, method="1f1b", batch="", state="running")
+    said = earlier_in_comparison([ended, now], now)
+    assert said == ("before it in this comparison: ZeroLock · K=2 · b=8 · m=4 · topics · seed 0: finished, "
+                    "label accuracy 0.875, 155.0 samples/s (**Compare** shows them side by side)")
+    assert said in status_markdown(now, {}, earlier=said)
+    assert earlier_in_comparison([ended, now], ended) == "" and earlier_in_comparison([now], now) == ""
+
+
+def test_a_live_window_shows_the_seconds_its_title_names_on_both_charts_and_the_step_it_drew(tmp_path):
+    """Watch once titled its memory chart "the last 1.5 s" over a 40–56 s axis (a step that began 16 s
+    earlier, across an outage, stretched it) and named the status line's step, ahead of the bars."""
+    from app.watch_view import watch_view
+
+    S = 10**9
+    long_relink = {"stage": 0, "kind": "RELINK", "mb": None, "t0": 0, "t1": 16 * S, "act_bytes": 0, "inflight": 0,
+                   "sent": 0, "recv": 0, "step": 7, "gen": 0}
+    events = [long_relink] + [{"stage": i % 2, "kind": "F", "mb": i, "t0": 14 * S + i * S // 10,
+                               "t1": 14 * S + i * S // 10 + S // 20, "act_bytes": 1000, "inflight": 1, "sent": 0,
+                               "recv": 0, "step": 7 + i // 8 - i % 2, "gen": 0} for i in range(20)]
+    # stage 0 has done step 9, stage 1 step 8: the bars drawn are at step 8 (the status line says 99)
+    view = watch_view(tracked(tmp_path, events=events), window_s=1.5, status={"steps_done": 99})
+    for fig in (view.timeline, view.memory):
+        lo, hi = fig.layout.xaxis.range
+        assert hi - lo == pytest.approx(1.5) and hi == pytest.approx(16.0)
+        assert "(the last 1.5 s of 16 s of training, at step 8)" in fig.layout.title.text
+
+
 # one word per failure mode in every view: the Inject panel, the Run form, the recovery line, the timeline
 MODES_AND_WORDS = [("kill", "kill"), ("stop", "hang"), ("post-step", "kill after step"),
                    ("mid-ckpt", "kill in checkpoint")]

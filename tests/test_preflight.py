@@ -369,7 +369,7 @@ def test_the_inject_panel_names_the_watched_runs_stages(tmp_path):
                                                   "which has K = 2: choose stages 0..1.")
     assert "choose stages 0..1" in inject(Watching(), 0.5, "kill").text
     control = stage_control(Watching())
-    assert "stages 0..1" in control.info
+    assert control.label == "stage (K = 2: stages 0..1)"
     assert not (tmp_path / "run").exists()
 
 

@@ -1,5 +1,7 @@
 """A reference run stopped (or crashed) mid-way and resumed from its checkpoint equals the unstopped run bit
 for bit: the final trainable tensors, the recorded losses, the eval curve and the final eval."""
+import time
+
 import pytest
 import torch
 
@@ -134,3 +136,26 @@ def test_a_stopped_reference_run_says_whether_it_can_be_resumed(tmp_path, ckpt_e
     stopped = interrupted(cfg, how="stop", after=1)
     assert stopped.resumable_from_step == (1 if ckpt_every else None)
     assert says in summary(RunDir(tmp_path).read_metrics(), str(tmp_path))
+
+
+@pytest.mark.parametrize("ckpt_every,resumed", [(CKPT_EVERY, True), (0, False)])
+def test_the_dashboard_resumes_a_stopped_reference_run_only_if_it_has_checkpoints(tmp_path, ckpt_every, resumed):
+    from app.controller import EngineController
+
+    root = tmp_path / "runs"
+    cfg = cfg_of(root / "bp-stopped", method="bp", readout="head", ckpt_every=ckpt_every)
+    interrupted(cfg, how="stop", after=2)
+    controller = EngineController(root)
+    try:
+        if not resumed:
+            with pytest.raises(ValueError, match="no checkpoints"):
+                controller.resume("bp-stopped")
+            return
+        controller.resume("bp-stopped")
+        deadline = time.monotonic() + 300.0
+        while controller.busy and time.monotonic() < deadline:
+            time.sleep(0.2)
+        m = RunDir(cfg.out).read_metrics()
+        assert m.state == "finished" and m.steps_done == STEPS and m.resumed_from_step == 2
+    finally:
+        controller.close()

@@ -78,8 +78,9 @@ def build_runs_tab(runs_root: Path) -> RunsTab:
         export = gr.Button("Export", scale=1, elem_id="runs-export")
     file = gr.File(label="exported file", interactive=False, height=90)
     try_inputs, try_button, try_table, try_message = _try_it_panel()
-    gr.Markdown("**Resume** continues a crashed or stopped pipeline run from the newest step every stage has a "
-                "verified checkpoint of; the result equals an unfailed run bit for bit. PipeDream runs cannot be failed or resumed: with several weight versions in flight no "
+    gr.Markdown("**Resume** continues a crashed or stopped run from the newest step every stage has a "
+                "verified checkpoint of (a BP reference run only if it was given `--ckpt-every`, as the studies' "
+                "are); the result equals an unfailed run bit for bit. PipeDream runs cannot be failed or resumed: with several weight versions in flight no "
                 "step is a consistent checkpoint of every stage.")
     return RunsTab(table=table, run=run, refresh=refresh, open=open_, resume=resume, export_kind=kind, export=export,
                    file=file, message=message, trace=trace, delete=delete, confirm=confirm, try_inputs=try_inputs,

@@ -26,7 +26,8 @@ from ..page.page_script import ADVANCED_CLASS, STATUS_ID, holder_box, line_box, 
 from ..recovery_text import recovery_text
 from ..figures.timebase import recent_window_s
 from ..page.watch_parts import FAILURE, JUMP_ID, PARTS, PLOT_PARTS, RECENT, UNIT_ID, UNITS, WHOLE, WINDOW_ID, check_parts
-from ..watch_view import TABLE_COLUMNS, status_markdown, watch_view
+from ..watch_view import TABLE_COLUMNS, status_markdown, title_of, watch_view
+from zerolock_core.rundir.metrics import shown_accuracy
 
 LIVE_SECONDS, LIVE_ACTIONS = 20.0, 300  # the live window: at most 20 s and about 300 actions (~10 steps at K=2)
 IDLE_MD = "Nothing to watch yet: start a run on the **Run** tab, or open a saved one on the **Runs** tab."
@@ -98,6 +99,28 @@ def comparison_position(batch: list, t, status: dict[str, Any]) -> str:
     return f"{words}, about {f'{minutes} min {seconds} s' if minutes else f'{seconds} s'} left in all"
 
 
+def earlier_in_comparison(batch: list, t) -> str:
+    """The runs of this comparison that came before the watched one, each with how it ended: Watch follows
+    the newest run, and a lesson's "Run it live" once showed only 1F1B after ZeroLock had ended between
+    two polls."""
+    if len(batch) < 2 or t not in batch:
+        return ""
+    said = []
+    for b in batch[:batch.index(t)]:
+        m = b.metrics
+        words = [str(b.state)]
+        if m is not None and m.eval:
+            what, value = shown_accuracy(m.eval)
+            if value is not None:
+                words.append(f"{what} {value:.3f}")
+        if m is not None and m.throughput_samples_per_s:
+            words.append(f"{m.throughput_samples_per_s:.1f} samples/s")
+        said.append(f"{title_of(b)}: {', '.join(words)}")
+    if not said:
+        return ""
+    return "before it in this comparison: " + "; ".join(said) + " (**Compare** shows them side by side)"
+
+
 def _status(controller: EngineController, t) -> dict[str, Any]:
     batch = controller.batch()
     return {**t.status(), "busy": controller.busy, "batch_runs": [b.name for b in batch]}
@@ -146,8 +169,10 @@ def watch_line(controller: EngineController) -> dict[str, Any]:
         return {"status": line_html(IDLE_MD), "recovery": "", "key": "idle", "figures": ""}
     t.refresh()
     status = _status(controller, t)
-    position = comparison_position(controller.batch(), t, status)
-    return {"status": line_html(status_markdown(t, status, position=position)),
+    batch = controller.batch()
+    position = comparison_position(batch, t, status)
+    return {"status": line_html(status_markdown(t, status, position=position,
+                                                earlier=earlier_in_comparison(batch, t))),
             "recovery": line_html(recovery_text(status)), "inject": line_html(t.inject_note),
             "key": _as_text(state_key(t, status)),
             "figures": _as_text(figures_key(t, status))}
