@@ -82,21 +82,14 @@ class ActivityFold:
 
     @staticmethod
     def _count_bytes(a: dict[str, Any], e: dict[str, Any]) -> None:
-        sent, recv = e.get("sent") or 0, e.get("recv") or 0
-        if e["kind"] == Kind.RESTORE:  # the checkpoint's bytes, read from disk: not the link's
+        if e.get("folded"):  # a compacted step's totals, split as they were when it was compacted
+            a["sent"] += e.get("sent") or 0
+            a["recv"] += e.get("recv") or 0
+            a["resent"] += e.get("resent") or 0
+            a["recv_again"] += e.get("recv_again") or 0
             return
-        if e["kind"] == Kind.RELINK:  # what a restarted neighbour lost, sent again
-            a["resent"] += sent
-            return
-        if (sent or recv) and e.get("mb") is not None:
-            key = (e["kind"], e["mb"])
-            if key in a["moved"]:
-                a["resent"] += sent
-                a["recv_again"] += recv
-                return
-            a["moved"].add(key)
-        a["sent"] += sent
-        a["recv"] += recv
+        for key, nbytes in zip(("sent", "recv", "resent", "recv_again"), wire_split(e, a["moved"])):
+            a[key] += nbytes
 
     @property
     def makespan_s(self) -> float:
@@ -108,6 +101,24 @@ class ActivityFold:
                            peak_act_bytes=a["peak"], peak_inflight=a["inflight"], steps=a["steps"],
                            bytes_sent=a["sent"], bytes_received=a["recv"], bytes_resent=a["resent"],
                            bytes_received_again=a["recv_again"]) for s, a in enumerate(self._acc)]
+
+
+def wire_split(e: dict[str, Any], moved: set[tuple[str, int]]) -> tuple[int, int, int, int]:
+    """One action's bytes as (sent, received, resent, received again): a micro-batch's first send or
+    arrival on its stage, or what a failure made cross again; `moved` holds the (kind, micro-batch) pairs
+    its stage has moved so far, and learns this one. The fold and the compaction (which keeps the split in
+    its rows) both count with it."""
+    sent, recv = e.get("sent") or 0, e.get("recv") or 0
+    if e["kind"] == Kind.RESTORE:  # the checkpoint's bytes, read from disk: not the link's
+        return 0, 0, 0, 0
+    if e["kind"] == Kind.RELINK:  # what a restarted neighbour lost, sent again
+        return 0, 0, sent, 0
+    if (sent or recv) and e.get("mb") is not None:
+        key = (e["kind"], e["mb"])
+        if key in moved:
+            return 0, 0, sent, recv
+        moved.add(key)
+    return sent, recv, 0, 0
 
 
 def stage_stats(events: Events, *, stages: int) -> list[StageStats]:

@@ -25,10 +25,12 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..vocabulary import Category, Kind, category
+from .activity import wire_split
 
 RAW_STEPS = 100  # the last steps of every stage kept action by action
 FORMAT = 1
 HEADER = {"compacted": FORMAT}
+WIRE = ("sent", "recv", "resent", "recv_again")  # a row's bytes, as activity.wire_split splits them
 
 
 def is_header(line: dict[str, Any]) -> bool:
@@ -49,11 +51,16 @@ def compact(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Rows (one per stage, step and generation) and the events kept whole, in the order they end."""
     groups: dict[tuple[int, int, int], list[dict[str, Any]]] = defaultdict(list)
     out: list[dict[str, Any]] = []
-    for e in events:
+    # the bytes each action moved, split as the fold splits them (a micro-batch's first crossing, or again
+    # because of a failure): a row has no micro-batches left to tell them apart. A micro-batch's sends and
+    # arrivals, its replays' included, carry one step, so they lie in one segment.
+    moved: dict[int, set[tuple[str, int]]] = defaultdict(set)
+    for e in sorted(events, key=lambda x: x["t1"]):
+        split = wire_split(e, moved[e["stage"]])
         if kept_whole(e):
             out.append(e)
         else:
-            groups[(e["stage"], e.get("step", 0), e.get("gen", 0))].append(e)
+            groups[(e["stage"], e.get("step", 0), e.get("gen", 0))].append({**e, **dict(zip(WIRE, split))})
     out += [_row(stage, step, gen, group) for (stage, step, gen), group in groups.items()]
     out.sort(key=lambda x: x["t1"])
     return out
@@ -78,7 +85,7 @@ def _row(stage: int, step: int, gen: int, group: list[dict[str, Any]]) -> dict[s
     rest = [e["t0"] for e in group if e["kind"] != Kind.STEP]
     if Kind.STEP in kinds and rest:  # the STEP closes step `step`; the rest works on the next one from here
         row["t0_next"] = min(rest)
-    totals = {f: sum(e.get(f, 0) for e in group) for f in ("sent", "recv", "paced_ns", "cpu_ns")}
+    totals = {f: sum(e.get(f, 0) for e in group) for f in (*WIRE, "paced_ns", "cpu_ns")}
     row.update({f: v for f, v in totals.items() if v})
     if mb is not None:
         row["mb"] = mb
@@ -109,7 +116,7 @@ def expand(row: dict[str, Any]) -> list[dict[str, Any]]:
              "t0": start, "t1": start + ns, "act_bytes": act, "inflight": inflight, "sent": 0, "recv": 0,
              "step": row["step"], "gen": row["gen"], "loss": None, "paced_ns": 0, "cpu_ns": 0, "folded": n}
         if i == 0:  # the step's totals, once
-            e.update({f: row.get(f, 0) for f in ("sent", "recv", "paced_ns", "cpu_ns")})
+            e.update({f: row.get(f, 0) for f in (*WIRE, "paced_ns", "cpu_ns")})
         if kind in (Kind.L, Kind.B) and row.get("loss") is not None:
             e["loss"] = row["loss"]
         events.append(e)
