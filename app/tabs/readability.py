@@ -58,6 +58,9 @@ def build_readability_tab() -> ReadabilityTab:
         button = gr.Button("Measure readability", variant="primary", scale=1, elem_id="read-go")
     text = gr.Markdown(elem_id="read-text")
     plot = gr.Plot(show_label=False, elem_id="read-plot")
+    # a picked run brings its own model, dataset and K: their fields are greyed out, not silently ignored
+    run.change(lambda picked: [gr.update(interactive=picked == PRETRAINED)] * 3, run, [model, dataset, stages],
+               show_progress="hidden", queue=False)
     return ReadabilityTab(inputs=[model, dataset, stages, examples, fit, top, run], button=button,
                           outputs=[text, plot])
 
