@@ -120,6 +120,19 @@ def test_the_text_fields_default_to_the_first_known_shape(tmp_path, columns, tex
     assert {ex.text for ex in task.train} == {text}
 
 
+@pytest.mark.parametrize("columns,response", [
+    (("prompt", "response"), True),  # an instruction file's shape: prompt -> response, nothing to name
+    (("prompt", "response", "text", "label"), False),  # a classification's text and label come first
+])
+def test_a_prompt_response_file_needs_no_field(tmp_path, columns, response):
+    rows = [{"prompt": f"say {i}", "response": f"{i}", "text": f"t {i}", "label": ("yes", "no")[i % 2]}
+            for i in range(10)]
+    task = load_task(f"jsonl:{write_jsonl(tmp_path / 'd.jsonl', [{c: r[c] for c in columns} for r in rows])}")
+    assert (task.label_words == ()) == response
+    if response:
+        assert {(ex.text, ex.response) for ex in task.train + task.eval} == {(f"say {i}", f"{i}") for i in range(10)}
+
+
 def test_an_agnews_shaped_csv_needs_no_field(tmp_path):
     path = tmp_path / "news.csv"
     path.write_text("".join(f'"{i % 4 + 1}","title {i}","text {i}"\n' for i in range(20)))

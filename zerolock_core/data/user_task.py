@@ -6,10 +6,12 @@ in one line naming the file, the row and what is wrong.
   from `label_field` (default `label`): a label word itself, or a class index into `label_words` (or into
   a ClassLabel column's names). The label words are `label_words`, else the distinct words of the data,
   sorted; any number of classes from two.
-* response: `prompt_field` -> `response_field`; the answer is the response text.
+* response: `prompt_field` -> `response_field`; the answer is the response text. A file with no field
+  named whose rows have `prompt` and `response` (and no text field of a classification) is read so.
 """
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +24,7 @@ CLASSIFICATION_CUE = "Label:"
 RESPONSE_CUE = "Response:"
 DEFAULT_TEXT_FIELDS = (("text",), ("title", "description"), ("question",))  # the first whose fields the data has
 DEFAULT_LABEL_FIELD = "label"
+DEFAULT_RESPONSE_FIELDS = ("prompt", "response")  # an instruction file's shape (the studies' Alpaca rows)
 TEXT_JOIN = ". "  # title + description, as AG News
 ROW_NUMBER = "\0row"  # a held-back row's number in its file (a key no file's field can have)
 EVAL_SEED = "zerolock/eval-fraction"  # the held-back rows depend on this and the fraction only
@@ -53,6 +56,11 @@ def load_user_task(source: Source, fields: FieldMap, *, eval_source: Source | No
     if fields.is_response and not (fields.prompt_field and fields.response_field):
         raise ValueError("a prompt -> response task needs both the prompt field and the response field")
     table = read(source)
+    columns = set(table.columns)
+    if fields.is_default and set(DEFAULT_RESPONSE_FIELDS) <= columns and \
+            not any(set(names) <= columns for names in DEFAULT_TEXT_FIELDS):
+        fields = dataclasses.replace(fields, prompt_field=DEFAULT_RESPONSE_FIELDS[0],
+                                     response_field=DEFAULT_RESPONSE_FIELDS[1])
     train_rows, eval_rows, eval_where = table.train, table.eval, "its eval split"
     if eval_source is not None:
         eval_table = read(eval_source)
