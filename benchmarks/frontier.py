@@ -297,11 +297,13 @@ class ArmSettings(BenchSettings):
     readout: str = "head"
     lora_rank: int = 4
     lora_targets: tuple[str, ...] = ("q_proj", "v_proj")
+    skip_bad_rows: bool = False  # the task's (--skip-bad-rows): the probe reads the same rows the runs train on
 
     def pipeline(self, **kw: Any) -> RunConfig:
         cfg = super().pipeline(**kw)
         return replace(cfg, model={"readout": self.readout, "lora_rank": self.lora_rank,
-                                   "lora_alpha": 4.0 * self.lora_rank, "lora_targets": self.lora_targets})
+                                   "lora_alpha": 4.0 * self.lora_rank, "lora_targets": self.lora_targets},
+                       data={"skip_bad_rows": self.skip_bad_rows})
 
 
 def _key(*parts: Any) -> str:
@@ -447,7 +449,7 @@ def run_frontier(settings: BenchSettings, *, out: Path, tasks: tuple[tuple[str, 
                  decisive_seeds: tuple[int, ...], decisive: tuple[str, ...], batch: int, microbatches: int,
                  eval_every: int, eval_size: int, rank: int, jobs: int, time_steps: int,
                  controls: bool = True, finished_only: bool = False,
-                 carry: Sequence[Path] = ()) -> dict[str, Any]:
+                 carry: Sequence[Path] = (), skip_bad_rows: bool = False) -> dict[str, Any]:
     if not 1 <= jobs <= MAX_JOBS:
         raise ValueError(f"--jobs must be 1 or {MAX_JOBS} (runs side by side, one thread each), got {jobs}")
     if batch % microbatches:
@@ -472,6 +474,8 @@ def run_frontier(settings: BenchSettings, *, out: Path, tasks: tuple[tuple[str, 
                                stages=k, top=0, seed=seed, batch=batch, microbatches=microbatches,
                                eval_every=eval_every, eval_size=eval_size, rank=lora, dataset=dict(tasks)[task],
                                out=out / "runs" / f"{_slug(task)}-K{k}-{_slug(name)}-seed{seed}")
+        if skip_bad_rows:  # a file with a few rows the loader refuses (the studies' Alpaca: two empty responses)
+            cfg = replace(cfg, data={"skip_bad_rows": True})
         return cfg if runtime == "reference" else replace(cfg, train={"runtime": runtime, "method": arm.method})
 
     # the plan: per task × K, the arms that train (BP always: its accuracy is the target), then the controls
@@ -546,7 +550,8 @@ def run_frontier(settings: BenchSettings, *, out: Path, tasks: tuple[tuple[str, 
         lora = cfg0.model.lora_rank
         arm_settings = ArmSettings(**{**dataclasses.asdict(settings), "dataset": dict(tasks)[task],
                                       "alpha": cfg0.objective.alpha[0], "threads": 1},
-                                   readout=cfg0.model.readout, lora_rank=lora, lora_targets=cfg0.model.lora_targets)
+                                   readout=cfg0.model.readout, lora_rank=lora, lora_targets=cfg0.model.lora_targets,
+                                   skip_bad_rows=cfg0.data.skip_bad_rows)
         sim = simulate(arm_settings, schedule=a.schedule, stages=k, microbatch_size=batch // microbatches, out=out,
                        launches=launches)
         step_s: dict[str, float] = {}
@@ -588,7 +593,7 @@ def run_frontier(settings: BenchSettings, *, out: Path, tasks: tuple[tuple[str, 
                    "microbatches": microbatches, "steps": settings.steps, "eval_every": eval_every,
                    "eval_size": eval_size, "seeds": list(seeds), "decisive_seeds": list(decisive_seeds),
                    "decisive": list(decisive), "lora_rank": rank, "jobs": jobs, "threads_per_run": 1,
-                   "time_steps": time_steps, "measured_at": MEASURED_AT,
+                   "time_steps": time_steps, "measured_at": MEASURED_AT, "skip_bad_rows": skip_bad_rows,
                    "simulated_microbatches": f"{MICROBATCHES_PER_STAGE}K"},
         "launched": launches.counts,
         "wall_s": round(time.perf_counter() - started, 1),
@@ -764,7 +769,7 @@ def _arguments(a: argparse.Namespace, out: Path) -> dict[str, Any]:
                 decisive=names(a.decisive), batch=a.batch, microbatches=a.microbatches,
                 eval_every=a.eval_every or max(1, a.steps // 8), eval_size=a.eval_size, rank=a.lora_rank, jobs=a.jobs,
                 time_steps=a.time_steps, controls=not a.no_controls, finished_only=a.finished_only,
-                carry=tuple(a.carry or ()))
+                carry=tuple(a.carry or ()), skip_bad_rows=a.skip_bad_rows)
 
 
 EXPERIMENT = Experiment(name="frontier", run=run_frontier, figures=figures, format_report=format_report,
@@ -794,6 +799,8 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lora-rank", type=int, default=4)
     p.add_argument("--jobs", type=int, default=2, help=f"runs side by side, one thread each (at most {MAX_JOBS})")
     p.add_argument("--time-steps", type=int, default=10, help="steps of each K=2 timing run of the pipeline")
+    p.add_argument("--skip-bad-rows", action="store_true",
+                   help="every task leaves out the rows its loader would refuse (the run's --skip-bad-rows)")
     p.add_argument("--carry", action="append", type=Path, metavar="RESULT.json",
                    help="an earlier result of this plan (repeatable): its runs count as finished where this "
                         "checkout has no run directory for them, so a study goes on across sessions")

@@ -4,6 +4,7 @@ runs nothing."""
 import hashlib
 import math
 import statistics
+from pathlib import Path
 
 import pytest
 
@@ -195,6 +196,16 @@ def test_frontier_is_registered_and_takes_its_flags():
     kw = F._arguments(a, out=None)
     assert kw["tasks"] == (("topics", "topics"), ("trec6", "csv:x.csv")) and kw["readouts"] == ("sample-lora:4",)
     assert kw["stages"] == (3, 4) and kw["eval_every"] == a.steps // 8
+    assert kw["carry"] == () and kw["skip_bad_rows"] is False
+    b = benchmark_parser("frontier").parse_args(["--skip-bad-rows", "--carry", "a.json", "--carry", "b.json"])
+    kw = F._arguments(b, out=None)
+    assert kw["skip_bad_rows"] is True and [str(p) for p in kw["carry"]] == ["a.json", "b.json"]
+
+
+def test_the_arms_settings_give_the_probe_the_rows_the_runs_train_on():
+    cfg = F.ArmSettings(model="tiny", skip_bad_rows=True).pipeline(method="zerolock", stages=2, batch=4,
+                                                                   microbatches=2, out=Path("unused"))
+    assert cfg.data.skip_bad_rows is True
 
 
 @pytest.mark.slow

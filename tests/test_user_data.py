@@ -11,7 +11,7 @@ import torch
 from zerolock_core.config.run_config import DataConfig, ObjectiveConfig, RunConfig, TrainConfig, replace
 from zerolock_core.data import Example, encode_split, load_task
 from zerolock_core.data.encoding import IGNORE_INDEX, label_first_tokens, prompt_frame
-from zerolock_core.data.user_task import FieldMap, held_back
+from zerolock_core.data.user_task import ROW_NUMBER, FieldMap, held_back
 from zerolock_core.models.loading import load_tokenizer
 
 TOPICS = {"sport": ("match", "goal", "team"), "money": ("bank", "stock", "market"), "science": ("lab", "cell", "study")}
@@ -131,6 +131,27 @@ def test_a_prompt_response_file_needs_no_field(tmp_path, columns, response):
     assert (task.label_words == ()) == response
     if response:
         assert {(ex.text, ex.response) for ex in task.train + task.eval} == {(f"say {i}", f"{i}") for i in range(10)}
+
+
+TRAIN_ROWS = [r[ROW_NUMBER] - 1 for r in held_back([{}] * 10, 0.1, where="")[0]]  # the rows not held back
+
+
+@pytest.mark.parametrize("empty,kept", [(tuple(TRAIN_ROWS[:2]), 8), (tuple(range(10)), None)])
+def test_skip_bad_rows_leaves_them_out_and_says_how_many(tmp_path, empty, kept):
+    """The studies' Alpaca file has two empty responses among 5,000: refused by default, left out on ask."""
+    rows = [{"prompt": f"say {i}", "response": "" if i in empty else f"{i}"} for i in range(10)]
+    spec = f"jsonl:{write_jsonl(tmp_path / 'd.jsonl', rows)}"
+    with pytest.raises(ValueError, match="the field 'response' is empty"):
+        load_task(spec)
+    if kept is None:
+        with pytest.raises(ValueError, match="every row was left out as bad"):
+            load_task(spec, fields=FieldMap(skip_bad_rows=True))
+        return
+    task = load_task(spec, fields=FieldMap(skip_bad_rows=True))
+    assert len(task.train + task.eval) == kept
+    assert {ex.response for ex in task.train + task.eval} == {f"{i}" for i in range(10) if i not in empty}
+    assert re.search(r"2 bad row\(s\) left out, the first: .*d\.jsonl.*, row \d+: the field 'response' is empty",
+                     task.description), task.description
 
 
 def test_an_agnews_shaped_csv_needs_no_field(tmp_path):

@@ -97,6 +97,9 @@ class DataConfig:
                                    help="the rows held back for eval, drawn with a fixed seed")
     max_row_chars: int = setting(100_000, flag="--max-row-chars", minimum=1, group=YOUR_DATA,
                                  help="refuse a row longer than this many characters")
+    skip_bad_rows: bool = setting(False, flag="--skip-bad-rows", switch=True, group=YOUR_DATA,
+                                  help="leave out the rows that would be refused (an empty field, a label not among "
+                                       "the words, a row too long) instead of stopping; the task says how many")
     seq_len: int = setting(64, flag="--seq-len", label="sequence length", minimum=8, most="positions",
                            help="tokens per example (truncated / padded)")
     eval_size: int = setting(256, flag="--eval-size", label="eval examples", minimum=0,

@@ -69,7 +69,8 @@ def load_data(data: Any, *, seed: int = 0) -> TaskData:
     """The task of a run's data section (run_fields.DataConfig): its dataset read with its fields."""
     fields = FieldMap(text_fields=data.text_fields, label_field=data.label_field, label_words=data.label_words,
                       prompt_field=data.prompt_field, response_field=data.response_field,
-                      max_row_chars=data.max_row_chars, eval_fraction=data.eval_fraction)
+                      max_row_chars=data.max_row_chars, eval_fraction=data.eval_fraction,
+                      skip_bad_rows=data.skip_bad_rows)
     return load_task(data.dataset, seed=seed, fields=fields, eval_spec=data.eval_dataset)
 
 

@@ -39,6 +39,7 @@ class FieldMap:
     response_field: str = ""
     max_row_chars: int = 100_000
     eval_fraction: float = 0.1
+    skip_bad_rows: bool = False  # leave out a row that would be refused, and count it (TaskData.description)
 
     @property
     def is_response(self) -> bool:
@@ -77,10 +78,13 @@ def load_user_task(source: Source, fields: FieldMap, *, eval_source: Source | No
                            f"{source.path} ({eval_where})" if table.eval is not None else str(source.path))
     label_words = maker.label_words()
     kind = "prompt -> response" if fields.is_response else f"{len(label_words)} classes"
+    left_out = (f"; {len(maker.skipped)} bad row(s) left out, the first: {maker.skipped[0]}"
+                if maker.skipped else "")
     return TaskData(name=source.path.stem, label_words=label_words,
                     cue=RESPONSE_CUE if fields.is_response else CLASSIFICATION_CUE,
                     train=tuple(train), eval=tuple(evals),
-                    description=f"{source.spec} ({kind}; {len(train)} train / {len(evals)} eval: {eval_where})")
+                    description=f"{source.spec} ({kind}; {len(train)} train / {len(evals)} eval: {eval_where}"
+                                f"{left_out})")
 
 
 def held_back(rows: list[dict[str, Any]], fraction: float, *, where: object) -> tuple[list, list]:
@@ -103,6 +107,7 @@ class _Rows:
 
     def __init__(self, fields: FieldMap) -> None:
         self.fields = fields
+        self.skipped: list[str] = []  # "FILE, row N: why" of each row left out (fields.skip_bad_rows)
 
     @staticmethod
     def refuse_structured(table: Table, names: tuple[str, ...]) -> None:
@@ -120,7 +125,11 @@ class _Rows:
             try:
                 out.append(self.example(row))
             except ValueError as err:
-                raise ValueError(f"{where}, row {number}: {err}") from None
+                if not self.fields.skip_bad_rows:
+                    raise ValueError(f"{where}, row {number}: {err}") from None
+                self.skipped.append(f"{where}, row {number}: {err}")
+        if rows and not out:
+            raise ValueError(f"{where}: every row was left out as bad; the first: {self.skipped[0]}")
         return out
 
     def example(self, row: dict[str, Any]) -> Example:
