@@ -223,14 +223,11 @@ def _lanes(t: Tracked, st: dict[str, Any], *, window_s: float | None, focus_fail
     at_step = f", at step {drawn_step}" if drawn_step is not None and t.events and not t.engine_done else ""
     shown = f" (the last {_seconds(window)} of {_seconds(fold.makespan_s)} of training{at_step})" if window \
         else ", the whole run"  # also a short run's "recent actions": the window holds all of it
-    sampled, window_range = None, None
+    sampled = None
     if window is not None and not (focus_failure and failures):
         # the live window: only its own events (and what each stage held when it opened), not the run's
         end = max([e["t1"] for e in t.lifecycle] + [fold.last_t1])
         events = tail_since(events, end - int(window * 1e9), stages=stages)
-        # both charts show the window their titles name: an action or a step that began before it (a
-        # recovery's outage) must not stretch one axis back over seconds the other does not show
-        window_range = ((end - int(window * 1e9) - origin) / 1e9, (end - origin) / 1e9)
         stats = t.stage_stats()
         sampled = [s.peak_act_bytes if measure == "act_bytes" else s.peak_inflight for s in stats]
     everything = [*t.lifecycle, *events]
@@ -265,13 +262,12 @@ def _lanes(t: Tracked, st: dict[str, Any], *, window_s: float | None, focus_fail
         # slider (a second copy of every bar) and no bar labels except around a failure
         live = not t.engine_done
         lanes = timeline_figure(timeline_events, stages=stages, origin_ns=origin, recoveries=failures,
-                                stragglers=st.get("stragglers", []), x_range=x_range or window_range,
-                                uirevision=revision, title=f"Timeline per stage{shown}",
+                                stragglers=st.get("stragglers", []), x_range=x_range, uirevision=revision,
+                                title=f"Timeline per stage{shown}",
                                 rangeslider=not live, label_max_bars=LABEL_MAX_BARS if (x_range or not live) else 0)
     held = None
     if memory:
         held = memory_figure(memory_events, stages=stages, window_s=window, origin_ns=origin, peak_bytes=peaks,
-                             measure=measure, x_range=x_range or window_range, recoveries=failures,
-                             uirevision=revision,
+                             measure=measure, x_range=x_range, recoveries=failures, uirevision=revision,
                              sampled_peaks=sampled, title=f"Activation memory per stage{shown}")
     return lanes, held

@@ -144,23 +144,31 @@ def test_watch_names_the_runs_of_the_comparison_that_ended_before_the_watched_on
     assert earlier_in_comparison([ended, now], ended) == "" and earlier_in_comparison([now], now) == ""
 
 
-def test_a_live_window_shows_the_seconds_its_title_names_on_both_charts_and_the_step_it_drew(tmp_path):
-    """Watch once titled its memory chart "the last 1.5 s" over a 40–56 s axis (a step that began 16 s
-    earlier, across an outage, stretched it) and named the status line's step, ahead of the bars."""
+def test_a_live_window_draws_memory_only_inside_the_window_its_title_names_and_the_step_it_drew(tmp_path):
+    """Watch once titled its memory chart "the last 1.5 s" over a 40–56 s axis (stage 1's outage band,
+    from its kill at 40 s, stretched it) and named the status line's step, ahead of the bars. No range is
+    pinned (a user's zoom must survive the redraws): what is drawn lies in the window."""
     from app.watch_view import watch_view
 
     S = 10**9
-    long_relink = {"stage": 0, "kind": "RELINK", "mb": None, "t0": 0, "t1": 16 * S, "act_bytes": 0, "inflight": 0,
-                   "sent": 0, "recv": 0, "step": 7, "gen": 0}
-    events = [long_relink] + [{"stage": i % 2, "kind": "F", "mb": i, "t0": 14 * S + i * S // 10,
-                               "t1": 14 * S + i * S // 10 + S // 20, "act_bytes": 1000, "inflight": 1, "sent": 0,
-                               "recv": 0, "step": 7 + i // 8 - i % 2, "gen": 0} for i in range(20)]
+    kill = {"stage": 1, "kind": "local", "mode": "kill", "t_fail_ns": 40 * S, "t_detect_ns": 41 * S,
+            "t_restore_ns": 54 * S, "t_restored_ns": 55 * S, "t_linked_ns": 55 * S, "t_end_ns": 55 * S, "gen": 1}
+    events = [{"stage": 1, "kind": "F", "mb": 0, "t0": 39 * S, "t1": 40 * S, "act_bytes": 1000, "inflight": 1,
+               "sent": 0, "recv": 0, "step": 7, "gen": 0}]  # stage 1's last action before it was killed
+    events += [{"stage": i % 2, "kind": "F", "mb": i, "t0": 54 * S + i * S // 10, "t1": 54 * S + i * S // 10 + S // 20,
+                "act_bytes": 1000, "inflight": 1, "sent": 0, "recv": 0, "step": 7 + i // 8 - i % 2,
+                "gen": i % 2} for i in range(20)]
     # stage 0 has done step 9, stage 1 step 8: the bars drawn are at step 8 (the status line says 99)
-    view = watch_view(tracked(tmp_path, events=events), window_s=1.5, status={"steps_done": 99})
+    view = watch_view(tracked(tmp_path, events=events), window_s=1.5, status={"steps_done": 99, "recoveries": [kill]})
     for fig in (view.timeline, view.memory):
-        lo, hi = fig.layout.xaxis.range
-        assert hi - lo == pytest.approx(1.5) and hi == pytest.approx(16.0)
-        assert "(the last 1.5 s of 16 s of training, at step 8)" in fig.layout.title.text
+        assert "(the last 1.5 s of 17 s of training, at step 8)" in fig.layout.title.text
+    memory = view.memory
+    assert memory.layout.xaxis.range is None
+    end = 54 + 1.9 + 0.05 - 39  # seconds since the run's first action (the axis's zero)
+    drawn = [x for trace in memory.data if trace.xaxis in ("x", "x2") for x in (trace.x if trace.x is not None else ())]
+    drawn += [x for shape in memory.layout.shapes for x in (shape.x0, shape.x1)]
+    held = 0.1  # what a stage held when the window opened is drawn from that action's end
+    assert drawn and min(drawn) >= end - 1.5 - held and max(drawn) <= end + 1e-6, sorted(drawn)[:3]
 
 
 # one word per failure mode in every view: the Inject panel, the Run form, the recovery line, the timeline

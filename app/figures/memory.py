@@ -16,6 +16,7 @@ between measured bytes and micro-batches held.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -227,14 +228,20 @@ def with_failures(events: Events, recoveries: Sequence[dict[str, Any]], *, stage
 
 
 def _outage_shapes(recoveries: Sequence[dict[str, Any]], *, stages: int, origin_ns: int,
-                   end_ns: int) -> list[dict[str, Any]]:
-    """The timeline's failure band on the memory rows: failure -> restore (-> `end_ns` while away)."""
+                   end_ns: int, from_ns: int | None = None) -> list[dict[str, Any]]:
+    """The timeline's failure band on the memory rows: failure -> restore (-> `end_ns` while away); with
+    `from_ns`, only what lies after it (a live window's start)."""
     out = []
     for r in recoveries:
         if r.get("t_fail_ns") is None or not 0 <= r.get("stage", -1) < stages:
             continue
-        x0 = round(to_s(r["t_fail_ns"], origin_ns), 6)
-        x1 = round(to_s(absence_end_ns(r) or max(end_ns, r["t_fail_ns"]), origin_ns), 6)
+        fail_ns, back_ns = r["t_fail_ns"], absence_end_ns(r) or max(end_ns, r["t_fail_ns"])
+        if from_ns is not None:
+            if back_ns < from_ns:
+                continue
+            fail_ns = max(fail_ns, from_ns)
+        x0 = round(to_s(fail_ns, origin_ns), 6)
+        x1 = round(to_s(back_ns, origin_ns), 6)
         for s in range(stages) if r.get("kind") == "global" else [r["stage"]]:
             ax = "" if s == 0 else str(s + 1)
             out.append(dict(type="rect", xref=f"x{ax}", yref=f"y{ax} domain", x0=x0, x1=x1, y0=0, y1=1,
@@ -281,6 +288,13 @@ def memory_figure(events: list[dict[str, Any]], *, stages: int, title: str = "",
     envelopes = step_peaks(events, stages=stages, measure=measure, origin_ns=origin, window_s=window_s)
     end = max((e["t1"] for e in events), default=origin)
     lo_ns = origin if window_s is None else max(origin, end - int(window_s * 1e9))
+    if window_s is not None and x_range is None:
+        # the axis autoranges over what is drawn (a live view's user zoom must survive its redraws, so no
+        # range is pinned): a step or an outage that began before the window is drawn from its start only,
+        # or "the last 1.5 s" spans 16 s of axis (a step across a recovery)
+        lo_s = to_s(lo_ns, origin)
+        envelopes = [[dataclasses.replace(p, t0_s=max(p.t0_s, lo_s)) for p in env if p.t1_s >= lo_s]
+                     for env in envelopes]
     hi_ns = end
     if x_range is not None:
         lo_ns, hi_ns = max(lo_ns, origin + int(x_range[0] * 1e9)), origin + int(x_range[1] * 1e9)
@@ -339,7 +353,8 @@ def memory_figure(events: list[dict[str, Any]], *, stages: int, title: str = "",
                              line=dict(color=stage_colour(s, stages), width=1, shape="hv"),
                              name="after each action", legendgroup="detail", showlegend=s == 0, opacity=0.9,
                              hovertemplate=f"stage {s}: %{{y:.3g}} {unit_text} at %{{x:.3f}} s<extra></extra>"))
-    layout["shapes"] = _outage_shapes(recoveries, stages=stages, origin_ns=origin, end_ns=end)
+    layout["shapes"] = _outage_shapes(recoveries, stages=stages, origin_ns=origin, end_ns=end,
+                                      from_ns=lo_ns if window_s is not None and x_range is None else None)
     k = str(stages + 1)
     right_y = lane_axis(stages)
     right_y.update(anchor=f"x{k}", fixedrange=False, domain=[0, 1])
