@@ -129,7 +129,7 @@ DANGEROUS = [
      "--link-latency-ms 1e+308 is outside [0, 60,000]"),
     (["--seed", str(2**70)], "--seed 1.18e+21 is outside [0, 4,294,967,295]"),  # a huge number in short
     (["--lora-rank", "4096"], "--lora-rank 4096 is more than the model's hidden size, 128"),
-    (["--heartbeat-timeout", "inf"], "--heartbeat-timeout inf is more than the engine runs, 3,600"),
+    (["--heartbeat-timeout", "inf"], "--heartbeat-timeout must be at most 3,600 and finite (got inf)"),
     (["--runtime", "reference", "--batch", "20000"], "--batch 20000 is more than the 10000 train rows of --dataset topics"),
     (["--runtime", "reference", "--batch", "4096", "--microbatches", "1", "--seq-len", "512"],
      "--batch 4096 / --microbatches 1 × --seq-len 512 × hidden 128 needs at least 57.4 GiB in one process "

@@ -174,7 +174,7 @@ def _check_bounds(key: str, v: float) -> None:
     if math.isfinite(v) and (s.minimum is None or v >= s.minimum) and (s.above is None or v > s.above) \
             and (s.maximum is None or v <= s.maximum):
         return
-    if s.why_maximum and s.maximum is not None and v > s.maximum:  # a limit of the engine's, with its reason
+    if s.why_maximum and s.maximum is not None and math.isfinite(v) and v > s.maximum:  # the engine's limit, why
         raise FieldError(key, lambda w: f"{w.value(key, v)} is more than the engine runs, {_num(s.maximum)} "
                                         f"({s.why_maximum})")
     if s.maximum is not None and not s.why_maximum:  # a range: "α = 1.5 is outside (0, 1]"
