@@ -141,7 +141,9 @@ def _readout_words(spec: ReadoutSpec, extra: int) -> str:
         what = f"copies of {extra} of the model's later layers (sampled over the rest of its depth)"
     else:
         what = f"a copy of the model's top {extra} layers" + (" (the last chunk's)" if spec.to_last else "")
-    how = " and trains LoRA on them" if spec.kind in LORA_KINDS else " (frozen)"
+    how = " and trains LoRA on them" if spec.kind in LORA_KINDS else (
+        f" with the last chunk's own LoRA, pushed every {spec.period} steps (nothing more to train)"
+        if spec.tracks else " (frozen)")
     return f"{what} on every stage but the last{how}"
 
 

@@ -27,6 +27,8 @@ READOUT_CHOICES: tuple[tuple[str, str], ...] = tuple(
         ("head: the paper's frozen norm + LM head", "head"),
         ("top-lora:last: through a copy of the last chunk's layers, with LoRA of its own", "top-lora:last"),
         ("top:last: the same copy, frozen", "top:last"),
+        ("track:2: the same copy carrying the last chunk's own LoRA, pushed every 2 steps (nothing more to "
+         "train)", "track:2"),
         ("sample-lora:2: through copies of 2 layers spread over the rest of the model (its last included), "
          "with LoRA of its own", "sample-lora:2"),
         ("affine: a trained translator before the head (tuned lens)", "affine"),

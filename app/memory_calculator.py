@@ -176,7 +176,9 @@ def stage_memory(method: str, setting: CalcSetting) -> tuple[StageBytes, ...]:
         runs = (1 if layers else 0) + (1 if extra else 0)  # runs of layers: the chunk's, the readout's
         per_microbatch = setting.tokens * (layers + extra) * act_layer + runs * rope_activations(model, setting.seq_len)
         out.append(StageBytes(stage=s, layers=layers, readout_layers=extra, held=held, frozen=frozen,
-                              trainable=trainable, parameters=frozen * wbytes + trainable * FP32,
+                              trainable=trainable,
+                              # a track:P copy holds the last chunk's LoRA, frozen, in fp32
+                              parameters=frozen * wbytes + (trainable + (extra * lora if readout.tracks else 0)) * FP32,
                               gradients=trainable * FP32, optimizer=ADAM_MOMENTS * trainable * FP32,
                               activations=held * per_microbatch * wbytes))
     return tuple(out)

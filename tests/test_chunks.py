@@ -168,7 +168,7 @@ def _moved_off_init(chunks) -> None:
                     p.add_(0.05 * torch.randn_like(p))
 
 
-READOUTS = ["mlp", "affine", "top:2", "top-lora:2", "sample:2", "sample-lora:2"]
+READOUTS = ["mlp", "affine", "top:2", "top-lora:2", "sample:2", "sample-lora:2", "track:1"]
 
 
 @pytest.mark.parametrize("readout", READOUTS)

@@ -9,6 +9,10 @@
     sample:N     N of the model's layers after the chunk, spread evenly over the whole rest of the model down
                  to its last layer (`sampled_layers`; AugLocal's local heads), frozen, then the norm and head
     sample-lora:N  the same N layers with LoRA of the chunk's own, trained by that chunk's local loss
+    track:P      a frozen copy of the last chunk's layers carrying the last chunk's own LoRA, pushed by the
+                 last stage every P steps: during steps nP..nP+P-1 the copy holds what the last chunk had
+                 after step (n-1)P (`tracked_version`; the first 2P steps: its initial adapters). No
+                 trainable parameter of its own, so BP itself is its parameter-matched control
 
 For top readouts N is a number of layers, or `last`: as many as the last chunk holds (the whole top of the
 model after the last boundary, whatever K is) — what `zerolock bench depth` found to work at K = 3. For
@@ -23,13 +27,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-READOUT_KINDS = ("head", "affine", "mlp", "top", "top-lora", "sample", "sample-lora")
-TOP_KINDS = ("top", "top-lora")
+READOUT_KINDS = ("head", "affine", "mlp", "top", "top-lora", "sample", "sample-lora", "track")
+TRACK = "track"  # the last chunk's layers with its current LoRA, pushed every P steps (method/tracking.py)
+TOP_KINDS = ("top", "top-lora", TRACK)  # read through the model's top layers (track: always the last chunk's)
 SAMPLE_KINDS = ("sample", "sample-lora")  # layers sampled over the chunk's downstream (`sampled_layers`)
 LAYER_KINDS = TOP_KINDS + SAMPLE_KINDS  # read through copies of the model's decoder layers
 LORA_KINDS = ("top-lora", "sample-lora")  # those copies with LoRA of the chunk's own
 ADAPTER_KINDS = ("affine", "mlp")
-READOUT_CHOICES = "head | affine | mlp | top:N | top-lora:N | sample:N | sample-lora:N"
+READOUT_CHOICES = "head | affine | mlp | top:N | top-lora:N | sample:N | sample-lora:N | track:P"
 LAST = "last"  # top:last: N = the last chunk's layers
 
 
@@ -45,16 +50,30 @@ def sampled_layers(after: int, num_layers: int, n: int) -> list[int]:
     return [after - 1 + (i * m) // n for i in range(1, n + 1)]
 
 
+def tracked_version(step: int, period: int) -> int:
+    """The last chunk's adapters a `track:P` copy holds during 0-based step `step`: those after step
+    floor(step / P) * P - P (0: the initial ones). Between P and 2P - 1 steps old, so a stage ahead of the
+    last by up to P steps never waits for them, and a pipeline computes exactly what the reference does."""
+    assert period >= 1 and step >= 0, (period, step)
+    return max(0, (step // period) * period - period)
+
+
 @dataclass(kw_only=True, frozen=True)
 class ReadoutSpec:
     kind: str
     layers: int = 0  # N of top:N / top-lora:N
     to_last: bool = False  # top:last, until resolved() knows the last chunk's size
+    period: int = 0  # track:P's P, steps between two pushes of the last chunk's adapters
 
     @staticmethod
     def parse(text: str) -> "ReadoutSpec":
         """"top:2" -> ReadoutSpec(kind="top", layers=2); ValueError naming the choices otherwise."""
         kind, colon, n = text.strip().partition(":")
+        if kind == TRACK and colon and n.strip().isdigit() and int(n) > 0:
+            return ReadoutSpec(kind=kind, to_last=True, period=int(n))
+        if kind == TRACK:
+            raise ValueError(f"{text!r}: {TRACK}:P reads through the last chunk's layers with its LoRA, pushed "
+                             f"every P >= 1 steps (a number, e.g. {TRACK}:4; one of {READOUT_CHOICES})")
         if kind in SAMPLE_KINDS and colon and n.strip().isdigit() and int(n) > 0:
             return ReadoutSpec(kind=kind, layers=int(n))
         if kind in SAMPLE_KINDS:
@@ -74,7 +93,7 @@ class ReadoutSpec:
         """`text` for a model split at `bounds` (chunk_bounds): top:last becomes top:N, N the last chunk's layers."""
         spec = ReadoutSpec.parse(text)
         first, end = bounds[-1]
-        return ReadoutSpec(kind=spec.kind, layers=end - first) if spec.to_last else spec
+        return ReadoutSpec(kind=spec.kind, layers=end - first, period=spec.period) if spec.to_last else spec
 
     @property
     def is_top(self) -> bool:
@@ -98,6 +117,11 @@ class ReadoutSpec:
         if self.kind in SAMPLE_KINDS and self.reads_layers:
             return sampled_layers(after, num_layers, self.layers)
         return list(range(num_layers - self.layers, num_layers)) if self.is_top else []
+
+    @property
+    def tracks(self) -> bool:
+        """A `track:P` copy: frozen LoRA on its layers, overwritten with the last chunk's every P steps."""
+        return self.kind == TRACK
 
     @property
     def is_adapter(self) -> bool:

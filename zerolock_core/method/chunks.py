@@ -162,7 +162,7 @@ class Chunk(nn.Module):
     def __init__(self, *, index: int, num_chunks: int, layer_range: tuple[int, int], config,
                  layers: list[nn.Module], embed: nn.Module | None, rotary: nn.Module,
                  norm: nn.Module, lm_head: nn.Module, adapter: nn.Module | None = None,
-                 top: TopReadout | None = None, receives_readout: bool = False) -> None:
+                 top: TopReadout | None = None, receives_readout: bool = False, tracks: bool = False) -> None:
         super().__init__()
         assert adapter is None or top is None, "one readout per chunk"
         self.index, self.num_chunks, self.layer_range = index, num_chunks, layer_range
@@ -177,6 +177,8 @@ class Chunk(nn.Module):
         self.readout_top = top
         # the upstream chunk's readout changes its rows: they arrive with its hidden state (boundary.py)
         self.receives_readout = receives_readout
+        assert not tracks or top is not None, "a track:P readout is a copy of the last chunk's layers"
+        self.tracks = tracks  # `top`'s LoRA is the last chunk's, pushed every P steps (tracking.py)
 
     @property
     def ships_readout(self) -> bool:
@@ -234,6 +236,13 @@ class Chunk(nn.Module):
 
     def trainable_state(self) -> dict[str, torch.Tensor]:
         return {name: p for name, p in self.named_parameters() if p.requires_grad}
+
+    def tracked_state(self) -> dict[str, torch.Tensor]:
+        """A `track:P` readout's copy of the last chunk's LoRA, named as the last chunk names its own
+        (`layers.<i>....lora_A.default.weight`): what a push overwrites. Empty for any other readout."""
+        if not self.tracks:
+            return {}
+        return {f"layers.{name}": p for name, p in self.readout_top.layers.named_parameters() if "lora_" in name}
 
 
 def readout_layer_indices(num_layers: int, spec: ReadoutSpec, bounds: list[tuple[int, int]],
@@ -304,13 +313,17 @@ def build_chunks(model, cfg: ModelConfig, *, stages: int, seed: int, only: int |
             if readout.trains_layers:  # LoRA of this chunk's own, seeded apart from the model's
                 copies = _with_lora(copies, lora, seed=seed, salt=f"readout{k}/", what=f"chunk {k}'s readout",
                                     targets=cfg.lora_targets)
-            else:
+            elif readout.tracks:  # the last chunk's LoRA, seeded as the last chunk's: its initial adapters
+                copies = _with_lora(copies, lora, seed=seed, salt="", what=f"chunk {k}'s readout",
+                                    targets=cfg.lora_targets)
+            if not readout.trains_layers:
                 copies.requires_grad_(False)
             top = TopReadout(copies, config=model.config, rotary=base.rotary_emb)
         chunk = Chunk(index=k, num_chunks=stages, layer_range=(first, end), config=model.config,
                       layers=list(layers.values()), embed=base.embed_tokens if k == 0 else None,
                       rotary=base.rotary_emb, norm=base.norm, lm_head=model.lm_head, adapter=adapter, top=top,
-                      receives_readout=every_chunk_trains and k > 0 and readouts[k - 1].ships_rows)
+                      receives_readout=every_chunk_trains and k > 0 and readouts[k - 1].ships_rows,
+                      tracks=readout.tracks)
         assert chunk.trainable_state(), "peft injected adapters, so the chunk has trainable parameters"
         chunks.append(chunk)
     return chunks

@@ -160,8 +160,12 @@ def newest_common_step(run_dir: RunDir, *, stages: int) -> int | None:
 
 # ---- what goes into a stage checkpoint -------------------------------------------------------
 def capture(*, params: dict[str, torch.Tensor], optimizer: torch.optim.Optimizer, step: int, cursor: int,
-            extra_meta: dict[str, Any] | None = None) -> Checkpoint:
+            extra_meta: dict[str, Any] | None = None, extra_tensors: dict[str, torch.Tensor] | None = None
+            ) -> Checkpoint:
+    """`extra_tensors`: more state of the stage under names of their own (the tracked versions a `track:P`
+    run's last chunk keeps, method/tracking.py); they come back in `Checkpoint.tensors`."""
     tensors = {f"param/{n}": p.detach().clone() for n, p in params.items()}
+    tensors |= {n: t.detach().clone() for n, t in (extra_tensors or {}).items()}
     sd = optimizer.state_dict()
     for idx, state in sd["state"].items():
         for key, value in state.items():

@@ -336,8 +336,10 @@ class Executor:
             return 0, 0  # a schedule built with checkpoints, run without fault tolerance
         steps = self.worker.steps_done
         cursor = steps * self.worker.microbatches
+        tracking = self.worker.tracking
         ckpt = capture(params=self.worker.chunk.trainable_state(), optimizer=self.worker.optimizer,
                        step=steps, cursor=cursor,
+                       extra_tensors=tracking.checkpoint_tensors(steps) if tracking is not None else None,
                        extra_meta={"replay_floor": ft.replay.floor if ft.replay else None,
                                    "generation": ft.generation})
         ft.checkpoints.save(ckpt, before_manifest=lambda: ft.injection.mid_checkpoint(steps))

@@ -150,6 +150,12 @@ def injected(stage: int, label: str) -> str:
     return f"inject/{stage}/{label}/t"
 
 
+def tracked_adapters(version: int) -> str:
+    """`--readout track:P`: the last chunk's LoRA after `version` steps, a safetensors file's bytes
+    (method/tracking.py; set by the last stage, read by the stages before it)."""
+    return f"track/{version}"
+
+
 # ---- helpers ---------------------------------------------------------------------------------
 def get_str(store: dist.Store, key: str, default: str | None = None) -> str | None:
     return store.get(key).decode() if store.check([key]) else default
@@ -171,6 +177,12 @@ def raise_if_rebuilt(store: dist.Store, *, link: int, generation: int, side: str
 
 def wait_for(store: dist.Store, key: str, *, timeout_s: float, what: str,
              abandon: Callable[[], None] | None = None, heed_stop: bool = True) -> str:
+    """`wait_for_bytes`, decoded."""
+    return wait_for_bytes(store, key, timeout_s=timeout_s, what=what, abandon=abandon, heed_stop=heed_stop).decode()
+
+
+def wait_for_bytes(store: dist.Store, key: str, *, timeout_s: float, what: str,
+                   abandon: Callable[[], None] | None = None, heed_stop: bool = True) -> bytes:
     """The value of `key` once someone sets it. Stops early on a stop request (StopRequested; not
     with `heed_stop=False`), calls `abandon()` while waiting (it raises to give the wait up: the peer
     it waits for was replaced) and raises TimeoutError after `timeout_s`: no wait on the store is
@@ -186,7 +198,7 @@ def wait_for(store: dist.Store, key: str, *, timeout_s: float, what: str,
         if time.monotonic() - t0 > timeout_s:
             raise TimeoutError(f"waited {timeout_s:g} s for {what} (store key {key})")
         time.sleep(0.01)
-    return store.get(key).decode()
+    return store.get(key)
 
 
 # Who writes, who reads (stage = the stage process, hb = its heartbeat thread, coord = Run or rank 0):
@@ -209,3 +221,4 @@ def wait_for(store: dist.Store, key: str, *, timeout_s: float, what: str,
 #   checkpoint_cursor    stage                      -> its upstream stage (prune the replay buffer)
 #   restored/linked/frontier/caught_up, resent_bytes  stage -> coord (recovery records)
 #   inject_request       coord                      -> stage;  injected: stage or coord -> both
+#   tracked_adapters     the last stage             -> the stages before it (--readout track:P)

@@ -40,6 +40,7 @@ from ..vocabulary import Kind
 from . import protocol
 from .checkpoint import CheckpointStore, restore
 from .errors import LinkBroken, LinkRebuilt, StopRequested
+from ..method.tracking import tracking_of
 from .executor import Durability, Executor, Wiring
 from .fault_injection import FaultInjection
 from .pace import Pace
@@ -49,6 +50,7 @@ from .links import FlowControl, Link
 from .loss_log import LossLog
 from .processes import ORPHANED_EXIT
 from .replay_buffer import ReplayBuffer
+from .tracking_board import StoreBoard
 
 LINK_LOST_EXIT = 3
 STORE_TIMEOUT_S = 120.0
@@ -176,6 +178,7 @@ def build(cfg: RunConfig, launch: StageLaunch, store: dist.Store) -> Built:
     setup.chunks = [chunk]
     gc.collect()
     worker = StageWorker.of_run(chunk, cfg)
+    worker.tracking = tracking_of(chunk, readout=cfg.model.readout, method=t.method, board=StoreBoard(store))
     shape = (t.batch // t.microbatches, cfg.data.seq_len, chunk.config.hidden_size)
     store.set(protocol.HIDDEN_BYTES, str(shape[0] * shape[1] * shape[2] * 4))
     return Built(cfg=cfg, device=device, setup=setup, worker=worker, hidden_shape=shape,
@@ -188,6 +191,7 @@ class Restored:
     checkpoints: CheckpointStore | None
     start_step: int = 0
     replay_floor: int = 0
+    tensors: dict[str, torch.Tensor] | None = None  # the restored checkpoint's (a track:P run's versions)
 
 
 def checkpoint_logger(run_dir: RunDir, stage: int):
@@ -222,6 +226,7 @@ def restore_phase(b: Built, launch: StageLaunch, store: dist.Store) -> Restored:
         restore(ckpt, params=b.worker.chunk.trainable_state(), optimizer=b.worker.optimizer)
         b.worker.steps_done = out.start_step = ckpt.step
         out.replay_floor = ckpt.step * t.microbatches
+        out.tensors = ckpt.tensors
     nbytes, t1 = (ckpt.nbytes if ckpt else 0), time.monotonic_ns()
     b.events.write(Event(stage=stage, kind=Kind.RESTORE, mb=None, t0=t0, t1=t1, step=out.start_step,
                          gen=launch.generation, recv=nbytes))
@@ -359,6 +364,8 @@ def _run_stage(cfg: RunConfig, launch: StageLaunch, store: dist.Store, heartbeat
     store.set(protocol.stage_state(stage), "running")
     stopped = False
     try:
+        if b.worker.tracking is not None:  # track:P: publish, or wait for the version this step reads
+            b.worker.tracking.start(r.start_step, r.tensors)
         executor.run(actions, first_mb=first_mb)
         store.set(protocol.actions_done(stage), "1")
         if durability is not None and durability.local_recovery and K > 1:

@@ -24,7 +24,7 @@ def save_checkpoint(rd: RunDir, workers: list[StageWorker], *, step: int, curves
     for k, w in enumerate(workers):
         extra = {RUN_STATE: {"curves": curves.to_json(), "eval_history": eval_history}} if k == last else None
         ckpt = capture(params=w.chunk.trainable_state(), optimizer=w.optimizer, step=step, cursor=step,
-                       extra_meta=extra)
+                       extra_meta=extra, extra_tensors=w.tracking.checkpoint_tensors(step) if w.tracking else None)
         CheckpointStore(rd, stage=k, keep=keep).save(ckpt)
 
 
@@ -36,20 +36,32 @@ def resumable_step(rd: RunDir, *, chunks: int) -> int | None:
 def load_checkpoint(rd: RunDir, workers: list[StageWorker], *, curves: LossCurves,
                     eval_history: list[dict[str, Any]]) -> int:
     """Restore the newest common checkpoint into `workers`, `curves` and `eval_history` (in place);
-    the step it holds (0, and nothing touched, when there is none: the run starts over)."""
+    the step it holds (0, and nothing touched, when there is none: the run starts over). A `track:P`
+    run's tracking starts there (the last chunk's first: it publishes what the others load)."""
     step = resumable_step(rd, chunks=len(workers))
     if step is None:
         return 0
+    saved = {}
     for k, w in enumerate(workers):
         ckpt = CheckpointStore(rd, stage=k).load_latest(at_most=step)
         assert ckpt is not None and ckpt.step == step, "a verified common step loads on every chunk"
         restore(ckpt, params=w.chunk.trainable_state(), optimizer=w.optimizer)
         w.steps_done = step  # an α ramp reads it
+        saved[k] = ckpt.tensors
         if k == len(workers) - 1:
             state = ckpt.meta[RUN_STATE]
             _restore_curves(curves, state["curves"])
             eval_history[:] = state["eval_history"]
+    start_tracking(workers, step, saved)
     return step
+
+
+def start_tracking(workers: list[StageWorker], step: int, saved: dict[int, dict] | None = None) -> None:
+    """`track:P`: the last chunk publishes (what its checkpoint kept, and where it stands), then the chunks
+    before it load the version their step reads."""
+    for k in sorted(range(len(workers)), key=lambda k: k != len(workers) - 1):
+        if workers[k].tracking is not None:
+            workers[k].tracking.start(step, (saved or {}).get(k))
 
 
 def _restore_curves(curves: LossCurves, saved: list[dict[str, Any]]) -> None:

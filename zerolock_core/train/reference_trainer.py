@@ -22,7 +22,8 @@ from ..methods import LOCAL_METHODS
 from .evaluation import evaluate_chunks
 from ..rundir.loss_curves import GLOBAL, LossCurves, curve_name, summarise, write_curves
 from .generation_eval import final_generation
-from .reference_checkpoint import load_checkpoint, resumable_step, save_checkpoint
+from .reference_checkpoint import load_checkpoint, resumable_step, save_checkpoint, start_tracking
+from ..method.tracking import MemoryBoard, tracking_of
 from ..rundir.metrics import Metrics, eval_record
 from ..rundir.run_dir import RunDir
 from .run_setup import RunSetup, build_run_setup
@@ -31,7 +32,14 @@ from .threads import pin_threads
 
 
 def make_workers(setup: RunSetup) -> list[StageWorker]:
-    return [StageWorker.of_run(c, setup.cfg) for c in setup.chunks]
+    """The chunks' workers at step 0, a `track:P` run's tracking attached and started (one board: the chunks
+    share this process; a resumed run starts it again where its checkpoint is)."""
+    workers, board = [StageWorker.of_run(c, setup.cfg) for c in setup.chunks], MemoryBoard()
+    for w in workers:
+        w.tracking = tracking_of(w.chunk, readout=setup.cfg.model.readout, method=setup.cfg.train.method,
+                                 board=board)
+    start_tracking(workers, 0)
+    return workers
 
 
 def zerolock_microbatch(workers: list[StageWorker], mb: dict[str, torch.Tensor]) -> list[StepLoss]:

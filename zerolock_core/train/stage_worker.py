@@ -17,6 +17,7 @@ from ..method.split_backward import WeightGradient, input_gradient
 
 if TYPE_CHECKING:
     from ..config.run_config import RunConfig
+    from ..method.tracking import Tracking
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -49,6 +50,9 @@ class StageWorker:
         self.params = [p for p in chunk.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(self.params, lr=lr, weight_decay=weight_decay, foreach=False)
         self.steps_done = 0
+        # --readout track:P: the last chunk publishes its adapters, a chunk before it loads them, after
+        # each optimizer step (method/tracking.py); the runtime attaches it with its board
+        self.tracking: Tracking | None = None
 
     @classmethod
     def of_run(cls, chunk: Chunk, cfg: "RunConfig") -> "StageWorker":
@@ -129,6 +133,8 @@ class StageWorker:
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.steps_done += 1
+        if self.tracking is not None:
+            self.tracking.after_step(self.steps_done)
 
 
 def _detach(loss: LocalLoss) -> StepLoss:
