@@ -46,7 +46,7 @@ from typing import Any, Sequence
 
 from zerolock_core.config.arg_types import ints_arg
 from zerolock_core.config.run_config import LinkConfig, RunConfig, replace
-from zerolock_core.methods import LOCAL_METHODS
+from zerolock_core.methods import LOCAL_METHODS, REFERENCE, method as method_entry
 from zerolock_core.rundir.atomic_files import read_json, write_json_atomic
 from zerolock_core.rundir.run_dir import RunDir
 from zerolock_core.viz.palette import NEUTRAL, dash, marker, method_colour
@@ -92,6 +92,11 @@ ARMS: dict[str, FrontierArm] = {
                                           schedule="zerolock", locking=False),
 }
 DEFAULT_ARMS = tuple(ARMS)
+# the tracking copy (issue 41's own suggestion), trained as a real pipeline: it equals the reference bit for
+# bit (tests/test_tracking_readout.py) at a fifth of the reference's hours on this box, and its pushes go
+# through the coordinator's store as they would in production; like PipeDream its curve is its final point
+ARMS["zerolock track:2 (pipeline)"] = FrontierArm(trains=depth.Arm(method="zerolock", readout="track:2"),
+                                                   schedule="zerolock", locking=False, runtime="pipeline")
 READOUT_ARM = "zerolock "  # + a readout string: `--readouts sample-lora:4` adds the arm "zerolock sample-lora:4"
 CONTROL_ARM = "bp matched to "  # + an arm's name: BP with as many trainable parameters, timed as 1F1B
 
@@ -105,7 +110,7 @@ CONTROL = FrontierArm(trains=depth.Arm(method="bp"), schedule=BASELINE, locking=
 
 
 def _slug(name: str) -> str:
-    return name.replace(" ", "_").replace(":", "").replace("=", "").replace("/", "_")
+    return name.replace(" ", "_").replace(":", "").replace("=", "").replace("/", "_").replace("(", "").replace(")", "")
 
 
 # ---- pure functions ------------------------------------------------------------------------------
@@ -470,7 +475,8 @@ def run_frontier(settings: BenchSettings, *, out: Path, tasks: tuple[tuple[str, 
 
     def config(arm: depth.Arm, *, task: str, k: int, seed: int, name: str, lora: int, runtime: str) -> RunConfig:
         # depth's config is the reference runtime's: a pipeline-only method (PipeDream) is set after it
-        cfg = depth.run_config(settings, arm if runtime == "reference" else dataclasses.replace(arm, method=BP),
+        reference_too = REFERENCE in method_entry(arm.method).runtimes
+        cfg = depth.run_config(settings, arm if reference_too else dataclasses.replace(arm, method=BP),
                                stages=k, top=0, seed=seed, batch=batch, microbatches=microbatches,
                                eval_every=eval_every, eval_size=eval_size, rank=lora, dataset=dict(tasks)[task],
                                out=out / "runs" / f"{_slug(task)}-K{k}-{_slug(name)}-seed{seed}")
