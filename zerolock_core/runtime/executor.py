@@ -179,7 +179,7 @@ class Executor:
                 relink = self._wait_for_rebuild(tried=relink)
 
     def _record(self, kind: str, mb: int | None, t0: int, t1: int, sent: int, recv: int, *, paced_ns: int = 0,
-                cpu_ns: int = 0) -> None:
+                cpu_ns: int = 0, resends: list[list[int]] | None = None) -> None:
         """One action done: its event (busy / idle are computed from the events, telemetry/activity.py)."""
         c = self.counters
         c.actions += 1
@@ -193,7 +193,7 @@ class Executor:
                                 act_bytes=self.meter.current_bytes, inflight=inflight, sent=sent,
                                 recv=recv, step=self.worker.steps_done,
                                 gen=self.ft.generation if self.ft else 0, loss=self.loss_to_report,
-                                paced_ns=paced_ns, cpu_ns=cpu_ns))
+                                paced_ns=paced_ns, cpu_ns=cpu_ns, resends=resends))
         self.loss_to_report = None
         if self.memory_budget_bytes and self.meter.peak_bytes > self.memory_budget_bytes:
             raise MemoryBudgetExceeded(
@@ -416,7 +416,7 @@ class Executor:
     def _relink(self, side: str, gen: int) -> None:
         ft = self.ft
         t0 = time.monotonic_ns()
-        resent = 0
+        resent, resends = 0, None
         if side == "prev":
             # We are downstream of a replaced stage: ask for everything we have not received.
             dropped = sorted(mb for (k, mb) in self.posted if k == Kind.RF)
@@ -443,8 +443,10 @@ class Executor:
                 raise BufferExhausted(f"stage {self.stage}: the replay buffer starts at micro-batch "
                                       f"{ft.replay.floor if ft.replay else '?'} but stage {self.stage + 1} "
                                       f"needs {need}")
+            resends = []
             for mb, h in ft.replay.between(need, self.next_hidden):
-                resent += self._send(self.next, h, kind=HIDDEN, mb=mb)
+                resends.append([mb, self._send(self.next, h, kind=HIDDEN, mb=mb)])
+                resent += resends[-1][1]
             self.counters.bytes_resent += resent
             ft.store.add(protocol.resent_bytes(self.stage), resent)
-        self._record(Kind.RELINK, None, t0, time.monotonic_ns(), resent, 0)
+        self._record(Kind.RELINK, None, t0, time.monotonic_ns(), resent, 0, resends=resends)

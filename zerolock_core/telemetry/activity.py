@@ -88,7 +88,8 @@ class ActivityFold:
             a["resent"] += e.get("resent") or 0
             a["recv_again"] += e.get("recv_again") or 0
             return
-        for key, nbytes in zip(("sent", "recv", "resent", "recv_again"), wire_split(e, a["moved"])):
+        split = e["wire"] if "wire" in e else wire_split(e, a["moved"])  # "wire": split when compacted
+        for key, nbytes in zip(("sent", "recv", "resent", "recv_again"), split):
             a[key] += nbytes
 
     @property
@@ -111,8 +112,13 @@ def wire_split(e: dict[str, Any], moved: set[tuple[str, int]]) -> tuple[int, int
     sent, recv = e.get("sent") or 0, e.get("recv") or 0
     if e["kind"] == Kind.RESTORE:  # the checkpoint's bytes, read from disk: not the link's
         return 0, 0, 0, 0
-    if e["kind"] == Kind.RELINK:  # what a restarted neighbour lost, sent again
-        return 0, 0, sent, 0
+    if e["kind"] == Kind.RELINK:  # what a restarted neighbour lost, sent again ...
+        first = 0
+        for mb, nbytes in e.get("resends") or ():  # ... but a send the failure cut short crosses here first
+            if (Kind.SF.value, mb) not in moved:
+                moved.add((Kind.SF.value, mb))
+                first += nbytes
+        return first, 0, sent - first, 0
     if (sent or recv) and e.get("mb") is not None:
         key = (e["kind"], e["mb"])
         if key in moved:

@@ -57,8 +57,8 @@ def compact(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     moved: dict[int, set[tuple[str, int]]] = defaultdict(set)
     for e in sorted(events, key=lambda x: x["t1"]):
         split = wire_split(e, moved[e["stage"]])
-        if kept_whole(e):
-            out.append(e)
+        if kept_whole(e):  # with its split: the sends it is measured against may be folded into rows
+            out.append({**e, "wire": list(split)} if any(split) else e)
         else:
             groups[(e["stage"], e.get("step", 0), e.get("gen", 0))].append({**e, **dict(zip(WIRE, split))})
     out += [_row(stage, step, gen, group) for (stage, step, gen), group in groups.items()]

@@ -37,6 +37,9 @@ class Event:
     loss: float | None = None  # L (ZeroLock) / the last stage's B (backprop): the micro-batch's training loss
     paced_ns: int = 0  # of t1 - t0, the wait a slowed stage added after the real compute (runtime/pace.py)
     cpu_ns: int = 0  # this process's CPU time during the action (before that wait): what a slowed CPU stage stretches
+    # RELINK upstream of a replaced stage: [micro-batch, bytes] of each hidden state it sent on the new link
+    # (one whose own SF was cut short by the failure crosses here for the first time: activity.wire_split)
+    resends: list[list[int]] | None = None
 
 
 class EventWriter:
