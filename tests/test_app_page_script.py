@@ -41,3 +41,25 @@ def test_a_line_is_its_markdown_rendered_with_raw_html_escaped(markdown, html):
 
 def test_a_line_box_holds_the_line_in_the_element_the_script_rewrites():
     assert line_box("x") == f'<div class="{LINE_CLASS}"><p>x</p>\n</div>'
+
+
+def test_the_dashboard_serves_when_gradios_own_reachability_probe_times_out(tmp_path, monkeypatch):
+    """On a busy machine Gradio's one 3-second HEAD of its own URL can time out; Gradio would then refuse
+    to serve without a public share link. The probe is what the machine's load decides, so it is made
+    to fail here, and the dashboard must still serve its page."""
+    import gradio.networking
+    import httpx
+
+    from app.ui import build_app
+    from benchmarks.common.machine import free_port
+
+    monkeypatch.setattr(gradio.networking, "url_ok", lambda url: False)
+    demo = build_app(runs_root=tmp_path)
+    port = free_port()
+    try:
+        demo.launch(**demo.page_options(), prevent_thread_lock=True, server_name="127.0.0.1", server_port=port,
+                    quiet=True)
+        assert httpx.get(f"http://127.0.0.1:{port}/", timeout=60).status_code == 200
+    finally:
+        demo.controller.close()
+        demo.close()

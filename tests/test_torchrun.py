@@ -34,9 +34,7 @@ def torchrun_two_nodes(flags: list[str], *, stages: int, logs: Path,
     """Node 0 runs the first half of the stages, node 1 the rest; both on 127.0.0.1. Their output
     goes to files (a pipe nobody drains would block a chatty node), and each node is its own
     process group, ended whole at the end whatever happened."""
-    port = free_port()
-    while port >= 65535:  # the store listens on port + 1
-        port = free_port()
+    port = free_port(block=2)  # the job's own store listens on port + 1
     per_node = stages // 2
     procs, files = [], []
     for r in (0, 1):

@@ -5,6 +5,7 @@ Gradio's second identical plotly redraw (the other tabs) skipped. Also the HTML 
 from __future__ import annotations
 
 import html
+import inspect
 import json
 from importlib import resources
 from typing import Any, Sequence
@@ -91,7 +92,16 @@ def launch_options(poll_s: float, *, login_backoff: LoginBackoff | None = None) 
     password, nothing but the login page before a login, and a back-off on guesses (login_guard.py)."""
     return {"head": page_head(poll_s) + NARROW_CSS, "css": PAGE_CSS, "max_file_size": UPLOAD_LIMIT_BYTES,
             "app_kwargs": {"middleware": [login_guard_middleware(login_backoff), early_script_middleware(),
-                                          plotly_asset_middleware()]}}
+                                          plotly_asset_middleware()]}, **_no_reachability_probe()}
+
+
+def _no_reachability_probe() -> dict[str, Any]:
+    """Gradio HEADs its own URL once before serving, with a 3-second timeout, and on a timeout (a busy
+    machine) refuses to serve unless share=True, a public tunnel this app never opens. That probe only
+    decides about the tunnel: skip it where this Gradio version lets us."""
+    import gradio as gr
+
+    return {"_frontend": False} if "_frontend" in inspect.signature(gr.Blocks.launch).parameters else {}
 
 
 def line_html(markdown: str) -> str:
