@@ -15,7 +15,7 @@ from zerolock_core.rundir.atomic_files import write_json_atomic
 CURVE = [(2, 0.40), (4, 0.70), (6, 0.85), (8, 0.86)]
 
 SUMMARY_FIELDS = ["task", "K", "arm", "seeds", "steps", "locking", "accuracy_mean", "accuracy_sd", "reaches_bp",
-                  "time_to_bp_vs_1f1b", "activation_peak_vs_1f1b", "trainable_vs_bp"]
+                  "time_to_bp_vs_1f1b", "step_time_vs_1f1b", "activation_peak_vs_1f1b", "trainable_vs_bp"]
 
 
 @pytest.mark.parametrize("target,step_s,expected", [
@@ -97,11 +97,13 @@ def test_summary_rows_from_a_hand_made_report():
     # BP's mean curve: 0.5, 0.7, 0.8, 0.8 -> first at >= target at step 6; 1F1B: 6 x 2.0 s
     assert base == {"task": "topics", "K": 3, "arm": "1f1b", "seeds": 2, "steps": 8, "locking": True,
                     "accuracy_mean": pytest.approx(0.8), "accuracy_sd": pytest.approx(statistics.stdev([0.82, 0.78])),
-                    "reaches_bp": True, "time_to_bp_vs_1f1b": pytest.approx(1.0), "activation_peak_vs_1f1b": 1.0,
-                    "trainable_vs_bp": 1.0}
+                    "reaches_bp": True, "time_to_bp_vs_1f1b": pytest.approx(1.0), "step_time_vs_1f1b": 1.0,
+                    "activation_peak_vs_1f1b": 1.0, "trainable_vs_bp": 1.0}
     assert by[("topics", 3, "zb-h1")]["time_to_bp_vs_1f1b"] == pytest.approx(6 * 1.5 / 12)
+    assert by[("topics", 3, "zb-h1")]["step_time_vs_1f1b"] == pytest.approx(1.5 / 2.0)
     never = by[("topics", 3, "zerolock")]
     assert (never["reaches_bp"], never["time_to_bp_vs_1f1b"], never["locking"]) == (False, None, False)
+    assert never["step_time_vs_1f1b"] == pytest.approx(1.0 / 2.0)  # its step time, whether it reaches BP or not
     assert never["activation_peak_vs_1f1b"] == pytest.approx(0.4)
     late = by[("topics", 3, "zerolock top-lora:last")]  # 0.7 < target at step 6, 0.9 at step 8: 8 x 1.0 s
     assert late["reaches_bp"] and late["time_to_bp_vs_1f1b"] == pytest.approx(8 / 12)
@@ -112,6 +114,7 @@ def test_summary_rows_from_a_hand_made_report():
     assert control["trainable_vs_bp"] == pytest.approx(1.6)
     # K = 2: a time only simulated is not set against 1F1B's measured one... unless 1F1B has both
     assert by[("topics", 2, "zerolock")]["time_to_bp_vs_1f1b"] == pytest.approx(2 * 0.5 / (6 * 1.0))
+    assert by[("topics", 2, "zerolock")]["step_time_vs_1f1b"] == pytest.approx(0.5 / 1.0)
     assert by[("alpaca", 4, "1f1b")]["nll_mean"] == pytest.approx(1.0)
 
 
@@ -119,7 +122,7 @@ def test_summary_has_no_ratio_across_sources():
     report = hand_made_report()
     del report["results"]["topics"]["2"]["1f1b"]["step_s"]["simulated"]
     row = next(r for r in F.summary(report) if r["K"] == 2 and r["arm"] == "zerolock")
-    assert row["reaches_bp"] and row["time_to_bp_vs_1f1b"] is None
+    assert row["reaches_bp"] and row["time_to_bp_vs_1f1b"] is None and row["step_time_vs_1f1b"] is None
 
 
 @pytest.mark.parametrize("text,expected", [
@@ -231,6 +234,8 @@ def test_a_tiny_frontier_end_to_end_and_its_rerun_runs_nothing(tmp_path):
     assert math.isfinite(zerolock["step_s"]["simulated"])
     figures = F.figures(report)
     assert set(figures) == {f"{kind}-topics-K{k}" for kind in ("frontier", "curves") for k in (2, 3)}
+    labels = sorted(a.text for a in figures["frontier-topics-K3"].layout.annotations if a.text != "never reached")
+    assert labels == sorted(r["arm"] for r in rows if r["K"] == 3)  # every arm named once, in the figure
     again = F.run_frontier(settings, **kw)
     assert again["launched"] == {"train": 0, "timing": 0, "probe": 0}
     assert again["summary"] == rows and again["missing"] == []
@@ -309,6 +314,14 @@ def test_the_verdict_names_the_winner_or_the_closest_and_what_it_misses():
     assert F.verdict_lines(report) == [
         "t K=4: no configuration without update locking meets the goal; the closest, zerolock x (accuracy +0.000 "
         "against BP), misses memory; open: control."]
+    report = _goal_report(arm_acc=0.70, memory=0.3)  # the head: lean, far behind
+    report["summary"].append({**report["summary"][-1], "arm": "pipedream", "accuracy_mean": 0.79, "memory": 1.0,
+                              "activation_peak_vs_1f1b": 1.0, "time_to_bp_vs_1f1b": None})
+    report["goal"] = F.goal_rows(report)
+    assert F.verdict_lines(report) == [
+        "t K=4: no configuration without update locking meets the goal; the closest, zerolock x (accuracy -0.100 "
+        "against BP), misses accuracy; the most accurate, pipedream (accuracy -0.010 against BP), misses time, "
+        "ahead of schedules, memory."]
 
 
 def test_the_readme_table_has_a_row_per_arm_but_the_controls_and_the_goal_marks():
@@ -325,6 +338,19 @@ def test_the_readme_table_has_a_row_per_arm_but_the_controls_and_the_goal_marks(
     table = [line for line in text.splitlines() if line.startswith("| topics") or line.startswith("| alpaca")]
     assert len(table) == len(report["summary"]) - 1  # the BP control is not a row
     (late,) = [line.split("|")[2:-1] for line in table if "zerolock top-lora:last" in line]
-    assert [c.strip() for c in late][:6] == ["zerolock top-lora:last", "no", "0.900 ± 0.000 (2)", "0.67", "0.50",
-                                             "1.50"]
+    assert [c.strip() for c in late][:7] == ["zerolock top-lora:last", "no", "0.900 ± 0.000 (2)", "0.67", "0.50",
+                                             "0.50", "1.50"]
     assert text.endswith("still to run (1): topics-K3-terminal-seed0")
+
+
+@pytest.mark.parametrize("case,points,expected", [
+    ("apart: each label at its point", [(1.0, 0.2), (2.0, 0.2), (1.0, 0.9)], [0.2, 0.2, 0.9]),
+    ("one spot: the upper label moves up by the gap", [(1.0, 1.0), (1.0, 1.01)], [1.0, 1.1]),
+    ("a column: stacked from the bottom", [(1.2, 0.48), (1.2, 0.26), (1.2, 0.47), (1.2, 0.32)],
+     [0.57, 0.26, 0.47, 0.36]),
+    ("near in x, within x_near", [(1.0, 0.5), (1.02, 0.52)], [0.5, 0.6]),
+])
+def test_labels_of_markers_on_one_spot_stand_a_gap_apart(case, points, expected):
+    from benchmarks.common.plots import spread_labels
+
+    assert spread_labels(points, x_near=0.03, gap=0.1) == pytest.approx(expected), case

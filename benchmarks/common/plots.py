@@ -78,3 +78,17 @@ def bars_and_crosses(groups: list[tuple[str, list[str], tuple[str, list[Any]], t
         if crosses is not None:
             traces.append(cross(crosses[0], x, crosses[1], group=m))
     return figure(traces, barmode="group", scattermode="group", yaxis_title="samples/s", title=title)
+
+
+def spread_labels(points: Sequence[tuple[float, float]], *, x_near: float, gap: float) -> list[float]:
+    """A y for each point's label such that labels of points at about one x (within `x_near`) stand at
+    least `gap` apart, each as near its point as that allows (a column of markers on a figure's edge)."""
+    label_y = [y for _, y in points]
+    order = sorted(range(len(points)), key=lambda i: points[i][1])
+    placed: list[int] = []
+    for i in order:
+        column = [j for j in placed if abs(points[j][0] - points[i][0]) <= x_near]
+        if column:
+            label_y[i] = max(label_y[i], max(label_y[j] for j in column) + gap)
+        placed.append(i)
+    return label_y
