@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 import pytest
 
 from app.form import configs_for
-from app.figures.lessons import (DEPTH_STUDY, FRONTIER_PILOT, HIGHLIGHT, PRESENTER_FONT_PX, SHOWN_STEPS,
+from app.figures.lessons import (DEPTH_STUDY, FRONTIER, HIGHLIGHT, PRESENTER_FONT_PX, SHOWN_STEPS,
                                  gradient_waits, lesson_view, present)
 from app.lessons import LESSONS, RECORDINGS, lesson, recording_name
 from app.tabs.lessons import neighbour, show
@@ -121,10 +121,14 @@ def quality_numbers() -> tuple[set[str], set[str]]:
                   lambda r: max(r["stage_activation_bytes"])):
         ratios = [mean(map(value, runs(k, "zerolock a=1 top-lora"))) / mean(map(value, runs(k, "bp"))) for k in per_k]
         said |= {f"{min(ratios):.1f}", f"{max(ratios):.1f}"}
-    pilot = json.loads(FRONTIER_PILOT.read_text())["summary"]
-    for row in pilot:
-        if row["arm"] in ("1f1b", "zerolock top-lora:last"):
-            said |= {f"{row['accuracy_mean']:.3f}", str(row["K"]), str(row["seeds"])}
+    frontier = json.loads(FRONTIER.read_text())["summary"]
+    for row in frontier:
+        if row["arm"] == "1f1b":
+            said |= {f"{row['accuracy_mean']:.3f}", str(row["K"]), str(row["steps"])}
+        if row["arm"] in ("zerolock top-lora:last", "pipedream"):
+            said |= {f"{row['accuracy_mean']:.3f}", str(row["seeds"])}
+        if row["arm"] == "pipedream":
+            said.add(f"{row['activation_peak_vs_1f1b']:.2f}")
     return said, said
 
 

@@ -1,5 +1,5 @@
 """The figures of the lessons, drawn from the recorded example runs (or, for the last lesson, the
-project's committed depth study and frontier pilot), with what to look at outlined: every highlight is
+project's committed depth study and frontier), with what to look at outlined: every highlight is
 a shape or an annotation named `HIGHLIGHT` (the tests and the browser tier find them by that name).
 
 `lesson_view(lesson)` returns the step's figure and its one headline, every number of which is read
@@ -33,7 +33,7 @@ from .timeline import add_timeline_traces, failure_marks, style_lanes
 HIGHLIGHT = "lesson-highlight"
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
 DEPTH_STUDY = RESULTS / "depth-study.json"
-FRONTIER_PILOT = RESULTS / "frontier-pilot-trec6.json"
+FRONTIER = RESULTS / "frontier-trec6.json"
 SHOWN_STEPS = 2  # the schedule lessons open on this many optimizer steps
 MAX_OUTLINES_PER_LANE = 2
 FIGURE_HEIGHT_PX = 400  # normal view: the figure's point above the fold of a 1280x720 screen
@@ -345,19 +345,29 @@ def span_text(values: Iterable[float]) -> str:
     return f"{lo}×" if lo == hi else f"{lo}–{hi}×"
 
 
-def pilot_words(path: Path = FRONTIER_PILOT) -> str:
-    """The frontier pilot's top readout against 1F1B on its task (one sentence), or "" without it."""
+def frontier_words(path: Path = FRONTIER) -> str:
+    """The frontier on real data at its deepest K (one sentence): the top readout and PipeDream against
+    backprop, with the seeds behind each mean; "" without the file or the rows."""
     if not path.is_file():
         return ""
     report = json.loads(path.read_text())
     rows = {(r["task"], r["K"], r["arm"]): r for r in report.get("summary", [])}
     out = []
-    for (task, k, arm), r in rows.items():
-        bp = rows.get((task, k, "1f1b"))
-        if arm == f"zerolock {DEPTH_READOUT}" and bp:
-            seeds = f"{r['seeds']} seed" + ("s" if r["seeds"] != 1 else "")
-            out.append(f"A first pilot on {task} (K = {k}, {seeds}): {r['accuracy_mean']:.3f} against 1F1B's "
-                       f"{bp['accuracy_mean']:.3f}.")
+    for task, k in sorted({(t, kk) for t, kk, _ in rows}, key=lambda tk: -tk[1])[:1]:
+        bp, top, pd = (rows.get((task, k, arm)) for arm in ("1f1b", f"zerolock {DEPTH_READOUT}", "pipedream"))
+        if not bp or not top:
+            continue
+
+        def seeds(r: dict[str, Any]) -> str:
+            return f"{r['seeds']} seed" + ("s" if r["seeds"] != 1 else "")
+
+        words = (f"On {task} at K = {k} ({top['steps']} steps): `{DEPTH_READOUT}` {top['accuracy_mean']:.3f} "
+                 f"({seeds(top)}) against "
+                 f"backprop's {bp['accuracy_mean']:.3f}")
+        if pd:
+            words += (f"; PipeDream, also without update locking, {pd['accuracy_mean']:.3f} ({seeds(pd)}) at "
+                      f"{pd['activation_peak_vs_1f1b']:.2f}× 1F1B's activations")
+        out.append(words + ".")
     return " ".join(out)
 
 
@@ -413,8 +423,8 @@ def quality_view(path: Path = DEPTH_STUDY) -> LessonView:
     headline = (f"`{DEPTH_READOUT}` {stands}, at {', '.join(price[:-1])} and {price[-1]} (K = "
                 f"{ks[0]}–{ks[-1]}); the frozen head falls to {head['mean']:.3f} against {bp['mean']:.3f} at "
                 f"K = {deepest_k}.")
-    pilot = pilot_words()
-    return LessonView(figure=fig, headline=headline + (f"  \n{pilot}" if pilot else ""))
+    frontier = frontier_words()
+    return LessonView(figure=fig, headline=headline + (f"  \n{frontier}" if frontier else ""))
 
 
 # ---- the step -------------------------------------------------------------------------------------
