@@ -256,7 +256,7 @@ def test_a_png_the_batch_export_skipped_is_written_or_reported(tmp_path, monkeyp
         assert res["format"] == "html" and "b.png" in res["why_not_png"] and (tmp_path / "b.html").exists()
 
 
-@pytest.mark.skipif(png_export_error() is not None, reason="no browser for kaleido on this machine")
+@pytest.mark.skipif(png_export_error() is not None, reason=f"PNG export does not work here: {png_export_error()}")
 def test_figures_as_png(tmp_path):
     import plotly.graph_objects as go
 
