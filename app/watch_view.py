@@ -8,6 +8,7 @@ from typing import Any, Collection
 import plotly.graph_objects as go
 
 from zerolock_core.jobs.base import JobState
+from zerolock_core.rundir.eval_progress import evaluating_words
 from zerolock_core.rundir.metrics import shown_accuracy
 from zerolock_core.method.chunks import planned_bounds
 from zerolock_core.config.run_fields import stage_speeds
@@ -83,10 +84,7 @@ def state_words(t: Tracked, st: dict[str, Any]) -> str:
     if t.state == JobState.STARTING and st.get("stage_states"):
         return "starting: " + ", ".join(f"stage {s} {phase}" for s, phase in enumerate(st["stage_states"]))
     if t.state == JobState.FINISHING and st.get("eval_progress"):
-        ev = st["eval_progress"]
-        if ev.get("total"):
-            return f"training ended; evaluating the final weights: {ev['scored']} / {ev['total']} examples"
-        return f"training ended; evaluating the final weights ({ev.get('phase', 'starting')})"
+        return f"training ended; {evaluating_words(st['eval_progress'])}"
     return STATE_WORDS.get(t.state, t.state)
 
 

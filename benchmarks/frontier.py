@@ -21,7 +21,8 @@ Built from the parts the other benchmarks have (nothing here is written again):
 
 Arms (`ARMS`): the exact-gradient schedules share the BP reference's accuracy and differ in time and
 memory (1F1B, ZB-H1, GPipe; DualPipe-V simulated); PipeDream, its accuracy measured in the pipeline runtime
-(which evaluates only at the end: its curve is one point); ZeroLock with the frozen head (α = 1),
+(its stages save their weights every `--eval-every` steps, scored after training: a run from before that
+has a one-point curve); ZeroLock with the frozen head (α = 1),
 terminal, `top-lora:last`; any readout the engine validates (`--readouts`); and a BP control given the
 trainable parameters of every arm that trains more than BP (its LoRA rank raised, depth.py's
 `lora_params_per_layer`), timed as 1F1B.
@@ -771,7 +772,7 @@ def curves_figure(report: dict[str, Any], task: str, k: int):
         n = per_colour.get(colour, 0)
         per_colour[colour] = n + 1
         curve = mean_curve(e["runs"])
-        final_only = len(curve) == 1  # the pipeline runtime evaluates at the end only: one larger marker
+        final_only = len(curve) == 1  # a pipeline run from before its --eval-every snapshots: one larger marker
         fig.add_trace(go.Scatter(name=f"{name} ({len(e['runs'])} seeds" + (", final only)" if final_only else ")"),
                                  mode="lines+markers", x=[step * step_s for step, _ in curve], y=[a for _, a in curve],
                                  line={"color": colour, "dash": dash(n)},

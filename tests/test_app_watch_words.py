@@ -40,6 +40,9 @@ def tracked(tmp_path, state="running", **kw):
      "training ended; evaluating the final weights: 32 / 64 examples"),
     ("finishing", {"eval_progress": {"phase": "loading", "scored": 0, "total": None}},
      "training ended; evaluating the final weights (loading)"),
+    ("finishing", {"eval_progress": {"phase": "scoring", "scored": 8, "total": 16,
+                                     "what": "the weights of step 30 (1 of 9 evals)"}},
+     "training ended; evaluating the weights of step 30 (1 of 9 evals): 8 / 16 examples"),
     ("running", {}, "running"),
 ])
 def test_state_words_name_what_the_run_is_waiting_for(tmp_path, state, status, expected):

@@ -91,8 +91,8 @@ def accuracy_time_figure(series: Sequence[Series], *, title: str = "") -> go.Fig
                      ticksuffix=" s")
     frame(fig, title=title, height=360, left=60)
     if single:
-        fig.add_annotation(text="One point: a run evaluated only at its end (the pipeline runtime evaluates once; "
-                                "the reference runtime's --eval-every draws a curve).", showarrow=False,
+        fig.add_annotation(text="One point: a run evaluated only at its end (--eval-every N scores every "
+                                "N-th step and draws a curve).", showarrow=False,
                            xref="paper", yref="paper", x=1, y=1, xanchor="right", yanchor="top",
                            font=dict(size=11, color=NEUTRAL["muted"]))
     return fig

@@ -149,7 +149,9 @@ class TrainConfig:
     weight_decay: float = setting(0.0, flag="--weight-decay", minimum=0, help="AdamW weight decay")
     seed: int = setting(0, flag="--seed", label="seed", minimum=0, maximum=MAX_SEED,
                         help="seed of the LoRA initialisation and the data order (the dataset itself is fixed)")
-    eval_every: int = setting(0, flag="--eval-every", minimum=0, help="evaluate every N steps (0 = only at the end)")
+    eval_every: int = setting(0, flag="--eval-every", minimum=0,
+                              help="evaluate every N steps (0 = only at the end); a pipeline's stages save their "
+                                   "weights every N steps and its final eval scores them")
     final_eval: bool = setting(True, flag="--no-final-eval", switch=True,
                                help="pipeline: skip evaluating the final weights (fault and throughput checks)")
     tensorboard: bool = setting(False, flag="--tensorboard", switch=True, label="TensorBoard logs",

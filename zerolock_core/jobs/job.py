@@ -20,6 +20,7 @@ from typing import Protocol
 
 from ..method.balance import is_auto
 from ..config.run_config import RunConfig
+from ..rundir.eval_progress import evaluating_words
 from ..rundir.metrics import Metrics
 from ..rundir.run_dir import RunDir
 from .base import JobState, JobStatus
@@ -140,10 +141,7 @@ def progress_words(st: JobStatus, *, before_s: float = 0.0) -> str:
                          f" ({r['down_s']:.1f} s)" for r in st.open_recoveries)
         return f"{down}; elapsed {elapsed}"
     if st.state == JobState.FINISHING:
-        ev = st.eval_progress
-        if ev and ev.get("total"):
-            return f"evaluating the final weights: {ev['scored']}/{ev['total']} examples; elapsed {elapsed}"
-        return f"evaluating the final weights ({(ev or {}).get('phase', 'starting')}); elapsed {elapsed}"
+        return f"{evaluating_words(st.eval_progress, sep='/')}; elapsed {elapsed}"
     if st.s_per_step is not None:
         return f"{st.state}, {st.s_per_step:.2f} s/step, ETA {_clock(st.eta_s)}, elapsed {elapsed}"
     return f"{st.state}, elapsed {elapsed}"

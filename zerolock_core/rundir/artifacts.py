@@ -1,5 +1,5 @@
-"""A run's trained weights (final/chunk{k}.safetensors), written so that a crash never leaves a
-half-written file."""
+"""A run's trained weights (final/chunk{k}.safetensors, and a pipeline's `--eval-every` snapshots
+snapshots/step{s}/chunk{k}.safetensors), written so that a crash never leaves a half-written file."""
 from __future__ import annotations
 
 import os
@@ -15,7 +15,16 @@ from .shown_path import shown_path
 
 def save_final_weights(out: str | Path, chunk_index: int, tensors: dict[str, torch.Tensor], *,
                        step: int | None = None) -> Path:
-    path = RunDir(out).final_weights(chunk_index)
+    return _save_weights(RunDir(out).final_weights(chunk_index), chunk_index, tensors, step=step)
+
+
+def save_snapshot_weights(out: str | Path, chunk_index: int, tensors: dict[str, torch.Tensor], *, step: int) -> Path:
+    """The chunk's trainable weights after `step`, for the final eval to score (a replayed step writes
+    the same bytes again)."""
+    return _save_weights(RunDir(out).snapshot_weights(step, chunk_index), chunk_index, tensors, step=step)
+
+
+def _save_weights(path: Path, chunk_index: int, tensors: dict[str, torch.Tensor], *, step: int | None) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
@@ -44,15 +53,19 @@ def final_weight_steps(out: str | Path, chunks: int) -> list[int]:
     return [] if None in steps else [int(s) for s in steps if s is not None]
 
 
-def load_trained_weights(chunks, out: str | Path) -> None:
-    """Put a run's final trainable weights into `chunks` (each chunk's `index` names its file).
-    Every trainable tensor must be there and every saved tensor must belong: a renamed adapter or a
-    different K would otherwise be evaluated untrained without a word."""
-    weights = load_final_weights(out)
+def load_trained_weights(chunks, out: str | Path, *, snapshot: int | None = None) -> None:
+    """Put a run's final trainable weights (or those of its snapshot after step `snapshot`) into
+    `chunks` (each chunk's `index` names its file). Every trainable tensor must be there and every
+    saved tensor must belong: a renamed adapter or a different K would otherwise be evaluated
+    untrained without a word."""
+    rd = RunDir(out)
+    path_of = rd.final_weights if snapshot is None else (lambda k: rd.snapshot_weights(snapshot, k))
+    weights = load_final_weights(out) if snapshot is None else {
+        c.index: load_file(str(path_of(c.index))) for c in chunks if path_of(c.index).is_file()}
     for chunk in chunks:
-        file = shown_path(RunDir(out).final_weights(chunk.index), within=(out,))  # final/chunkK.safetensors
+        file = shown_path(path_of(chunk.index), within=(out,))  # final/chunkK.safetensors
         if chunk.index not in weights:
-            raise FileNotFoundError(f"{RunDir(out).final.name}/ has no weights for chunk {chunk.index}")
+            raise FileNotFoundError(f"{Path(file).parent.as_posix()}/ has no weights for chunk {chunk.index}")
         saved = weights[chunk.index]
         missing = sorted(set(chunk.trainable_state()) - set(saved))
         if missing:

@@ -27,7 +27,7 @@ class Metrics:
     final_steps: list[int] = field(default_factory=list)  # the step each chunk's final/ weights are from
     eval: dict[str, Any] | None = None  # `eval_record` of the final weights
     eval_skipped: str = ""  # why there is no eval ("" when there is one)
-    eval_history: list[dict[str, Any]] = field(default_factory=list)  # --eval-every (reference runtime)
+    eval_history: list[dict[str, Any]] = field(default_factory=list)  # --eval-every, then the final eval
     throughput_samples_per_s: float = 0.0  # samples trained in this session / its training time
     bubble_fraction: float | None = None  # pipeline: 1 - mean busy / makespan
     setup_s: float = 0.0  # start to the first action (imports, loading, linking)

@@ -8,7 +8,8 @@ path of what they want. A run directory holds
     metrics.json                the run's record, written once at its end (`metrics.Metrics`)
     events/NNNNNN.jsonl, lifecycle.jsonl, curves.jsonl, trace.json   telemetry (`telemetry/`)
     tensorboard/                TensorBoard event files, one per session (`--tensorboard`)
-    eval.json, eval_progress.json                             the final evaluation
+    eval.json, eval_progress.json, eval_history.json          the final evaluation (and the snapshots')
+    snapshots/step{N}/chunk{k}.safetensors                    a pipeline's --eval-every weights
     stages/stage{s}.json, stages/stage{s}.losses.jsonl        each stage's own report and losses
     final/chunk{k}.safetensors                                the trained weights
     checkpoints/stage{s}/step{N}/, checkpoint_log.jsonl       checkpoints and why one was skipped
@@ -49,14 +50,14 @@ _CONFIG_JSON, _CONFIG_TOML, _METRICS = "config.json", "config.toml", "metrics.js
 _EVENTS_FILE, _LIFECYCLE, _CURVES, _TRACE = "events.jsonl", "lifecycle.jsonl", "curves.jsonl", "trace.json"
 _EVAL, _EVAL_PROGRESS, _CHECKPOINT_LOG = "eval.json", "eval_progress.json", "checkpoint_log.jsonl"
 _APP_RECORD, _STDERR, _ENCODED = "dashboard.json", "stderr.log", "encoded-data.pt"
-_BALANCE = "balance.json"
+_BALANCE, _EVAL_HISTORY = "balance.json", "eval_history.json"
 _LOCK, _RESERVE = ".lock", ".reserve"
 _CHECKPOINTS, _STAGES, _FINAL, _INJECTED, _EXPORTS = "checkpoints", "stages", "final", "injected", "exports"
-_EVENTS, _TENSORBOARD = "events", "tensorboard"
+_EVENTS, _TENSORBOARD, _SNAPSHOTS = "events", "tensorboard", "snapshots"
 # What a previous run leaves: the presence of any of these means "this directory holds a run".
 _RUN_FILES = (_CONFIG_JSON, _CONFIG_TOML, _METRICS, _EVENTS_FILE, _LIFECYCLE, _CURVES, _TRACE, _EVAL, _EVAL_PROGRESS,
-              _CHECKPOINT_LOG, _APP_RECORD, _STDERR, _ENCODED, _BALANCE)
-_RUN_DIRS = (_CHECKPOINTS, _STAGES, _FINAL, _INJECTED, _EXPORTS, _EVENTS, _TENSORBOARD)
+              _CHECKPOINT_LOG, _APP_RECORD, _STDERR, _ENCODED, _BALANCE, _EVAL_HISTORY)
+_RUN_DIRS = (_CHECKPOINTS, _STAGES, _FINAL, _INJECTED, _EXPORTS, _EVENTS, _TENSORBOARD, _SNAPSHOTS)
 RESERVE_BYTES = 64 * 1024  # kept free for a failed run's metrics.json when the disk fills up
 _TEMPORARY = re.compile(r"^\..+\.tmp-(\d+)$")  # write_json_atomic's and save_final_weights' temporaries
 
@@ -139,8 +140,14 @@ class RunDir:
 
     @property
     def eval_progress(self) -> Path:
-        """The final eval's {"phase": loading | scoring, "scored", "total"} while it runs."""
+        """The final eval's {"phase": loading | scoring, "scored", "total", "what"} while it runs (eval_progress.py)."""
         return self.path / _EVAL_PROGRESS
+
+    @property
+    def eval_history(self) -> Path:
+        """A pipeline run's `--eval-every` evals, one `eval_record` per snapshot step, written by its final
+        eval as each is scored (a stopped eval goes on from the last one)."""
+        return self.path / _EVAL_HISTORY
 
     @property
     def checkpoint_log(self) -> Path:
@@ -192,6 +199,18 @@ class RunDir:
         """Every chunk's final weights file, keyed by chunk index."""
         found = sorted(self.final.glob("chunk*.safetensors")) if self.final.is_dir() else []
         return {int(p.stem.removeprefix("chunk")): p for p in found}
+
+    def snapshot_weights(self, step: int, chunk: int) -> Path:
+        """Chunk `chunk`'s trainable weights after optimizer step `step`: a pipeline stage writes one every
+        `--eval-every` steps, for the final eval to score (the stages never stop to evaluate)."""
+        return self.path / _SNAPSHOTS / f"step{step}" / f"chunk{chunk}.safetensors"
+
+    def snapshot_steps(self, chunks: int) -> list[int]:
+        """The steps for which every one of `chunks` chunks saved its snapshot, in order."""
+        root = self.path / _SNAPSHOTS
+        found = [int(d.name.removeprefix("step")) for d in root.glob("step*")
+                 if d.name.removeprefix("step").isdigit()] if root.is_dir() else []
+        return sorted(s for s in found if all(self.snapshot_weights(s, k).is_file() for k in range(chunks)))
 
     def injected_marker(self, stage: int, label: str) -> Path:
         """The file recording that failure `label` hit `stage` (it outlives the coordinator's store)."""
@@ -329,7 +348,8 @@ class RunDir:
     def sweep_temporaries(self) -> list[Path]:
         """Remove the temporary files of writers that are gone (killed mid-write, or out of disk)."""
         removed = []
-        for folder in (self.path, self.stages, self.final):
+        snapshots = self.path / _SNAPSHOTS
+        for folder in (self.path, self.stages, self.final, *(snapshots.glob("step*") if snapshots.is_dir() else ())):
             if not folder.is_dir():
                 continue
             for p in folder.iterdir():

@@ -133,7 +133,7 @@ def record(cfg: RunConfig, rd: RunDir, end: Ending) -> Metrics:
     compact_old_segments(rd.event_files(), below_step=compactable_below(steps, resumable=kept.resumable_from_step))
     return Metrics(
         config=cfg.to_dict(), state=end.state, reason=end.reason if end.state != "finished" else "",
-        **kept.fields(), eval=end.eval,
+        **kept.fields(), eval=end.eval, eval_history=eval_history(rd, end.eval, steps=kept.steps_done),
         eval_skipped=end.eval_skipped, throughput_samples_per_s=samples / wall if wall > 0 else 0.0,
         bubble_fraction=bubble_fraction(activity, wall), setup_s=end.setup_s, wall_s=wall, eval_s=end.eval_s,
         total_s=end.total_s, downtime_s=end.downtime_s, per_stage=per_stage, curves=summary, curves_note=curves_note,
@@ -144,6 +144,12 @@ def record(cfg: RunConfig, rd: RunDir, end: Ending) -> Metrics:
         telemetry_note=note)
 
 
+def eval_history(rd: RunDir, final: dict[str, Any] | None, *, steps: int) -> list[dict[str, Any]]:
+    """The snapshots' evals (final_eval.py), then the final one at the last step: the reference
+    trainer's history, the same steps and the same records."""
+    return [*(read_json(rd.eval_history) or []), *([{"step": steps, **final}] if final is not None else [])]
+
+
 def write_trace(rd: RunDir, stages: int) -> None:
     events, _ = read_events(rd.event_files())
     write_chrome_trace(rd.trace, events, stages=stages)
@@ -151,11 +157,13 @@ def write_trace(rd: RunDir, stages: int) -> None:
 
 def evaluate_in_child(cfg: RunConfig, rd: RunDir, *, start: Callable[[Callable, tuple], Any],
                       stopping: Callable[[], bool], timeout_s: float = EVAL_TIMEOUT_S) -> tuple[dict | None, str, bool]:
-    """Evaluate the final weights in a child process (`start(target, args)` starts it: a standby or a
-    fresh process). Returns (the eval, why there is none, whether that is a failure). A stop request
-    kills the child: the eval is then skipped, not failed, and `--resume` runs it later."""
-    from .final_eval import evaluate_run
+    """Evaluate the snapshots and the final weights in a child process (`start(target, args)` starts it:
+    a standby or a fresh process), `timeout_s` for each evaluation. Returns (the eval, why there is none,
+    whether that is a failure). A stop request kills the child: the eval is then skipped, not failed, and
+    `--resume` runs what is left of it later."""
+    from .final_eval import evaluate_run, snapshots_to_score
 
+    timeout_s *= 1 + len(snapshots_to_score(cfg, rd))
     p = start(evaluate_run, (cfg.to_dict(), str(rd.path)))
     t0 = time.monotonic()
     while p.is_alive() and time.monotonic() - t0 < timeout_s:

@@ -23,7 +23,7 @@ from typing import Any, Iterator
 import torch
 import torch.distributed as dist
 
-from ..rundir.artifacts import save_final_weights
+from ..rundir.artifacts import save_final_weights, save_snapshot_weights
 from ..rundir.atomic_files import write_json_atomic
 from ..rundir.run_dir import RunDir
 from ..config.run_config import FailureSpec, RunConfig
@@ -344,6 +344,9 @@ def _run_stage(cfg: RunConfig, launch: StageLaunch, store: dist.Store, heartbeat
                         raise LinkRebuilt(side, gen)
 
     def on_step(n: int) -> None:
+        if t.eval_every and t.final_eval and n % t.eval_every == 0 and n < t.steps:  # scored after training
+            save_snapshot_weights(launch.run_dir, stage, {k: v.cpu() for k, v in b.worker.chunk.trainable_state().items()},
+                                  step=n)
         store.set(protocol.stage_step(stage), str(n))
         if launch.replacement and n * t.microbatches >= linked.replay_until:
             key = protocol.caught_up(stage, launch.generation)
