@@ -99,7 +99,8 @@ LESSONS: tuple[Lesson, ...] = (
                      "every chunk added; reading through a copy of the model's own top layers with LoRA holds "
                      "backprop's level at every K measured on this task, and costs more time, parameters and "
                      "activations (right; its seconds per step were measured on a shared machine, so "
-                     "roughly). On real questions (the TREC question set) with four stages it is still behind backprop, and "
+                     "roughly). On real questions (the TREC question set) with four stages it is still behind backprop "
+                     "and needs well over 1F1B's time per step, while "
                      "PipeDream, also free of update locking, matches backprop at 1F1B's memory. Measured by "
                      "this project.",
            look_at="backprop's level (- - outlined) and what the top readout costs"),

@@ -15,15 +15,16 @@ Built from the parts the other benchmarks have (nothing here is written again):
   stages as this box has cores); at every K simulated with the arm's own probed action costs (probe.py,
   readout copies included: the probe builds the arm's own chunks) by the simulator (prediction.py), m = 2K
   micro-batches of the run's micro-batch size as `bench schedulers` does; DualPipe-V as schedulers.py's
-  `dualpipe_v_row`. Every time records its source; a ratio is only taken between times of one source;
+  `dualpipe_v_row`. Every time records its source; a ratio is only taken between times of one source,
+  and a simulated one between two simulations of one probe (each arm's probe also times BP's actions, so
+  1F1B is simulated beside the arm: `paced_step_s`; DualPipe-V's 2K-way probe merged two chunks a stage);
 * peak activation bytes per stage: measured in the K = 2 pipeline run; simulated elsewhere (one
   micro-batch's measured bytes × the most micro-batches the schedule holds on that stage).
 
 Arms (`ARMS`): the exact-gradient schedules share the BP reference's accuracy and differ in time and
 memory (1F1B, ZB-H1, GPipe; DualPipe-V simulated); PipeDream, its accuracy measured in the pipeline runtime
 (its stages save their weights every `--eval-every` steps, scored after training: a run from before that
-has a one-point curve); ZeroLock with the frozen head (α = 1),
-terminal, `top-lora:last`; any readout the engine validates (`--readouts`); and a BP control given the
+has a one-point curve); ZeroLock with the frozen head (α = 1), terminal, `top-lora:last`; any readout the engine validates (`--readouts`); and a BP control given the
 trainable parameters of every arm that trains more than BP (its LoRA rank raised, depth.py's
 `lora_params_per_layer`), timed as 1F1B.
 
@@ -142,6 +143,19 @@ def _ratio(value: float | None, base: float | None) -> float | None:
     return None if value is None or not base else value / base
 
 
+def paced_step_s(e: dict[str, Any], base: dict[str, Any]) -> dict[str, float]:
+    """`e`'s seconds per step by source, a simulated one at the pace of 1F1B's own probe: × 1F1B's simulated
+    step over 1F1B simulated from `e`'s probe. The probes ran one after another on a shared box (one
+    session's 1F1B step took 1.2 s, another's 1.9 s); this ratio of two simulations of one probe is what
+    a time against 1F1B's means. A result without the paired simulation keeps its raw step."""
+    out = dict(e["step_s"])
+    paired = e.get("simulated", {}).get("paired_1f1b_samples_per_s")
+    if "simulated" in out and "simulated" in base["step_s"] and paired:
+        batch = out["simulated"] * e["simulated"]["samples_per_s"]  # samples per step
+        out["simulated"] *= base["step_s"]["simulated"] / (batch / paired)
+    return out
+
+
 def summary(report: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per task × K × arm: accuracy over seeds, whether it reaches BP's, the time to it, the time
     per step and the peak activation memory against 1F1B's (times of one source only), trainable parameters
@@ -157,7 +171,7 @@ def summary(report: dict[str, Any]) -> list[dict[str, Any]]:
 
             def time_to(e: dict[str, Any]) -> dict[str, float | None]:
                 curve = mean_curve(e["runs"])
-                return {src: time_to_accuracy(curve, target, s) for src, s in e["step_s"].items()}
+                return {src: time_to_accuracy(curve, target, s) for src, s in paced_step_s(e, base).items()}
 
             base_time = time_to(base)
             for name, e in arms.items():
@@ -178,7 +192,7 @@ def summary(report: dict[str, Any]) -> list[dict[str, Any]]:
                     row["nll_mean"] = statistics.fmean(r["final"]["nll"] for r in e["runs"])
                 row |= {"reaches_bp": reaches,
                         "time_to_bp_vs_1f1b": _ratio(mine.get(source), base_time.get(source)) if source else None,
-                        "step_time_vs_1f1b": _ratio(e["step_s"][step_source], base["step_s"][step_source])
+                        "step_time_vs_1f1b": _ratio(paced_step_s(e, base)[step_source], base["step_s"][step_source])
                         if step_source else None,
                         "activation_peak_vs_1f1b": _ratio(max(e["activation_bytes"]), base_peak),
                         "trainable_vs_bp": _ratio(e["trainable_params"], bp["trainable_params"])}
@@ -392,6 +406,7 @@ def simulate(settings: ArmSettings, *, schedule: str, stages: int, microbatch_si
 
     from .common.measure import skip_windows
     from .common.prediction import predict
+    from .common.probe import ProbedCosts, merged_adjacent
 
     chunks = 2 * stages if schedule == DUALPIPE_V else stages
     m = MICROBATCHES_PER_STAGE * stages
@@ -402,14 +417,20 @@ def simulate(settings: ArmSettings, *, schedule: str, stages: int, microbatch_si
                          lambda: _probe(settings, **geometry))
     except ValueError as err:  # fewer layers than chunks
         return {"skipped": f"{chunks} chunks: {err}"}
-    costs = _probed(probed).costs("zerolock" if schedule == "terminal" else schedule)
-    pred = predict(method="zerolock" if schedule == "terminal" else schedule, stages=stages,
-                   batch=m * microbatch_size, microbatches=m, windows=SIM_WINDOWS, costs=costs,
-                   link=link_for(LinkConfig()), inflight_limit=settings.inflight_depth,
-                   skip_windows=skip_windows(SIM_WINDOWS))
+    def run(method: str, costs: ProbedCosts):
+        return predict(method=method, stages=stages, batch=m * microbatch_size, microbatches=m, windows=SIM_WINDOWS,
+                       costs=costs.costs(method), link=link_for(LinkConfig()), inflight_limit=settings.inflight_depth,
+                       skip_windows=skip_windows(SIM_WINDOWS))
+
+    costs = _probed(probed)
+    pred = run("zerolock" if schedule == "terminal" else schedule, costs)
+    # 1F1B on the same probe: a probe taken while the shared box was quieter makes every action cheaper, so
+    # only a ratio of two simulations of one probe compares arms (`paced_step_s`)
+    paired = pred if schedule == BASELINE else run(BASELINE, merged_adjacent(costs) if schedule == DUALPIPE_V
+                                                   else costs)
     held = [n / 2 for n in pred.inflight_peak] if schedule == DUALPIPE_V else list(pred.inflight_peak)
     return {"samples_per_s": pred.samples_per_s, "peak_inflight": held, "bubble_fraction": pred.bubble_fraction,
-            "microbatches": m}
+            "microbatches": m, "paired_1f1b_samples_per_s": paired.samples_per_s}
 
 
 def measure_k2(cfg: RunConfig, *, schedule: str, steps: int, out: Path, launches: Launches) -> dict[str, Any]:
@@ -634,12 +655,22 @@ def _cell(value: float | None, spec: str = ".2f") -> str:
     return "never" if value is None else format(value, spec)
 
 
+def _pairing(report: dict[str, Any]) -> str:
+    """How its simulated steps were set against 1F1B's: a result from before `paced_step_s` divided each by
+    1F1B's from another probe."""
+    arms = [e for per_k in report["results"].values() for k_arms in per_k.values() for e in k_arms.values()]
+    paired = all("paired_1f1b_samples_per_s" in e.get("simulated", {}) for e in arms if "samples_per_s" in
+                 e.get("simulated", {}))
+    return ", against 1F1B simulated from the same probe" if paired else \
+        ", against 1F1B's step from another probe, taken at another moment"
+
+
 def format_report(report: dict[str, Any]) -> str:
     c, s = report["config"], report["settings"]
     lines = preamble(report, f"model {s['model']}, K in {c['stages']}, b={c['batch']}, m={c['microbatches']}, "
                              f"{c['steps']} steps, eval every {c['eval_every']}, LoRA r={c['lora_rank']}; time per "
                              f"step measured at K={c['measured_at']}, simulated (m = {c['simulated_microbatches']}, "
-                             "the arm's own probed costs) elsewhere")
+                             f"the arm's own probed costs{_pairing(report)}) elsewhere")
     for name, t in report["tasks"].items():
         lines.append(f"task {name}: {t['dataset']}" + (f" (sha256 {t['sha256']})" if "sha256" in t else ""))
     source = {(task, k, arm): e["time_source"] for task, per_k in report["results"].items()
@@ -699,7 +730,7 @@ def format_verdict(reports: list[dict[str, Any]]) -> str:
         hours = sum(run.get("run_s") or 0.0 for run in runs) / 3600
         lines += [f"{report['settings']['model']}, {c['steps']} steps, b={c['batch']}, m={c['microbatches']}, "
                   f"accuracy mean ± sd over seeds (BP's schedules share BP's runs); time per step simulated as a "
-                  f"K-stage pipeline with each arm's probed costs (m = {c['simulated_microbatches']}); "
+                  f"K-stage pipeline with each arm's probed costs{_pairing(report)} (m = {c['simulated_microbatches']}); "
                   f"{len(runs)} runs, {hours:.1f} hours of training (their wall times added)", "",
                   markdown_table(heads, rows), ""]
         lines += [f"- {line}" for line in verdict_lines(report)]
@@ -751,7 +782,7 @@ def frontier_figure(report: dict[str, Any], task: str, k: int):
 
 def curves_figure(report: dict[str, Any], task: str, k: int):
     """Accuracy against the seconds a K-stage pipeline of each arm takes to get there (eval step × the arm's
-    step time, one source for all), mean over seeds; the exact-gradient schedules share BP's curve, each at
+    step time at 1F1B's probe pace, `paced_step_s`, one source for all), mean over seeds; the exact-gradient schedules share BP's curve, each at
     its own pace. The dotted line is BP's target."""
     import plotly.graph_objects as go
 
@@ -761,11 +792,11 @@ def curves_figure(report: dict[str, Any], task: str, k: int):
     sources = [s for s in ("measured", "simulated") if s in arms[BASELINE]["step_s"]]
     source = sources[0] if sources else None
     fig = plots.figure(title=f"{task}, K={k}: accuracy against a {k}-stage pipeline's seconds ({source or 'no'} "
-                             "step times)", xaxis_title="seconds of training (eval step × seconds per step)",
+                             "step times)", xaxis_title="seconds of training (eval step × seconds per step, at 1F1B's probe pace)",
                        yaxis_title="accuracy (mean over seeds)", template="plotly_white")
     per_colour: dict[str, int] = {}
     for name, e in arms.items():
-        step_s = e["step_s"].get(source) if source else None
+        step_s = paced_step_s(e, arms[BASELINE]).get(source) if source else None
         if name == BP or step_s is None:
             continue
         colour = method_colour(BP if "matches" in e else e["schedule"])

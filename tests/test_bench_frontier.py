@@ -125,6 +125,38 @@ def test_summary_has_no_ratio_across_sources():
     assert row["reaches_bp"] and row["time_to_bp_vs_1f1b"] is None and row["step_time_vs_1f1b"] is None
 
 
+@pytest.mark.parametrize("case,arm_step,paired_1f1b_step,expected_ratio", [
+    ("probed under a quieter load: twice 1F1B's step on its own probe", 1.0, 0.5, 2.0),
+    ("probed under the same load as 1F1B's", 1.0, 2.0, 0.5),
+    ("probed under a heavier load: half 1F1B's step on its own probe", 3.0, 6.0, 0.5),
+    ("a result without the paired simulation keeps its raw step", 1.0, None, 0.5),
+])
+def test_a_simulated_step_is_set_against_1f1b_simulated_from_the_same_probe(case, arm_step, paired_1f1b_step,
+                                                                          expected_ratio):
+    report = hand_made_report()
+    batch = 8
+    zerolock = report["results"]["topics"]["3"]["zerolock"]
+    zerolock["step_s"] = {"simulated": arm_step}
+    zerolock["simulated"] = {"samples_per_s": batch / arm_step}
+    if paired_1f1b_step is not None:
+        zerolock["simulated"]["paired_1f1b_samples_per_s"] = batch / paired_1f1b_step
+    row = next(r for r in F.summary(report) if r["K"] == 3 and r["arm"] == "zerolock")
+    assert row["step_time_vs_1f1b"] == pytest.approx(expected_ratio), case  # 1F1B's own step: 2.0 s
+    assert F.paced_step_s(zerolock, report["results"]["topics"]["3"]["1f1b"])["simulated"] == \
+        pytest.approx(expected_ratio * 2.0)
+
+
+def test_a_2k_way_probe_merges_two_chunks_into_each_stage():
+    from benchmarks.common.probe import PROBED, ProbedCosts, merged_adjacent
+
+    fine = ProbedCosts(per_stage={s: {k: float(s + 1) * (i + 1) for i, k in enumerate(PROBED)} for s in range(4)},
+                       hidden_bytes=64, layers=[[0, 2], [2, 4], [4, 6], [6, 8]])
+    merged = merged_adjacent(fine)
+    assert merged.layers == [[0, 4], [4, 8]] and merged.hidden_bytes == 64
+    assert merged.per_stage == {0: {k: 3.0 * (i + 1) for i, k in enumerate(PROBED)},
+                                1: {k: 7.0 * (i + 1) for i, k in enumerate(PROBED)}}
+
+
 @pytest.mark.parametrize("text,expected", [
     ("topics", ("topics", "topics")),
     ("trec6=csv:data/trec6.csv", ("trec6", "csv:data/trec6.csv")),

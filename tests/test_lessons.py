@@ -126,9 +126,8 @@ def quality_numbers() -> tuple[set[str], set[str]]:
         if row["arm"] == "1f1b":
             said |= {f"{row['accuracy_mean']:.3f}", str(row["K"]), str(row["steps"])}
         if row["arm"] in ("zerolock top-lora:last", "pipedream"):
-            said |= {f"{row['accuracy_mean']:.3f}", str(row["seeds"])}
-        if row["arm"] == "pipedream":
-            said.add(f"{row['activation_peak_vs_1f1b']:.2f}")
+            said |= {f"{row['accuracy_mean']:.3f}", str(row["seeds"]), f"{row['activation_peak_vs_1f1b']:.2f}",
+                     f"{row['step_time_vs_1f1b']:.2f}"}
     return said, said
 
 

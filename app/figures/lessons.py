@@ -347,28 +347,30 @@ def span_text(values: Iterable[float]) -> str:
 
 def frontier_words(path: Path = FRONTIER) -> str:
     """The frontier on real data at its deepest K (one sentence): the top readout and PipeDream against
-    backprop, with the seeds behind each mean; "" without the file or the rows."""
-    if not path.is_file():
+    backprop, each with the seeds behind its mean and its price (time per step and activations against
+    1F1B's); "" without the file or the rows."""
+    rows = json.loads(path.read_text()).get("summary", []) if path.is_file() else []
+    if not rows:
         return ""
-    report = json.loads(path.read_text())
-    rows = {(r["task"], r["K"], r["arm"]): r for r in report.get("summary", [])}
-    out = []
-    for task, k in sorted({(t, kk) for t, kk, _ in rows}, key=lambda tk: -tk[1])[:1]:
-        bp, top, pd = (rows.get((task, k, arm)) for arm in ("1f1b", f"zerolock {DEPTH_READOUT}", "pipedream"))
-        if not bp or not top:
-            continue
+    task, k = max(((r["task"], r["K"]) for r in rows), key=lambda tk: tk[1])
+    at = {r["arm"]: r for r in rows if (r["task"], r["K"]) == (task, k)}
+    bp, top, pd = at.get("1f1b"), at.get(f"zerolock {DEPTH_READOUT}"), at.get("pipedream")
+    if not bp or not top:
+        return ""
 
-        def seeds(r: dict[str, Any]) -> str:
-            return f"{r['seeds']} seed" + ("s" if r["seeds"] != 1 else "")
+    def seeds(r: dict[str, Any]) -> str:
+        return f"{r['seeds']} seed" + ("s" if r["seeds"] != 1 else "")
 
-        words = (f"On {task} at K = {k} ({top['steps']} steps): `{DEPTH_READOUT}` {top['accuracy_mean']:.3f} "
-                 f"({seeds(top)}) against "
-                 f"backprop's {bp['accuracy_mean']:.3f}")
-        if pd:
-            words += (f"; PipeDream, also without update locking, {pd['accuracy_mean']:.3f} ({seeds(pd)}) at "
-                      f"{pd['activation_peak_vs_1f1b']:.2f}× 1F1B's activations")
-        out.append(words + ".")
-    return " ".join(out)
+    def price(r: dict[str, Any], *, step: str, memory: str) -> str:
+        return ("" if r["step_time_vs_1f1b"] is None else f"{r['step_time_vs_1f1b']:.2f}×{step} and ") + \
+            f"{r['activation_peak_vs_1f1b']:.2f}×{memory}"
+
+    words = (f"On {task} at K = {k} ({top['steps']} steps): `{DEPTH_READOUT}` {top['accuracy_mean']:.3f} "
+             f"({seeds(top)}) against backprop's {bp['accuracy_mean']:.3f}, at "
+             + price(top, step=" 1F1B's time per step", memory=" its activations"))
+    if pd:  # the same two prices, in the same order: the words once
+        words += f"; PipeDream {pd['accuracy_mean']:.3f} ({seeds(pd)}) at {price(pd, step='', memory='')}"
+    return words + "."
 
 
 def quality_view(path: Path = DEPTH_STUDY) -> LessonView:

@@ -69,6 +69,16 @@ class ProbedCosts:
         )
 
 
+def merged_adjacent(p: ProbedCosts) -> ProbedCosts:
+    """The costs of a K-way split from its 2K-way split's (DualPipe-V's probe): stage j runs chunks 2j and
+    2j + 1, each action the sum of the two (the boundary between them then costs nothing)."""
+    assert len(p.per_stage) % 2 == 0, "a 2K-way split"
+    per_stage = {j: {k: p.per_stage[2 * j][k] + p.per_stage[2 * j + 1][k] for k in PROBED}
+                 for j in range(len(p.per_stage) // 2)}
+    layers = [[p.layers[2 * j][0], p.layers[2 * j + 1][1]] for j in range(len(p.layers) // 2)]
+    return ProbedCosts(per_stage=per_stage, hidden_bytes=p.hidden_bytes, layers=layers)
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
