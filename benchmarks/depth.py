@@ -168,16 +168,40 @@ def with_checkpoints(cfg: RunConfig) -> RunConfig:
 
 
 def _resumable_step(cfg: RunConfig) -> int | None:
-    """The step a stopped (or killed) run of exactly `cfg` in `cfg.out` resumes from; None: start it over."""
+    """The step a stopped (or killed) run of exactly `cfg` in `cfg.out` resumes from, or a run of `cfg` with
+    fewer steps (finished or not) is trained on from (`_extended`); None: start it over."""
     from zerolock_core.rundir.checkpoints import newest_common_step
 
     rd = RunDir(cfg.out)
     if cfg.train.ckpt_every <= 0 or not rd.config_json.exists():
         return None
+    if _extended(cfg):
+        return newest_common_step(rd, stages=cfg.train.stages)
     m = rd.read_metrics()
     if (m is not None and m.state == "finished") or replace(rd.saved_config(), out=cfg.out) != cfg:
         return None  # `--resume` continues a run with its own config only, `ckpt_every` included
     return newest_common_step(rd, stages=cfg.train.stages)
+
+
+def _extended(cfg: RunConfig) -> bool:
+    """`cfg.out` holds a run of `cfg` with fewer steps that `zerolock train --resume DIR --steps N` can train
+    on (run_extension.py): a study given a longer horizon pays only for the steps it adds."""
+    from zerolock_core.config.field_words import ConfigError
+    from zerolock_core.rundir.checkpoints import newest_common_step
+    from zerolock_core.rundir.run_extension import check_extendable, extends
+
+    rd = RunDir(cfg.out)
+    if not rd.config_json.exists():
+        return False
+    saved = rd.saved_config()
+    if not extends({**saved.to_dict(), "out": None}, {**cfg.to_dict(), "out": None}):
+        return False
+    try:
+        check_extendable(rd.path, saved_steps=saved.train.steps, cfg=cfg,
+                         checkpoint_step=newest_common_step(rd, stages=cfg.train.stages))
+    except ConfigError:
+        return False
+    return True
 
 
 def beside(out: str | Path, suffix: str) -> Path:
@@ -192,11 +216,12 @@ def _train(cfg: RunConfig, log: Path) -> None:
     cfg = with_checkpoints(cfg)
     toml = beside(cfg.out, ".toml")
     write_config_toml(cfg, toml)
-    step = _resumable_step(cfg)
+    step, longer = _resumable_step(cfg), _extended(cfg)
     if step is not None:
-        print(f"  resuming {Path(cfg.out).name} at step {step}", flush=True)
-    how = ["--resume", str(cfg.out)] if step is not None else ["--config", str(toml), "--out", str(cfg.out),
-                                                               "--overwrite"]
+        print(f"  {'training' if longer else 'resuming'} {Path(cfg.out).name} "
+              f"{f'on to step {cfg.train.steps} from' if longer else 'at'} step {step}", flush=True)
+    how = ["--resume", str(cfg.out), *(["--steps", str(cfg.train.steps)] if longer else [])] if step is not None \
+        else ["--config", str(toml), "--out", str(cfg.out), "--overwrite"]
     with open(log, "w" if step is None else "a") as f:
         code = subprocess.call([sys.executable, "-m", "zerolock_core", "train", *how, "--quiet"], stdout=f,
                                stderr=subprocess.STDOUT)

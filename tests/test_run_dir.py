@@ -74,7 +74,7 @@ def test_out_naming_a_file_is_a_clear_error(tmp_path, capsys):
 @pytest.mark.parametrize("case,message", [
     ("no run", "no run to resume there"),
     ("finished", "that run finished"),
-    ("other config", "different config.*steps: 4 there, 6 here"),
+    ("other config", "different config.*batch: 4 there, 8 here"),
     ("no checkpoints", "has no checkpoints"),
 ])
 def test_resume_refuses_with_a_clear_message(tmp_path, case, message):
@@ -85,8 +85,8 @@ def test_resume_refuses_with_a_clear_message(tmp_path, case, message):
         RunDir(d).write_config(cfg)
     if case == "finished":
         RunDir(d).write_metrics(Metrics(config=cfg.to_dict(), state="finished", steps_done=4))
-    if case == "other config":
-        cfg = replace(cfg, train={"steps": 6})
+    if case == "other config":  # (more steps alone train the run on: tests/test_run_extension.py)
+        cfg = replace(cfg, train={"batch": 8})
     if case == "no checkpoints":
         cfg = replace(cfg, train={"ckpt_every": 0})
         RunDir(d).write_config(cfg)

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from ..config.run_config import RunConfig
 from ..config.field_words import ConfigError, FieldError
 from .atomic_files import read_json, read_json_lines, write_json_atomic
+from .run_extension import check_extendable, extends, fewer_steps
 from .shown_path import scrub
 from ..telemetry.tensorboard_log import tensorboard_missing, tensorboard_on, write_run_events
 
@@ -395,13 +396,16 @@ class RunDir:
         return lock
 
     def prepare_resume(self, cfg: RunConfig) -> "RunLock":
-        """Lock the directory of a crashed or stopped run and check it can be continued with `cfg`."""
+        """Lock the directory of a crashed or stopped run, or of one given more steps, and check it can be
+        continued with `cfg` (the config a run given more steps is saved with)."""
         _check_is_directory(self.path)
         if not self.config_json.exists():
             raise ConfigError(f"--resume {self.path}: no run to resume there (no {_CONFIG_JSON})")
         lock = self.lock()
         try:
             check_resumable(self, cfg)
+            if cfg.train.steps != self.saved_config().train.steps:  # trained on to more steps: what it is now
+                self.write_config(cfg)
             self.sweep_temporaries()
             self.keep_reserve()
         except BaseException:
@@ -495,9 +499,21 @@ def check_model_found(cfg: RunConfig) -> None:
 
 
 def check_resumable(d: RunDir, cfg: RunConfig) -> None:
-    """Refuses to resume a directory of a different config, or a finished and evaluated run."""
+    """Refuses to resume a directory of a different config, or a finished and evaluated run. `cfg` may give
+    the run more steps than it was started with (run_extension.py): a run, finished or not, then goes on."""
     saved = {k: v for k, v in d.saved_config().to_dict().items() if k != "out"}
     given = {k: v for k, v in cfg.to_dict().items() if k != "out"}
+    if extends(saved, given):
+        from .checkpoints import newest_common_step  # it imports this module
+
+        check_extendable(d.path, saved_steps=saved["train"]["steps"], cfg=cfg,
+                         checkpoint_step=newest_common_step(d, stages=cfg.train.stages))
+        check_model_found(cfg)
+        return
+    if fewer_steps(saved, given):
+        raise FieldError("steps", lambda w: f"{w.resume(d.path)} {w.value('steps', cfg.train.steps)}: the run "
+                                            f"there trains {saved['train']['steps']} steps; a run can be "
+                                            f"trained on to more steps, never cut to fewer")
     if saved != given:
         diff = config_differences(saved, given)
         raise ConfigError(f"--resume {d.path}: the run there has a different config ({'; '.join(diff[:6])}); "

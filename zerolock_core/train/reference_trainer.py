@@ -128,6 +128,11 @@ def _train(cfg: RunConfig, *, progress: bool, on_step: Callable[[int, dict[str, 
     history: list[dict[str, Any]] = []
     every = cfg.train.ckpt_every if rd is not None else 0
     start = load_checkpoint(rd, workers, curves=curves, eval_history=history) if resume else 0
+    if start and cfg.train.eval_every and start % cfg.train.eval_every == 0 and start < steps \
+            and all(h["step"] != start for h in history):
+        # a run given more steps goes on from its old last step, evaluated then as the final eval (not kept
+        # in the checkpoint): a run trained this long from the start evaluates it as one of its evals
+        history.append({"step": start, **eval_record(_evaluate(setup))})
     if start and on_step is not None:
         on_step(start, {"loss": curves.last(names[-1])})
 
