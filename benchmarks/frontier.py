@@ -24,9 +24,9 @@ Built from the parts the other benchmarks have (nothing here is written again):
 Arms (`ARMS`): the exact-gradient schedules share the BP reference's accuracy and differ in time and
 memory (1F1B, ZB-H1, GPipe; DualPipe-V simulated); PipeDream, its accuracy measured in the pipeline runtime
 (its stages save their weights every `--eval-every` steps, scored after training: a run from before that
-has a one-point curve); ZeroLock with the frozen head (α = 1), terminal, `top-lora:last`; any readout the engine validates (`--readouts`); and a BP control given the
-trainable parameters of every arm that trains more than BP (its LoRA rank raised, depth.py's
-`lora_params_per_layer`), timed as 1F1B.
+has a one-point curve); ZeroLock with the frozen head (α = 1), terminal, `top-lora:last`; any readout the
+engine validates (`--readouts`); and a BP control given the trainable parameters of every arm that trains
+more than BP (its LoRA rank raised, depth.py's `lora_params_per_layer`), timed as 1F1B.
 
 From them, per task × K × arm (`summary`): the final accuracy over seeds, whether the mean curve reaches
 BP's (the target: BP's mean final accuracy − one BP seed sd), the time to get there against 1F1B's, the
@@ -151,8 +151,7 @@ def paced_step_s(e: dict[str, Any], base: dict[str, Any]) -> dict[str, float]:
     out = dict(e["step_s"])
     paired = e.get("simulated", {}).get("paired_1f1b_samples_per_s")
     if "simulated" in out and "simulated" in base["step_s"] and paired:
-        batch = out["simulated"] * e["simulated"]["samples_per_s"]  # samples per step
-        out["simulated"] *= base["step_s"]["simulated"] / (batch / paired)
+        out["simulated"] = base["step_s"]["simulated"] * paired / e["simulated"]["samples_per_s"]
     return out
 
 
@@ -286,8 +285,8 @@ def _misses(g: dict[str, Any]) -> str:
     """'ARM (accuracy -0.012 against BP), misses time, memory; open: control' for one goal row."""
     misses = [c for c in CRITERIA if g["met"][c] is False]
     open_ = [c for c in CRITERIA if g["met"][c] is None]
-    return (f"{g['arm']} (accuracy {g['accuracy_vs_bp']:+.3f} against BP), misses {', '.join(misses) or 'nothing decided'}"
-            + (f"; open: {', '.join(open_)}" if open_ else ""))
+    return (f"{g['arm']} (accuracy {g['accuracy_vs_bp']:+.3f} against BP), "
+            f"misses {', '.join(misses) or 'nothing decided'}" + (f"; open: {', '.join(open_)}" if open_ else ""))
 
 
 # ---- tasks -----------------------------------------------------------------------------------------
@@ -720,7 +719,8 @@ def format_verdict(reports: list[dict[str, Any]]) -> str:
             if r["arm"].startswith(CONTROL_ARM):
                 continue
             g = goal.get((r["task"], r["K"], r["arm"]))
-            marks = "–" if g is None else " ".join({True: "✓", False: "✗", None: "?"}[g["met"][x]] for x in CRITERIA)
+            marks = "–" if g is None else \
+                " ".join({True: "✓", False: "✗", None: "?"}[g["met"][x]] for x in CRITERIA)
             rows.append([f"{r['task']} K={r['K']}", r["arm"], "yes" if r["locking"] else "no",
                          f"{r['accuracy_mean']:.3f} ± {r['accuracy_sd']:.3f} ({r['seeds']})"
                          + (f", NLL {r['nll_mean']:.3f}" if "nll_mean" in r else ""),
@@ -730,7 +730,8 @@ def format_verdict(reports: list[dict[str, Any]]) -> str:
         hours = sum(run.get("run_s") or 0.0 for run in runs) / 3600
         lines += [f"{report['settings']['model']}, {c['steps']} steps, b={c['batch']}, m={c['microbatches']}, "
                   f"accuracy mean ± sd over seeds (BP's schedules share BP's runs); time per step simulated as a "
-                  f"K-stage pipeline with each arm's probed costs{_pairing(report)} (m = {c['simulated_microbatches']}); "
+                  f"K-stage pipeline with each arm's probed costs{_pairing(report)} "
+                  f"(m = {c['simulated_microbatches']}); "
                   f"{len(runs)} runs, {hours:.1f} hours of training (their wall times added)", "",
                   markdown_table(heads, rows), ""]
         lines += [f"- {line}" for line in verdict_lines(report)]
@@ -782,8 +783,8 @@ def frontier_figure(report: dict[str, Any], task: str, k: int):
 
 def curves_figure(report: dict[str, Any], task: str, k: int):
     """Accuracy against the seconds a K-stage pipeline of each arm takes to get there (eval step × the arm's
-    step time at 1F1B's probe pace, `paced_step_s`, one source for all), mean over seeds; the exact-gradient schedules share BP's curve, each at
-    its own pace. The dotted line is BP's target."""
+    step time at 1F1B's probe pace, `paced_step_s`, one source for all), mean over seeds; the exact-gradient
+    schedules share BP's curve, each at its own pace. The dotted line is BP's target."""
     import plotly.graph_objects as go
 
     arms = report["results"][task][str(k)]
@@ -792,7 +793,8 @@ def curves_figure(report: dict[str, Any], task: str, k: int):
     sources = [s for s in ("measured", "simulated") if s in arms[BASELINE]["step_s"]]
     source = sources[0] if sources else None
     fig = plots.figure(title=f"{task}, K={k}: accuracy against a {k}-stage pipeline's seconds ({source or 'no'} "
-                             "step times)", xaxis_title="seconds of training (eval step × seconds per step, at 1F1B's probe pace)",
+                             "step times)",
+                       xaxis_title="seconds of training (eval step × seconds per step, at 1F1B's probe pace)",
                        yaxis_title="accuracy (mean over seeds)", template="plotly_white")
     per_colour: dict[str, int] = {}
     for name, e in arms.items():
