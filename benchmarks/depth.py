@@ -229,6 +229,19 @@ def _train(cfg: RunConfig, log: Path) -> None:
         raise RuntimeError(f"{cfg.out}: zerolock train exited {code} (log: {log})")
 
 
+def cached_analysis(cfg: RunConfig) -> dict[str, Any]:
+    """`analyse(cfg)` of the finished run in `cfg.out`, kept beside it (`analysis.json`, with the step of the
+    weights it read) so that a report run again reads it; made again when it lacks a field (an older one) or
+    read the weights of another step (the run was trained on to more steps since)."""
+    cached, steps = Path(cfg.out) / "analysis.json", RunDir(cfg.out).read_metrics().steps_done
+    analysis = read_json(cached) if cached.exists() else None
+    # one without its step was made before a run could be trained on: it read the run's final weights
+    if analysis is None or not ANALYSIS_FIELDS <= analysis.keys() or analysis.get("steps_done", steps) != steps:
+        analysis = {**analyse(cfg), "steps_done": steps}
+        write_json_atomic(cached, analysis)
+    return analysis
+
+
 def analyse(cfg: RunConfig, *, examples: int = 64, cosine_batches: int = 2) -> dict[str, Any]:
     """What the final weights say, beyond the eval: δ_k and the gradient cosines per chunk, the cost."""
     import torch
@@ -355,11 +368,7 @@ def run_depth(settings: BenchSettings, *, out: Path, stages: tuple[int, ...], ar
             print(f"  finished {Path(cfg.out).name} ({time.perf_counter() - started:.0f} s so far)", flush=True)
     results: dict[str, dict[str, Any]] = {}
     for (dataset, k, arm, n, seed), cfg in configs.items():
-        cached = Path(cfg.out) / "analysis.json"
-        analysis = read_json(cached) if cached.exists() else None
-        if analysis is None or not ANALYSIS_FIELDS <= analysis.keys():  # an older analysis lacks a field
-            analysis = analyse(cfg)
-            write_json_atomic(cached, analysis)
+        analysis = cached_analysis(cfg)
         key = f"{dataset} K={k}"
         entry = results.setdefault(key, {}).setdefault(arm_name(arm, n), {
             "arm": arm_name(arm, n), "method": ARMS[arm].method, "stages": k, "dataset": dataset,

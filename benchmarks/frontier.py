@@ -580,11 +580,7 @@ def run_frontier(settings: BenchSettings, *, out: Path, tasks: tuple[tuple[str, 
                 assert record is not None, cfg.out
                 per_run.append((cfg, record["analysis"], record))
                 continue
-            cached = Path(cfg.out) / "analysis.json"
-            analysis = read_json(cached) if cached.exists() else None
-            if analysis is None or not depth.ANALYSIS_FIELDS <= analysis.keys():
-                analysis = depth.analyse(cfg)
-                write_json_atomic(cached, analysis)
+            analysis = depth.cached_analysis(cfg)
             per_run.append((cfg, analysis, _curve_run(cfg, analysis)))
         analysis = per_run[0][1]
         lora = cfg0.model.lora_rank

@@ -77,12 +77,17 @@ def test_the_study_trains_a_shorter_finished_run_of_its_plan_on_instead_of_again
     """`depth._train` (the depth and frontier studies') given a longer horizon than its finished run."""
     out = tmp_path / "run"
     assert train_reference(cfg_of(out, steps=4), progress=False).state == "finished"
+    short = depth.cached_analysis(cfg_of(out, steps=4))  # a report of the shorter horizon kept its analysis
     planned = cfg_of(out, steps=LONG, ckpt_every=0)  # as the study plans it: `_train` sets the checkpoints
     assert not depth._finished_with(planned)
     depth._train(planned, tmp_path / "run.log")
     assert f"training run on to step {LONG} from step 4" in capsys.readouterr().out
     assert depth._finished_with(planned)
     assert recorded(out) == recorded(trained_long("zerolock"))
+    # the longer run's analysis reads its own final weights, not the kept one of step 4
+    longer = depth.cached_analysis(planned)
+    assert (short["steps_done"], longer["steps_done"]) == (4, LONG)
+    assert longer == {**depth.analyse(planned), "steps_done": LONG}
 
 
 def _saved_run(out, cfg: RunConfig) -> RunDir:
