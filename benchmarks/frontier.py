@@ -773,7 +773,10 @@ def frontier_figure(report: dict[str, Any], task: str, k: int):
             fig.add_annotation(x=x, y=y, ax=x - 0.03 * edge, ay=ly, axref="x", ayref="y", text=r["arm"],
                                xanchor="right", font={"color": colour}, arrowcolor=NEUTRAL["boundary"],
                                arrowwidth=1, arrowhead=0, standoff=7)
-    fig.add_vline(x=edge, line={"dash": "dot", "color": NEUTRAL["ink"]}, annotation_text="never reached")
+    fig.add_vline(x=edge, line={"dash": "dot", "color": NEUTRAL["ink"]}, annotation_text="never reached",
+                  annotation_position="top left")
+    left = min(x for x, _ in points)  # room for the leftmost marker's label, which sits on its left
+    fig.update_xaxes(range=[left - 0.35 * (edge - left + 0.1), edge + 0.06 * (edge - left + 0.1)])
     return fig
 
 
