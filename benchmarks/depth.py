@@ -187,7 +187,6 @@ def _extended(cfg: RunConfig) -> bool:
     """`cfg.out` holds a run of `cfg` with fewer steps that `zerolock train --resume DIR --steps N` can train
     on (run_extension.py): a study given a longer horizon pays only for the steps it adds."""
     from zerolock_core.config.field_words import ConfigError
-    from zerolock_core.rundir.checkpoints import newest_common_step
     from zerolock_core.rundir.run_extension import check_extendable, extends
 
     rd = RunDir(cfg.out)
@@ -197,8 +196,7 @@ def _extended(cfg: RunConfig) -> bool:
     if not extends({**saved.to_dict(), "out": None}, {**cfg.to_dict(), "out": None}):
         return False
     try:
-        check_extendable(rd.path, saved_steps=saved.train.steps, cfg=cfg,
-                         checkpoint_step=newest_common_step(rd, stages=cfg.train.stages))
+        check_extendable(rd.path, saved_steps=saved.train.steps, cfg=cfg)
     except ConfigError:
         return False
     return True

@@ -104,7 +104,8 @@ REFUSALS = [
     ({"runtime": "pipeline", "method": "zerolock"}, LONG, "only a reference run (--runtime reference) can be trained "
                                                           "past its 4 steps; this one ran in the pipeline runtime"),
     ({"alpha_ramp": "linear:0.5->1"}, LONG, "the run's α ramp (--alpha-ramp linear:0.5->1) spans its 4 steps"),
-    ({}, LONG, "the run kept no checkpoint to go on from (it ran with --ckpt-every 2); train it again with --steps 8"),
+    ({"ckpt_every": 0}, LONG, "the run kept no checkpoint to go on from (it ran with --ckpt-every 0); train it "
+                              "again with --steps 8"),
     ({}, 2, "the run there trains 4 steps; a run can be trained on to more steps, never cut to fewer"),
 ]
 
@@ -112,7 +113,7 @@ REFUSALS = [
 @pytest.mark.parametrize("run, steps, says", REFUSALS)
 def test_a_run_is_given_more_steps_only_where_it_would_equal_one_trained_that_long(tmp_path, run, steps, says):
     cfg = cfg_of(tmp_path / "run", steps=4, runtime=run.get("runtime", "reference"),
-                 alpha_ramp=run.get("alpha_ramp", ""))
+                 alpha_ramp=run.get("alpha_ramp", ""), ckpt_every=run.get("ckpt_every", 2))
     rd = _saved_run(tmp_path / "run", cfg)
     with pytest.raises(ConfigError) as refused:
         check_resumable(rd, replace(cfg, train={"steps": steps}))

@@ -504,10 +504,7 @@ def check_resumable(d: RunDir, cfg: RunConfig) -> None:
     saved = {k: v for k, v in d.saved_config().to_dict().items() if k != "out"}
     given = {k: v for k, v in cfg.to_dict().items() if k != "out"}
     if extends(saved, given):
-        from .checkpoints import newest_common_step  # it imports this module
-
-        check_extendable(d.path, saved_steps=saved["train"]["steps"], cfg=cfg,
-                         checkpoint_step=newest_common_step(d, stages=cfg.train.stages))
+        check_extendable(d.path, saved_steps=saved["train"]["steps"], cfg=cfg)
         check_model_found(cfg)
         return
     if fewer_steps(saved, given):

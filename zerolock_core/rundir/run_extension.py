@@ -26,7 +26,7 @@ def fewer_steps(saved: dict[str, Any], given: dict[str, Any]) -> bool:
     return extends(given, saved)
 
 
-def check_extendable(path: Path, *, saved_steps: int, cfg: RunConfig, checkpoint_step: int | None) -> None:
+def check_extendable(path: Path, *, saved_steps: int, cfg: RunConfig) -> None:
     """Refuses, naming `--steps`, an extension of the run in `path` (trained for `saved_steps`) to `cfg`'s
     steps that would not equal a run trained that long from the start."""
     steps = cfg.train.steps
@@ -38,7 +38,7 @@ def check_extendable(path: Path, *, saved_steps: int, cfg: RunConfig, checkpoint
         raise FieldError("steps", lambda w: f"{w.resume(path)} {w.value('steps', steps)}: the run's α ramp "
                                             f"({w.value('alpha_ramp', cfg.objective.alpha_ramp)}) spans its "
                                             f"{saved_steps} steps; more steps would change every α it used")
-    if checkpoint_step is None:
+    if cfg.train.ckpt_every <= 0:  # (one whose checkpoints are gone trains again from step 0: still equal)
         raise FieldError("steps", lambda w: f"{w.resume(path)} {w.value('steps', steps)}: the run kept no "
                                             f"checkpoint to go on from (it ran with "
                                             f"{w.value('ckpt_every', cfg.train.ckpt_every)}); train it again "
