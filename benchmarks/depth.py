@@ -240,6 +240,17 @@ def cached_analysis(cfg: RunConfig) -> dict[str, Any]:
     return analysis
 
 
+READOUT_ROWS = 256  # answer rows the readout analysis reads: each is a float64 row over the vocabulary, per chunk
+
+
+def _bounded_examples(split: Any, examples: int, rows: int = READOUT_ROWS) -> int:
+    """The first `examples` eval examples, fewer where their answer rows would pass `rows`: a class label is a
+    token or two, but a prompt -> response task (Alpaca) has dozens per example, and 64 of them read out at
+    every chunk in float64 over SmolLM2's 49,152 tokens took more than this box's 23 GiB."""
+    per_example = (split.labels[:examples] != -100).sum(dim=1).cumsum(0)
+    return max(1, int((per_example <= rows).sum()))
+
+
 def analyse(cfg: RunConfig, *, examples: int = 64, cosine_batches: int = 2) -> dict[str, Any]:
     """What the final weights say, beyond the eval: δ_k and the gradient cosines per chunk, the cost."""
     import torch
@@ -255,7 +266,7 @@ def analyse(cfg: RunConfig, *, examples: int = 64, cosine_batches: int = 2) -> d
     torch.set_num_threads(1)
     setup = build_run_setup(cfg)
     load_trained_weights(setup.chunks, cfg.out)
-    ro = R.chunk_readouts(setup.chunks, R.eval_batch(setup.eval, examples))
+    ro = R.chunk_readouts(setup.chunks, R.eval_batch(setup.eval, _bounded_examples(setup.eval, examples)))
     bound = R.proposition1_on_readouts(ro, cfg.objective.alpha[0] if cfg.train.method == "zerolock" else 1.0,
                                        geometry="bregman", smoothing=0.1)
     workers = [StageWorker.of_run(c, cfg) for c in setup.chunks]

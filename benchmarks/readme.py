@@ -66,7 +66,7 @@ SUMMARIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "headline": ("readme", "format_headline", HEADLINE_FILES),
     "depth-verdict": ("depth", "format_verdict", ("depth-study",)),
     "schedulers-verdict": ("schedulers", "format_verdict", ("schedulers", "schedulers-smollm2")),
-    "frontier-verdict": ("frontier", "format_verdict", ("frontier-trec6",)),
+    "frontier-verdict": ("frontier", "format_verdict", ("frontier-trec6", "frontier-alpaca")),
 }
 
 # where the headline table's rows point: sections of the results pages, relative to README.md (the page

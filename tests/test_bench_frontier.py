@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import frontier as F
+from benchmarks import depth, frontier as F
 from benchmarks.common.settings import BenchSettings
 from zerolock_core.rundir.atomic_files import write_json_atomic
 
@@ -386,3 +386,22 @@ def test_labels_of_markers_on_one_spot_stand_a_gap_apart(case, points, expected)
     from benchmarks.common.plots import spread_labels
 
     assert spread_labels(points, x_near=0.03, gap=0.1) == pytest.approx(expected), case
+
+
+# (answer rows per eval example, examples asked for, the cap on rows, examples the readout analysis reads)
+BOUNDED = [
+    ([1] * 64, 64, 256, 64),  # a class label a row: all of them (the classification studies' analyses as before)
+    ([30] * 64, 64, 256, 8),  # a prompt -> response task: as many whole examples as fit
+    ([300, 1, 1], 3, 256, 1),  # one example past the cap alone: still one
+]
+
+
+@pytest.mark.parametrize("rows, examples, cap, expected", BOUNDED)
+def test_the_readout_analysis_reads_at_most_its_cap_of_answer_rows(rows, examples, cap, expected):
+    import torch
+    from types import SimpleNamespace
+
+    labels = torch.full((len(rows), 400), -100)
+    for i, n in enumerate(rows):
+        labels[i, :n] = 7
+    assert depth._bounded_examples(SimpleNamespace(labels=labels), examples, cap) == expected
