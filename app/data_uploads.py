@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import Callable
 
 from zerolock_core.data.registry import BUILT_IN
+from zerolock_core.rundir.process_alive import process_alive
 
 DATA_FOLDER = "data"  # under the runs root: it holds no run, so the Runs tab never lists it
 UPLOAD_LIMIT_BYTES = 20 * 2**20
 UPLOAD_KINDS = {".csv": "csv", ".jsonl": "jsonl", ".parquet": "parquet"}  # suffix -> data/sources.py kind
 BUILT_IN_CHOICES = tuple(name for name in BUILT_IN if name != "ag_news")  # ag_news would download
-STAGING_PREFIX = ".upload-"  # a file being checked, in a hidden folder of its own
+STAGING_PREFIX = ".upload-"  # a file being checked, in a hidden folder of its own: .upload-PID-XXXXXXXX
 SAME_NAME_LIMIT = 1000  # data.csv, data-2.csv, ... data-1000.csv
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -59,7 +60,7 @@ def save_upload(root: Path, uploaded: str | Path, *, check: Callable[[str], None
     name = safe_name(source.name)
     folder = data_folder(root)
     folder.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=folder))  # hidden: never listed
+    staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-", dir=folder))  # hidden: never listed
     try:
         staged = staging / name
         shutil.copyfile(source, staged)
@@ -70,6 +71,24 @@ def save_upload(root: Path, uploaded: str | Path, *, check: Callable[[str], None
         return _claim_name(staged, folder)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def sweep_staging(root: Path) -> list[str]:
+    """Remove the staging folders of dashboards that are gone (killed mid-upload: a `finally` never ran);
+    an upload another running dashboard is checking stays. The names of what was removed."""
+    folder = data_folder(root)
+    if not folder.is_dir():
+        return []
+    removed = []
+    for left in folder.iterdir():
+        if not left.name.startswith(STAGING_PREFIX) or left.is_symlink() or not left.is_dir():
+            continue
+        owner = left.name[len(STAGING_PREFIX):].split("-", 1)[0]
+        if owner.isdigit() and process_alive(int(owner)):
+            continue
+        shutil.rmtree(left, ignore_errors=True)
+        removed.append(left.name)
+    return sorted(removed)
 
 
 def safe_name(name: str) -> str:

@@ -9,6 +9,8 @@ import os
 import shutil
 from pathlib import Path
 
+from zerolock_core.rundir.process_alive import process_alive
+
 TEMP_FOLDER = ".gradio-tmp"  # under the runs root: a dot folder, never a run
 
 
@@ -23,7 +25,7 @@ def own_temp_dir(runs_root: Path, *, pid: int | None = None) -> Path:
     root = temp_root(runs_root)
     if root.is_dir():
         for left in root.iterdir():
-            if left.name == str(pid) or not _alive(left.name):
+            if left.name == str(pid) or not (left.name.isdigit() and process_alive(int(left.name))):
                 _remove(left)
     folder = root / str(pid)
     folder.mkdir(parents=True, exist_ok=True)
@@ -70,18 +72,3 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
     else:
         path.unlink(missing_ok=True)
-
-
-def _alive(name: str) -> bool:
-    """Whether the folder `name` belongs to a running process (a pid); anything else is a leftover."""
-    if not name.isdigit():
-        return False
-    try:
-        os.kill(int(name), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    except (OverflowError, OSError):
-        return False
-    return True

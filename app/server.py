@@ -53,10 +53,12 @@ def serve(opts: ServeOptions) -> int:
     from zerolock_core.runtime.processes import warm_up
     from zerolock_core.jobs.stop_signals import StopSignals
 
+    from .data_uploads import sweep_staging
     from .gradio_temp import own_temp_dir, remove_temp_dir
 
     runs_root = Path(opts.runs_dir).resolve()
     temp_dir = own_temp_dir(runs_root)  # before Gradio builds the app: it reads GRADIO_TEMP_DIR then
+    sweep_staging(runs_root)  # uploads a killed dashboard was checking
     from .ui import build_app
 
     warm_up()  # the process server imports the engine while the page loads: the first Run starts warm

@@ -50,6 +50,7 @@ from zerolock_core.config.arg_types import ints_arg
 from zerolock_core.config.run_config import LinkConfig, RunConfig, replace
 from zerolock_core.methods import LOCAL_METHODS, REFERENCE, method as method_entry
 from zerolock_core.rundir.atomic_files import read_json, write_json_atomic
+from zerolock_core.rundir.file_digest import file_sha256
 from zerolock_core.rundir.run_dir import RunDir
 from zerolock_core.viz.palette import NEUTRAL, dash, marker, method_colour
 
@@ -301,11 +302,6 @@ def task_arg(text: str) -> tuple[str, str]:
     return name, spec
 
 
-def _sha256(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
 def describe_task(spec: str) -> dict[str, Any]:
     """What a result names of its data: the spec, and for a file its path and sha256."""
     kind, sep, path = spec.partition(":")
@@ -315,7 +311,7 @@ def describe_task(spec: str) -> dict[str, Any]:
     if not p.is_file():
         raise ValueError(f"--task {spec}: no such file {path}")
     # the path as given (a result names no place on this machine), the file's name and its content's hash
-    return {"dataset": spec, "path": path, "file": p.name, "sha256": _sha256(p), "pairs": kind == "jsonl"}
+    return {"dataset": spec, "path": path, "file": p.name, "sha256": file_sha256(p), "pairs": kind == "jsonl"}
 
 
 # ---- runs ------------------------------------------------------------------------------------------

@@ -8,13 +8,15 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import httpx
 import pytest
 from gradio_client import Client, handle_file
 
-from app.data_uploads import STAGING_PREFIX, UPLOAD_LIMIT_BYTES, delete_upload, save_upload
+from app.data_uploads import STAGING_PREFIX, UPLOAD_LIMIT_BYTES, delete_upload, save_upload, sweep_staging
 from app.gradio_temp import discard_upload, own_temp_dir, remove_temp_dir
+from zerolock_core.rundir.process_alive import process_alive
 from app.ui import build_app
 from benchmarks.common.machine import free_port
 
@@ -156,6 +158,43 @@ def test_a_refused_check_keeps_nothing_and_names_the_file_not_its_staging_copy(t
     assert list((tmp_path / "root" / "data").iterdir()) == []
     assert save_upload(tmp_path / "root", source, check=lambda spec: None) == "mine.csv"
     assert not [p for p in (tmp_path / "root" / "data").iterdir() if p.name.startswith(STAGING_PREFIX)]
+
+
+def never_a_process() -> int:
+    """A pid above the kernel's pid_max: no process has it, now or later (an ended child's pid may be reused)."""
+    return int(open("/proc/sys/kernel/pid_max").read()) + 1
+
+
+def test_sweep_staging_removes_what_killed_dashboards_were_checking_and_keeps_a_live_ones(tmp_path):
+    data = tmp_path / "data"
+    live, ended = f"{STAGING_PREFIX}{os.getppid()}-abc", f"{STAGING_PREFIX}{never_a_process()}-def"
+    older = f"{STAGING_PREFIX}k2j4x9"  # a staging folder named before it carried its owner's pid
+    for name in (live, ended, older):
+        (data / name).mkdir(parents=True)
+        (data / name / "mine.csv").write_text("text,label\n")
+    (data / "kept.csv").write_text("text,label\n")
+    (data / f"{STAGING_PREFIX}notes.csv").write_text("a file, not a staging folder")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (data / f"{STAGING_PREFIX}1-link").symlink_to(elsewhere, target_is_directory=True)
+    assert sweep_staging(tmp_path) == sorted([ended, older])
+    assert sorted(p.name for p in data.iterdir()) == sorted(
+        [live, "kept.csv", f"{STAGING_PREFIX}notes.csv", f"{STAGING_PREFIX}1-link"])
+    assert elsewhere.is_dir() and sweep_staging(tmp_path / "no-runs-yet") == []
+
+
+def test_a_staging_folder_is_named_by_the_process_checking_it(tmp_path):
+    seen = []
+    source = tmp_path / "mine.csv"
+    source.write_text("text,label\n")
+    save_upload(tmp_path / "root", source, check=lambda spec: seen.append(Path(spec.partition(":")[2]).parent.name))
+    assert seen[0].startswith(f"{STAGING_PREFIX}{os.getpid()}-")
+
+
+@pytest.mark.parametrize("pid, alive", [(os.getpid(), True), (os.getppid(), True), (1, True), (0, False),
+                                        (-1, False), (never_a_process(), False), (2**70, False)])
+def test_process_alive_tells_running_processes_from_what_is_not_one(pid, alive):
+    assert process_alive(pid) is alive
 
 
 def test_own_temp_dir_removes_what_ended_dashboards_left_and_keeps_a_live_ones(tmp_path, monkeypatch):

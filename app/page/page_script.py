@@ -50,13 +50,6 @@ body.{PRESENTER_CLASS} #lesson-step > span, body.{PRESENTER_CLASS} #lesson-step 
 body.{PRESENTER_CLASS} #lesson-step label {{ padding: 2px 8px !important; font-size: 15px; }}
 body.{PRESENTER_CLASS} #lesson-step .wrap {{ gap: 4px !important; }}
 """
-# A narrow screen (1280x720 at 150 % zoom is 853 px wide): a lesson's narration above its figure, which gets the
-# whole width. In the page's <head>, not in PAGE_CSS: Gradio scopes a custom @media rule inside its container,
-# where a body selector never matches.
-NARROW_CSS = f"""<style>
-@media (max-width: 1000px) {{ body.{PRESENTER_CLASS} #lesson-body {{ flex-direction: column !important; }}
-  body.{PRESENTER_CLASS} #lesson-body > div {{ width: 100% !important; }} }}
-</style>"""
 PRESENTER_JS = f"(on) => {{ document.body.classList.toggle('{PRESENTER_CLASS}', !!on); return on; }}"
 PRESENTER_FROM_URL_JS = "() => new URLSearchParams(window.location.search).get('presenter') === '1'"
 _MARKDOWN = MarkdownIt("commonmark", {"html": False})  # raw HTML in a run's error text is escaped
@@ -90,7 +83,7 @@ def launch_options(poll_s: float, *, login_backoff: LoginBackoff | None = None) 
     """What every `demo.launch` of the dashboard passes (a fresh dict: Gradio adds to app_kwargs): the page's
     scripts; Gradio's upload route refuses (413) what the form would (its copy is never written); with a
     password, nothing but the login page before a login, and a back-off on guesses (login_guard.py)."""
-    return {"head": page_head(poll_s) + NARROW_CSS, "css": PAGE_CSS, "max_file_size": UPLOAD_LIMIT_BYTES,
+    return {"head": page_head(poll_s), "css": PAGE_CSS, "max_file_size": UPLOAD_LIMIT_BYTES,
             "app_kwargs": {"middleware": [login_guard_middleware(login_backoff), early_script_middleware(),
                                           plotly_asset_middleware()]}, **_no_reachability_probe()}
 

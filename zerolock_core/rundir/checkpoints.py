@@ -12,7 +12,6 @@ saying why (truncated file, missing manifest, flipped byte). Nothing is ever unp
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -23,6 +22,7 @@ from typing import Any, Callable
 import torch
 from safetensors.torch import load_file, save_file
 
+from .file_digest import file_sha256
 from .run_dir import RunDir
 from .shown_path import shown_path
 
@@ -37,14 +37,6 @@ class Checkpoint:
     meta: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
     nbytes: int = 0
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _fsync_file(path: Path) -> None:
@@ -91,7 +83,7 @@ class CheckpointStore:
             _fsync_file(d / name)
         if before_manifest is not None:
             before_manifest()
-        manifest = {"step": ckpt.step, "files": {name: _sha256(d / name) for name in (TENSORS, META)}}
+        manifest = {"step": ckpt.step, "files": {name: file_sha256(d / name) for name in (TENSORS, META)}}
         tmp = d / f".{MANIFEST}.tmp"
         with open(tmp, "w") as f:
             json.dump(manifest, f)
@@ -115,7 +107,7 @@ class CheckpointStore:
         for name, digest in manifest.get("files", {}).items():
             if not (d / name).exists():
                 return f"{name} is missing"
-            if _sha256(d / name) != digest:
+            if file_sha256(d / name) != digest:
                 return f"{name} does not match its SHA-256 (truncated or corrupted)"
         return None
 

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from ..config.run_config import RunConfig
 from ..config.field_words import ConfigError, FieldError
 from .atomic_files import read_json, read_json_lines, write_json_atomic
+from .process_alive import process_alive
 from .run_extension import check_extendable, extends, fewer_steps
 from .shown_path import scrub
 from ..telemetry.tensorboard_log import tensorboard_missing, tensorboard_on, write_run_events
@@ -355,7 +356,7 @@ class RunDir:
                 continue
             for p in folder.iterdir():
                 m = _TEMPORARY.match(p.name)
-                if m and not _alive(int(m.group(1))):
+                if m and not process_alive(int(m.group(1))):
                     p.unlink(missing_ok=True)
                     removed.append(p)
         return removed
@@ -467,18 +468,6 @@ class RunLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _check_is_directory(d: Path) -> None:
