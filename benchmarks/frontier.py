@@ -458,19 +458,40 @@ def _curve_run(cfg: RunConfig, analysis: dict[str, Any]) -> dict[str, Any]:
             "run": Path(cfg.out).name, "config": cfg.to_dict(), "analysis": analysis}
 
 
-def carried_runs(paths: Sequence[Path]) -> dict[str, dict[str, Any]]:
+def carried_runs(paths: Sequence[Path], *, model: str = "", model_path: str = "",
+                 tasks: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
     """The finished runs recorded in earlier results (`--carry`), by run name: a record without its config
-    and analysis (a result written before they were kept) cannot stand for a run and is skipped."""
+    and analysis (a result written before they were kept) cannot stand for a run and is skipped. A result
+    from another machine names its model's folder and its data files where they were there: a run that read
+    the same `--model` (`model`, found here at `model_path`) and a task file with the same sha256 as this
+    invocation's task of that name (`tasks`, as `describe_task` records them) is read with this machine's
+    folder and path, so it stands for the run this invocation would train."""
     runs: dict[str, dict[str, Any]] = {}
     for path in paths:
         report = read_json(path)
         if report.get("bench") != "frontier":
             raise ValueError(f"--carry {path}: not a frontier result (bench {report.get('bench')!r})")
+        same_model = bool(model) and report.get("settings", {}).get("model") == model
+        datasets = {info["dataset"]: here["dataset"] for name, info in report.get("tasks", {}).items()
+                    if (here := (tasks or {}).get(name)) and here.get("sha256") == info.get("sha256")
+                    and (here.get("sha256") is not None or here["dataset"] == info["dataset"])}
         for per_k in report["results"].values():
             for entries in per_k.values():
                 for entry in entries.values():
-                    runs.update((r["run"], r) for r in entry["runs"] if {"run", "config", "analysis"} <= r.keys())
+                    for r in entry["runs"]:
+                        if {"run", "config", "analysis"} <= r.keys():
+                            runs[r["run"]] = {**r, "config": _here(r["config"], model_path if same_model else "",
+                                                                  datasets)}
     return runs
+
+
+def _here(config: dict[str, Any], model_path: str, datasets: dict[str, str]) -> dict[str, Any]:
+    """A recorded run config with this machine's model folder (when given) and data spec (when mapped)."""
+    model, data = dict(config["model"]), dict(config["data"])
+    if model_path:
+        model["model"] = model_path
+    data["dataset"] = datasets.get(data["dataset"], data["dataset"])
+    return {**config, "model": model, "data": data}
 
 
 def carried_for(cfg: RunConfig, carried: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
@@ -498,7 +519,7 @@ def run_frontier(settings: BenchSettings, *, out: Path, tasks: tuple[tuple[str, 
     model = resolve_bench_model(settings.model)
     targets = ("q_proj", "v_proj")
     task_info = {name: describe_task(spec) for name, spec in tasks}
-    carried = carried_runs(carry)
+    carried = carried_runs(carry, model=settings.model, model_path=model, tasks=task_info)
 
     def finished(cfg: RunConfig) -> bool:
         return depth._finished_with(cfg) or carried_for(cfg, carried) is not None

@@ -208,6 +208,33 @@ def test_a_carried_run_stands_only_for_the_config_it_trained(tmp_path, recorded,
     assert (F.carried_for(cfg(0), carried) is not None) == expected
 
 
+@pytest.mark.parametrize("recorded_model,recorded_sha,expected", [
+    ("smollm2-135m", "same", True),   # another machine's cache folder and data path: the same run
+    ("smollm2-135m", "other", False),  # a file of that name with other bytes: trained again
+    ("tinyllama-shape", "same", False),  # another model under that folder name: trained again
+])
+def test_a_run_carried_from_another_machine_stands_for_the_same_model_and_bytes(tmp_path, recorded_model,
+                                                                                recorded_sha, expected):
+    from zerolock_core.config.run_config import DataConfig, ModelConfig, RunConfig, TrainConfig
+
+    def cfg(model: str, dataset: str) -> RunConfig:
+        return RunConfig(train=TrainConfig(runtime="reference", seed=0, steps=4), model=ModelConfig(model=model),
+                         data=DataConfig(dataset=dataset), out=str(tmp_path / "runs" / "q-K4-bp-seed0"))
+
+    there = cfg("/home/someone/.cache/zerolock/models/smollm2-135m", "csv:/data/q.csv")
+    result = tmp_path / "result.json"
+    write_json_atomic(result, {
+        "bench": "frontier", "settings": {"model": recorded_model},
+        "tasks": {"q": {"dataset": "csv:/data/q.csv", "sha256": "abc" if recorded_sha == "same" else "def"}},
+        "results": {"q": {"4": {"bp": {"runs": [_record(there)]}}}}})
+    carried = F.carried_runs([result], model="smollm2-135m", model_path="/root/models/smollm2-135m",
+                             tasks={"q": {"dataset": "csv:../shared/q.csv", "sha256": "abc"}})
+    here = cfg("/root/models/smollm2-135m", "csv:../shared/q.csv")
+    assert (F.carried_for(here, carried) is not None) == expected
+    # without this invocation's model and tasks (an older caller), the record stands only for its own config
+    assert F.carried_for(here, F.carried_runs([result])) is None
+
+
 def test_carry_refuses_a_result_of_another_benchmark(tmp_path):
     other = tmp_path / "depth.json"
     write_json_atomic(other, {"bench": "depth", "results": {}})
