@@ -9,7 +9,7 @@ from zerolock_core.config.run_config import (CONSISTENCY_DIRECTIONS, FAILURE_MOD
                                   LinkConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig)
 from zerolock_core.config.field_words import ConfigError, FieldError, check_field, number, qualified, raise_all, whole
 from zerolock_core.train.preflight import preflight
-from zerolock_core.config.readout_spec import RECOMMENDED_AT_DEPTH, ReadoutSpec
+from zerolock_core.config.readout_spec import RECOMMENDED_AT_DEPTH, RECOMMENDED_MARK, ReadoutSpec
 from zerolock_core.config.setting import value_text
 from zerolock_core.methods import PIPELINE, REFERENCE, every_chunk_trains, label, names, refusal
 
@@ -21,18 +21,19 @@ PIPELINE_METHODS = names(where=lambda m: PIPELINE in m.runtimes and not m.contro
 REFERENCE_METHODS = names(where=lambda m: m.runtimes == (REFERENCE,) and not m.control)
 # (label shown, method)
 METHOD_CHOICES: tuple[tuple[str, str], ...] = tuple((label(m), m) for m in PIPELINE_METHODS + REFERENCE_METHODS)
-# (label shown, --readout); the recommended one for K >= 3 is marked (RECOMMENDED_AT_DEPTH)
+# (label shown, --readout): short enough to read once picked in a third of the form's width; the recommended
+# one for K >= 3 marked (RECOMMENDED_AT_DEPTH), its measured price under the field (frontier_summary.py)
 READOUT_CHOICES: tuple[tuple[str, str], ...] = tuple(
-    (f"{label}{'  ★ recommended for K ≥ 3' if value == RECOMMENDED_AT_DEPTH else ''}", value) for label, value in (
-        ("head: the paper's frozen norm + LM head", "head"),
-        ("top-lora:last: through a copy of the last chunk's layers, with LoRA of its own", "top-lora:last"),
-        ("top:last: the same copy, frozen", "top:last"),
-        ("track:2: the same copy carrying the last chunk's own LoRA, pushed every 2 steps (nothing more to "
-         "train)", "track:2"),
-        ("sample-lora:2: through copies of 2 layers spread over the rest of the model (its last included), "
-         "with LoRA of its own", "sample-lora:2"),
-        ("affine: a trained translator before the head (tuned lens)", "affine"),
-        ("mlp: a trained residual MLP before the head", "mlp")))
+    (f"{value}{f' {RECOMMENDED_MARK}' if value == RECOMMENDED_AT_DEPTH else ''} — {words}", value)
+    for value, words in (
+        ("head", "the paper's frozen norm + LM head"),
+        ("top-lora:last", "last chunk's layers, own LoRA"),
+        ("top:last", "last chunk's layers, frozen"),
+        ("track:2", "last chunk's layers and LoRA"),
+        ("sample-lora:2", "2 later layers, own LoRA"),
+        ("affine", "a trained translator (tuned lens)"),
+        ("mlp", "a trained residual MLP"),
+    ))
 NO_FAILURE = "none"  # the failure mode of "no scheduled failure"
 
 

@@ -49,6 +49,8 @@ from typing import Any, Sequence
 from zerolock_core.config.arg_types import ints_arg
 from zerolock_core.config.run_config import LinkConfig, RunConfig, replace
 from zerolock_core.methods import LOCAL_METHODS, REFERENCE, method as method_entry
+from zerolock_core.analysis.frontier_arms import (BASELINE_ARM as BASELINE, CONTROL_ARM, PIPEDREAM_ARM,
+                                                 READOUT_ARM, readout_arm_name)
 from zerolock_core.rundir.atomic_files import read_json, write_json_atomic
 from zerolock_core.rundir.file_digest import file_sha256
 from zerolock_core.rundir.run_dir import RunDir
@@ -61,7 +63,6 @@ from .common.presets import resolve_bench_model
 from .common.settings import BenchSettings, report_header
 from .common.table import markdown_table, mib, preamble
 
-BASELINE = "1f1b"  # every time and memory ratio is against it
 BP = "bp"  # the reference run whose accuracy the exact-gradient schedules share
 DUALPIPE_V = "dualpipe-v"
 MEASURED_AT = 2  # the K measured as a real pipeline (this box's cores); every other K is simulated
@@ -83,16 +84,16 @@ def _bp_schedule(schedule: str) -> FrontierArm:
 
 
 ARMS: dict[str, FrontierArm] = {
-    "1f1b": _bp_schedule("1f1b"),
+    BASELINE: _bp_schedule(BASELINE),
     "zb-h1": _bp_schedule("zb-h1"),
     "gpipe": _bp_schedule("gpipe"),
     DUALPIPE_V: _bp_schedule(DUALPIPE_V),  # simulated only: two chunks per device
-    "pipedream": FrontierArm(trains=depth.Arm(method="pipedream"), schedule="pipedream", locking=False,
-                             runtime="pipeline"),
+    PIPEDREAM_ARM: FrontierArm(trains=depth.Arm(method="pipedream"), schedule="pipedream", locking=False,
+                               runtime="pipeline"),
     "zerolock": FrontierArm(trains=depth.Arm(method="zerolock"), schedule="zerolock", locking=False),
     "terminal": FrontierArm(trains=depth.Arm(method="terminal"), schedule="terminal", locking=False),
-    "zerolock top-lora:last": FrontierArm(trains=depth.Arm(method="zerolock", readout="top-lora:last"),
-                                          schedule="zerolock", locking=False),
+    readout_arm_name("top-lora:last"): FrontierArm(trains=depth.Arm(method="zerolock", readout="top-lora:last"),
+                                                   schedule="zerolock", locking=False),
 }
 DEFAULT_ARMS = tuple(ARMS)
 # the tracking copy (issue 41's own suggestion), trained as a real pipeline: it equals the reference bit for
@@ -100,8 +101,6 @@ DEFAULT_ARMS = tuple(ARMS)
 # through the coordinator's store as they would in production; like PipeDream its curve is its final point
 ARMS["zerolock track:2 (pipeline)"] = FrontierArm(trains=depth.Arm(method="zerolock", readout="track:2"),
                                                    schedule="zerolock", locking=False, runtime="pipeline")
-READOUT_ARM = "zerolock "  # + a readout string: `--readouts sample-lora:4` adds the arm "zerolock sample-lora:4"
-CONTROL_ARM = "bp matched to "  # + an arm's name: BP with as many trainable parameters, timed as 1F1B
 
 
 def readout_arm(readout: str) -> FrontierArm:

@@ -251,3 +251,28 @@ def test_compare_lists_the_recordings_and_opens_on_the_schedules_example_before_
             assert tab_compare.compare(controller, [name])[0].startswith("⚠️")
     finally:
         controller.close()
+
+
+@pytest.mark.parametrize("rows, says", [
+    (None, ""),  # no committed result
+    ([], ""),  # no summary yet
+    ([{"task": "q", "K": 4, "arm": "1f1b", "accuracy_mean": 0.8}], ""),  # the marked readout not measured
+    ([{"task": "q", "K": 3, "arm": "1f1b", "accuracy_mean": 0.9},
+      {"task": "q", "K": 3, "arm": "zerolock top-lora:last", "accuracy_mean": 0.5, "seeds": 1,
+       "step_time_vs_1f1b": 1.0, "activation_peak_vs_1f1b": 1.0},
+      {"task": "q", "K": 4, "arm": "1f1b", "accuracy_mean": 0.837},
+      {"task": "q", "K": 4, "arm": "zerolock top-lora:last", "accuracy_mean": 0.776, "seeds": 3,
+       "step_time_vs_1f1b": 1.6912, "activation_peak_vs_1f1b": 0.4817}],
+     "on q at K = 4, 0.776 (3 seeds) against backprop's 0.837, at 1.69× 1F1B's time per step and 0.48× its "
+     "activations."),
+])
+def test_the_run_forms_mark_says_the_price_the_frontier_measured_at_its_deepest_k(tmp_path, rows, says):
+    from app.frontier_summary import recommended_words
+    from zerolock_core.config.readout_spec import RECOMMENDED_AT_DEPTH, RECOMMENDED_MARK
+
+    path = tmp_path / "frontier.json"
+    if rows is not None:
+        path.write_text(json.dumps({"summary": rows}))
+    words = recommended_words(path)
+    assert words.endswith(says)
+    assert not says or words.startswith(f"{RECOMMENDED_MARK} `{RECOMMENDED_AT_DEPTH}`")

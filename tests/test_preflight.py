@@ -345,10 +345,11 @@ def test_the_forms_readout_goes_to_zerolock_and_a_top_readout_not_to_the_methods
 def test_the_form_marks_the_recommended_readout_once_and_refuses_one_it_does_not_offer(controller):
     from app.form import READOUT_CHOICES
     from app.tabs.run import start_runs
-    from zerolock_core.config.readout_spec import RECOMMENDED_AT_DEPTH, ReadoutSpec
+    from zerolock_core.config.readout_spec import RECOMMENDED_AT_DEPTH, RECOMMENDED_MARK, ReadoutSpec
 
-    marked = [value for label, value in READOUT_CHOICES if "recommended" in label]
+    marked = [value for label, value in READOUT_CHOICES if RECOMMENDED_MARK in label]
     assert marked == [RECOMMENDED_AT_DEPTH]
+    assert all(label.startswith(value) and len(label) <= 48 for label, value in READOUT_CHOICES)  # fits once picked
     assert all(ReadoutSpec.parse(value) for _, value in READOUT_CHOICES)
     message, started = start_runs(controller, **FORM_VALUES, readout="top:99")
     assert not started and "readout 'top:99' is not one of head, top-lora:last, top:last" in message

@@ -19,21 +19,21 @@ from typing import Any, Iterable
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from zerolock_core.config.readout_spec import RECOMMENDED_AT_DEPTH
+from zerolock_core.analysis.frontier_arms import PIPEDREAM_ARM, readout_arm_name
+from zerolock_core.config.readout_spec import RECOMMENDED_AT_DEPTH, RECOMMENDED_MARK
 from zerolock_core.rundir.run_dir import RunDir
 from zerolock_core.viz.palette import HIGHLIGHT_COLOUR, METHOD_COLOURS, NEUTRAL, method_colour, method_label
 from zerolock_core.vocabulary import Kind
 
 from .layout import LIGHT
+from ..frontier_summary import FRONTIER, RESULTS, deepest_frontier, price_words, seeds_words
 from ..lessons import RECORDINGS, Lesson, recording_name
 from ..run_data import RunData, load_run
 from .timebase import first_steps_s, training_origin, to_s
 from .timeline import add_timeline_traces, failure_marks, style_lanes
 
 HIGHLIGHT = "lesson-highlight"
-RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
 DEPTH_STUDY = RESULTS / "depth-study.json"
-FRONTIER = RESULTS / "frontier-trec6.json"
 SHOWN_STEPS = 2  # the schedule lessons open on this many optimizer steps
 MAX_OUTLINES_PER_LANE = 2
 FIGURE_HEIGHT_PX = 400  # normal view: the figure's point above the fold of a 1280x720 screen
@@ -192,7 +192,7 @@ def memory_view(runs: list[RunData]) -> LessonView:
         offset = -0.4 + j * width
         top = d.method == "zerolock" and readout_of(d) == RECOMMENDED_AT_DEPTH
         fig.add_trace(go.Bar(
-            x=list(range(d.stages)), y=peaks, name=run_name(d) + (" ★" if top else ""), width=width, offset=offset,
+            x=list(range(d.stages)), y=peaks, name=run_name(d) + (f" {RECOMMENDED_MARK}" if top else ""), width=width, offset=offset,
             marker=dict(color=method_colour(d.method), pattern=dict(shape="/" if top else "")),
             text=[f"{p:.1f}" for p in peaks], textposition="outside", textfont=dict(size=BAR_TEXT_PX),
             cliponaxis=False, hovertemplate=f"{run_name(d)}<br>stage %{{x}}: %{{y:.2f}} MiB<extra></extra>"))
@@ -303,7 +303,7 @@ def _family(arm: str) -> str:
 # the top readout the depth study measured at every K (starred while it is the one the project recommends)
 DEPTH_READOUT = "top-lora:last"
 TOP_ARM = f"zerolock a=1 {DEPTH_READOUT}"
-STAR = " ★" if DEPTH_READOUT == RECOMMENDED_AT_DEPTH else ""
+STAR = f" {RECOMMENDED_MARK}" if DEPTH_READOUT == RECOMMENDED_AT_DEPTH else ""
 # (arm, label, method whose colour it takes, bar pattern): the top readout is ZeroLock's too, hatched
 QUALITY_BARS = (("bp", "backprop", "bp", ""), ("zerolock a=1", "ZeroLock · head (paper)", "zerolock", ""),
                 (TOP_ARM, f"ZeroLock · {DEPTH_READOUT}{STAR}", "zerolock", "/"))
@@ -349,27 +349,15 @@ def frontier_words(path: Path = FRONTIER) -> str:
     """The frontier on real data at its deepest K (one sentence): the top readout and PipeDream against
     backprop, each with the seeds behind its mean and its price (time per step and activations against
     1F1B's); "" without the file or the rows."""
-    rows = json.loads(path.read_text()).get("summary", []) if path.is_file() else []
-    if not rows:
+    f = deepest_frontier(path)
+    top = f.rows.get(readout_arm_name(DEPTH_READOUT)) if f else None
+    if f is None or f.bp is None or top is None:
         return ""
-    task, k = max(((r["task"], r["K"]) for r in rows), key=lambda tk: tk[1])
-    at = {r["arm"]: r for r in rows if (r["task"], r["K"]) == (task, k)}
-    bp, top, pd = at.get("1f1b"), at.get(f"zerolock {DEPTH_READOUT}"), at.get("pipedream")
-    if not bp or not top:
-        return ""
-
-    def seeds(r: dict[str, Any]) -> str:
-        return f"{r['seeds']} seed" + ("s" if r["seeds"] != 1 else "")
-
-    def price(r: dict[str, Any], *, step: str, memory: str) -> str:
-        return ("" if r["step_time_vs_1f1b"] is None else f"{r['step_time_vs_1f1b']:.2f}×{step} and ") + \
-            f"{r['activation_peak_vs_1f1b']:.2f}×{memory}"
-
-    words = (f"On {task} at K = {k} ({top['steps']} steps): `{DEPTH_READOUT}` {top['accuracy_mean']:.3f} "
-             f"({seeds(top)}) against backprop's {bp['accuracy_mean']:.3f}, at "
-             + price(top, step=" 1F1B's time per step", memory=" its activations"))
+    pd = f.rows.get(PIPEDREAM_ARM)
+    words = (f"On {f.task} at K = {f.k} ({top['steps']} steps): `{DEPTH_READOUT}` {top['accuracy_mean']:.3f} "
+             f"({seeds_words(top)}) against backprop's {f.bp['accuracy_mean']:.3f}, at " + price_words(top))
     if pd:  # the same two prices, in the same order: the words once
-        words += f"; PipeDream {pd['accuracy_mean']:.3f} ({seeds(pd)}) at {price(pd, step='', memory='')}"
+        words += f"; PipeDream {pd['accuracy_mean']:.3f} ({seeds_words(pd)}) at {price_words(pd, step='', memory='')}"
     return words + "."
 
 

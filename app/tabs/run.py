@@ -19,6 +19,7 @@ from ..gradio_temp import discard_upload
 from ..page.page_script import ADVANCED_CLASS
 from ..form import (METHOD_CHOICES, NO_FAILURE, READOUT_CHOICES, REFERENCE_METHODS, RunForm, configs_for,
                    form_from_values, readout_of)
+from ..frontier_summary import recommended_words
 
 LINK_CHOICES = (("none (no emulation)", "none"), ("local (1 Gbps)", "local"), ("Wi-Fi (300 Mbps, 5 ms)", "wifi"),
                 ("mobile (100 Mbps, 15 ms)", "mobile"), ("constrained (50 Mbps, 30 ms)", "constrained"))
@@ -76,6 +77,9 @@ def build_run_tab(defaults: RunForm = RunForm(), runs_root: Path | None = None) 
                               elem_id="readout-choice")
         link = gr.Dropdown(list(LINK_CHOICES), value=d.link, label=_label("profile", "pipeline methods"))
         seed = gr.Number(d.seed, label=_label("seed"), **whole)
+    price = recommended_words()  # the marked readout's measured price, one line under its field
+    if price:
+        gr.Markdown(price, elem_id="readout-price")
     with gr.Row(equal_height=True):  # a failure at a known step: a class watches it without racing the run
         fail_mode = gr.Dropdown([("none", NO_FAILURE), *((failure_choice(m), m) for m in FAILURE_MODES)],
                                 value=d.fail_mode,

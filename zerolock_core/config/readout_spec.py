@@ -148,4 +148,5 @@ HEAD = ReadoutSpec(kind="head")
 # an early chunk; reading through a copy of the last chunk's layers with LoRA of its own tracks BP at K = 3
 # and K = 6 (the frozen copy, top:last, only at K = 3) — with more trainable parameters than BP's
 RECOMMENDED_AT_DEPTH = "top-lora:last"
+RECOMMENDED_MARK = "★"  # how a page marks it (the Run form's choice, the lessons' bars)
 
