@@ -208,23 +208,42 @@ def beside(out: str | Path, suffix: str) -> Path:
     return Path(f"{out}{suffix}")
 
 
-def _train(cfg: RunConfig, log: Path) -> None:
+STUDY_LOCK = ".study-lock"  # beside a run directory: the study invocation training that run holds it
+
+
+def _train(cfg: RunConfig, log: Path) -> bool:
     """One run in a process of its own (one thread): two of them side by side share the two cores. A stopped
-    run of the same config with a checkpoint is resumed (its log continued), else the run starts over."""
-    cfg = with_checkpoints(cfg)
-    toml = beside(cfg.out, ".toml")
-    write_config_toml(cfg, toml)
-    step, longer = _resumable_step(cfg), _extended(cfg)
-    if step is not None:
-        print(f"  {'training' if longer else 'resuming'} {Path(cfg.out).name} "
-              f"{f'on to step {cfg.train.steps} from' if longer else 'at'} step {step}", flush=True)
-    how = ["--resume", str(cfg.out), *(["--steps", str(cfg.train.steps)] if longer else [])] if step is not None \
-        else ["--config", str(toml), "--out", str(cfg.out), "--overwrite"]
-    with open(log, "w" if step is None else "a") as f:
-        code = subprocess.call([sys.executable, "-m", "zerolock_core", "train", *how, "--quiet"], stdout=f,
-                               stderr=subprocess.STDOUT)
+    run of the same config with a checkpoint is resumed (its log continued), else the run starts over.
+    False, and nothing touched (its config, its log), when another process trains it right now: another
+    study invocation on the same `--out` (which holds its STUDY_LOCK) or a `zerolock train` of its own."""
+    from zerolock_core.rundir.run_dir import RunInUse, RunLock
+
+    try:
+        claim = RunLock(beside(cfg.out, STUDY_LOCK))
+    except RunInUse:
+        print(f"  left {Path(cfg.out).name} to {RunLock.holder(beside(cfg.out, STUDY_LOCK)) or 'another study'}",
+              flush=True)
+        return False
+    with claim:
+        holder = RunDir(cfg.out).holder()
+        if holder is not None:
+            print(f"  left {Path(cfg.out).name} to {holder}", flush=True)
+            return False
+        cfg = with_checkpoints(cfg)
+        toml = beside(cfg.out, ".toml")
+        write_config_toml(cfg, toml)
+        step, longer = _resumable_step(cfg), _extended(cfg)
+        if step is not None:
+            print(f"  {'training' if longer else 'resuming'} {Path(cfg.out).name} "
+                  f"{f'on to step {cfg.train.steps} from' if longer else 'at'} step {step}", flush=True)
+        how = ["--resume", str(cfg.out), *(["--steps", str(cfg.train.steps)] if longer else [])] if step is not None \
+            else ["--config", str(toml), "--out", str(cfg.out), "--overwrite"]
+        with open(log, "w" if step is None else "a") as f:
+            code = subprocess.call([sys.executable, "-m", "zerolock_core", "train", *how, "--quiet"], stdout=f,
+                                   stderr=subprocess.STDOUT)
     if code != 0:
         raise RuntimeError(f"{cfg.out}: zerolock train exited {code} (log: {log})")
+    return True
 
 
 def cached_analysis(cfg: RunConfig) -> dict[str, Any]:
@@ -373,8 +392,13 @@ def run_depth(settings: BenchSettings, *, out: Path, stages: tuple[int, ...], ar
     print(f"  {len(configs)} runs, {len(configs) - len(todo)} already finished; {jobs} side by side", flush=True)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for cfg in pool.map(lambda c: (_train(c, beside(c.out, ".log")), c)[1], todo):
-            print(f"  finished {Path(cfg.out).name} ({time.perf_counter() - started:.0f} s so far)", flush=True)
+        for cfg, trained in pool.map(lambda c: (c, _train(c, beside(c.out, ".log"))), todo):
+            if trained:
+                print(f"  finished {Path(cfg.out).name} ({time.perf_counter() - started:.0f} s so far)", flush=True)
+    # a run another process was training is reported once it has finished (by the next invocation)
+    configs = {key: cfg for key, cfg in configs.items() if _finished_with(cfg)}
+    if not configs:
+        raise ValueError(f"no run of this plan has finished under {out / 'runs'}")
     results: dict[str, dict[str, Any]] = {}
     for (dataset, k, arm, n, seed), cfg in configs.items():
         analysis = cached_analysis(cfg)

@@ -563,25 +563,27 @@ def run_frontier(settings: BenchSettings, *, out: Path, tasks: tuple[tuple[str, 
         for seed in (decisive_seeds if name in decisive or name == BP else seeds):
             configs[(task, k, name, seed)] = config(a.trains, task=task, k=k, seed=seed, name=name, lora=e["rank"],
                                                     runtime=a.runtime)
-    missing: list[str] = []
-    if finished_only:  # a study cut short reports what it has and names what it still lacks
-        missing = sorted(Path(cfg.out).name for cfg in configs.values() if not finished(cfg))
-        configs = {key: cfg for key, cfg in configs.items() if finished(cfg)}
-        if not configs:
-            raise ValueError(f"no run of this plan has finished under {out / 'runs'}")
-        trained = {(t, k, n) for t, k, n, _ in configs}
-        # an arm none of whose runs finished is left out; without BP's runs a task × K has no target
-        plan = {key: e for key, e in plan.items() if (key[0], key[1], BP) in trained
-                and (e["arm"].trains is None or key in trained)}
-    todo = [cfg for cfg in configs.values() if not finished(cfg)]
-    print(f"  {len(configs)} runs, {len(configs) - len(todo)} already finished "
+    todo = [] if finished_only else [cfg for cfg in configs.values() if not finished(cfg)]
+    print(f"  {len(configs)} runs, {sum(finished(c) for c in configs.values())} already finished "
           f"({sum(carried_for(c, carried) is not None and not depth._finished_with(c) for c in configs.values())} "
           f"of them carried from an earlier result); {jobs} side by side", flush=True)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for cfg in pool.map(lambda c: (depth._train(c, depth.beside(c.out, ".log")), c)[1], todo):
-            launches.add("train")
-            print(f"  finished {Path(cfg.out).name} ({time.perf_counter() - started:.0f} s so far)", flush=True)
+        for cfg, trained in pool.map(lambda c: (c, depth._train(c, depth.beside(c.out, ".log"))), todo):
+            if trained:
+                launches.add("train")
+                print(f"  finished {Path(cfg.out).name} ({time.perf_counter() - started:.0f} s so far)", flush=True)
+    # a study cut short (--finished-only), or one some of whose runs another invocation was training, reports
+    # what has finished and names what it still lacks
+    missing = sorted(Path(cfg.out).name for cfg in configs.values() if not finished(cfg))
+    if missing:
+        configs = {key: cfg for key, cfg in configs.items() if finished(cfg)}
+        if not configs:
+            raise ValueError(f"no run of this plan has finished under {out / 'runs'}")
+        trained_arms = {(t, k, n) for t, k, n, _ in configs}
+        # an arm none of whose runs finished is left out; without BP's runs a task × K has no target
+        plan = {key: e for key, e in plan.items() if (key[0], key[1], BP) in trained_arms
+                and (e["arm"].trains is None or key in trained_arms)}
 
     results: dict[str, dict[str, dict[str, Any]]] = {}
     for (task, k, name), e in plan.items():

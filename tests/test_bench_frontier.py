@@ -432,3 +432,41 @@ def test_the_readout_analysis_reads_at_most_its_cap_of_answer_rows(rows, example
     for i, n in enumerate(rows):
         labels[i, :n] = 7
     assert depth._bounded_examples(SimpleNamespace(labels=labels), examples, cap) == expected
+
+
+@pytest.mark.parametrize("held_by", ["another study invocation", "a zerolock train of its own"])
+def test_a_run_another_process_trains_is_left_to_it_untouched(tmp_path, held_by):
+    from benchmarks import depth
+    from zerolock_core.config.run_config import RunConfig, TrainConfig
+    from zerolock_core.rundir.run_dir import RunDir, RunLock
+
+    cfg = RunConfig(train=TrainConfig(runtime="reference", seed=0, steps=4), out=str(tmp_path / "runs" / "r"))
+    (tmp_path / "runs").mkdir()
+    log, toml = depth.beside(cfg.out, ".log"), depth.beside(cfg.out, ".toml")
+    log.write_text("the other process's log\n")
+    toml.write_text("the other process's config\n")
+    lock = RunLock(depth.beside(cfg.out, depth.STUDY_LOCK)) if held_by == "another study invocation" \
+        else RunDir(cfg.out).lock()
+    with lock:
+        assert depth._train(cfg, log) is False
+    assert log.read_text() == "the other process's log\n" and toml.read_text() == "the other process's config\n"
+
+
+@pytest.mark.slow
+def test_a_frontier_reports_what_finished_and_names_a_run_another_invocation_holds(tmp_path):
+    from benchmarks import depth
+    from zerolock_core.rundir.run_dir import RunLock
+
+    settings = BenchSettings(model="tiny", seq_len=32, steps=4)
+    kw = dict(out=tmp_path, tasks=(("topics", "topics"),), stages=(3,), arms=("1f1b", "zerolock"), readouts=(),
+              seeds=(0,), decisive_seeds=(0,), decisive=(), batch=4, microbatches=2, eval_every=2, eval_size=8,
+              rank=4, jobs=1, time_steps=3)
+    (tmp_path / "runs").mkdir()
+    with RunLock(depth.beside(tmp_path / "runs" / "topics-K3-zerolock-seed0", depth.STUDY_LOCK)):
+        held = F.run_frontier(settings, **kw)
+    assert held["launched"]["train"] == 1 and held["missing"] == ["topics-K3-zerolock-seed0"]
+    assert [r["arm"] for r in held["summary"]] == ["1f1b"]
+    assert not (tmp_path / "runs" / "topics-K3-zerolock-seed0").exists()
+    after = F.run_frontier(settings, **kw)  # the other invocation is gone: this one trains the run
+    assert after["launched"]["train"] == 1 and after["missing"] == []
+    assert [r["arm"] for r in after["summary"]] == ["1f1b", "zerolock"]

@@ -233,7 +233,11 @@ class RunDir:
 
     def is_live(self) -> bool:
         """A process holds the run's lock (it is training, resuming or evaluating it right now)."""
-        return RunLock.holder(self.path / _LOCK) is not None
+        return self.holder() is not None
+
+    def holder(self) -> str | None:
+        """Who holds the run's lock, in its own words (process, host, since when, command); None: nobody."""
+        return RunLock.holder(self.path / _LOCK)
 
     def saved_config(self) -> RunConfig:
         """The config the run was made with (config.json; a run's metrics.json where that is missing), its
