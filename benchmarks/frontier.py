@@ -29,7 +29,8 @@ engine validates (`--readouts`); and a BP control given the trainable parameters
 more than BP (its LoRA rank raised, depth.py's `lora_params_per_layer`), timed as 1F1B.
 
 From them, per task × K × arm (`summary`): the final accuracy over seeds, whether the mean curve reaches
-BP's (the target: BP's mean final accuracy − one BP seed sd), the time to get there against 1F1B's, the
+BP's (the target: BP's mean final accuracy − one BP seed sd; on a prompt -> response task its response NLL
++ one sd, `Measure`), the time to get there against 1F1B's, the
 peak activation memory against 1F1B's and the trainable parameters against BP's.
 """
 from __future__ import annotations
@@ -118,25 +119,50 @@ def _slug(name: str) -> str:
 # ---- pure functions ------------------------------------------------------------------------------
 
 
-def time_to_accuracy(curve: Sequence[tuple[int, float]], target: float, step_s: float | None) -> float | None:
-    """Seconds to the first eval at >= `target`: its step × the seconds per step; None if never (or no time)."""
+@dataclass(kw_only=True, frozen=True)
+class Measure:
+    """What "BP's accuracy" is on a task: a classification task's label accuracy (higher is better), a
+    prompt -> response task's response NLL (lower is better; the goal asks for it within 2 %)."""
+
+    key: str  # the field of a run record's curve and final eval
+    higher_is_better: bool
+    words: str
+
+    def reached(self, value: float, target: float) -> bool:
+        return value >= target if self.higher_is_better else value <= target
+
+
+ACCURACY, RESPONSE_NLL = (Measure(key="accuracy", higher_is_better=True, words="accuracy"),
+                          Measure(key="nll", higher_is_better=False, words="response NLL"))
+
+
+def measure_of(report: dict[str, Any], task: str) -> Measure:
+    return RESPONSE_NLL if report["tasks"][task].get("pairs", False) else ACCURACY
+
+
+def time_to_accuracy(curve: Sequence[tuple[int, float]], target: float, step_s: float | None,
+                     measure: Measure = ACCURACY) -> float | None:
+    """Seconds to the first eval that reaches `target` (at or above it; an NLL at or below): its step × the
+    seconds per step; None if never (or no time)."""
     if step_s is None:
         return None
-    for step, accuracy in curve:
-        if accuracy >= target:
+    for step, value in curve:
+        if measure.reached(value, target):
             return step * step_s
     return None
 
 
-def bp_target(finals: Sequence[float]) -> float:
-    """BP's accuracy to reach: its mean final accuracy less one seed standard deviation (0 with one seed)."""
-    return statistics.fmean(finals) - (statistics.stdev(finals) if len(finals) > 1 else 0.0)
+def bp_target(finals: Sequence[float], measure: Measure = ACCURACY) -> float:
+    """BP's level to reach: its mean final value less one seed standard deviation (an NLL: plus one; 0 with one
+    seed)."""
+    sd = statistics.stdev(finals) if len(finals) > 1 else 0.0
+    return statistics.fmean(finals) + (-sd if measure.higher_is_better else sd)
 
 
-def mean_curve(runs: Sequence[dict[str, Any]]) -> list[tuple[int, float]]:
-    """The accuracy curve averaged over seeds, at the steps every seed evaluated."""
+def mean_curve(runs: Sequence[dict[str, Any]], measure: Measure = ACCURACY) -> list[tuple[int, float]]:
+    """The curve of `measure` averaged over seeds, at the steps every seed evaluated."""
     common = set(runs[0]["step"]).intersection(*(r["step"] for r in runs[1:]))
-    return [(s, statistics.fmean(r["accuracy"][r["step"].index(s)] for r in runs)) for s in sorted(common)]
+    return [(s, statistics.fmean(r[measure.key][r["step"].index(s)] for r in runs)) for s in sorted(common)]
 
 
 def _ratio(value: float | None, base: float | None) -> float | None:
@@ -163,14 +189,14 @@ def summary(report: dict[str, Any]) -> list[dict[str, Any]]:
     for task, per_k in report["results"].items():
         pairs = report["tasks"][task].get("pairs", False)
         for k_key, arms in per_k.items():
-            bp = arms[BP]
-            target = bp_target([r["final"]["accuracy"] for r in bp["runs"]])
+            bp, measure = arms[BP], measure_of(report, task)
+            target = bp_target([r["final"][measure.key] for r in bp["runs"]], measure)
             base = arms[BASELINE]
             base_peak = max(base["activation_bytes"])
 
             def time_to(e: dict[str, Any]) -> dict[str, float | None]:
-                curve = mean_curve(e["runs"])
-                return {src: time_to_accuracy(curve, target, s) for src, s in paced_step_s(e, base).items()}
+                curve = mean_curve(e["runs"], measure)
+                return {src: time_to_accuracy(curve, target, s, measure) for src, s in paced_step_s(e, base).items()}
 
             base_time = time_to(base)
             for name, e in arms.items():
@@ -766,8 +792,9 @@ def frontier_figure(report: dict[str, Any], task: str, k: int):
     arms = report["results"][task][str(k)]
     finite = [r["time_to_bp_vs_1f1b"] for r in rows if r["time_to_bp_vs_1f1b"] is not None]
     edge = NEVER_EDGE * max([1.0, *finite])
-    fig = plots.figure(title=f"{task}, K={k}: time to BP's accuracy and activation memory against 1F1B",
-                       xaxis_title="time to BP's accuracy ÷ 1F1B's (right edge: never)",
+    measure = measure_of(report, task)
+    fig = plots.figure(title=f"{task}, K={k}: time to BP's {measure.words} and activation memory against 1F1B",
+                       xaxis_title=f"time to BP's {measure.words} ÷ 1F1B's (right edge: never)",
                        yaxis_title="peak activation per stage ÷ 1F1B's", template="plotly_white")
     per_colour: dict[str, int] = {}
     points = [(edge if r["time_to_bp_vs_1f1b"] is None else r["time_to_bp_vs_1f1b"], r["activation_peak_vs_1f1b"])
@@ -804,15 +831,17 @@ def curves_figure(report: dict[str, Any], task: str, k: int):
     schedules share BP's curve, each at its own pace. The dotted line is BP's target."""
     import plotly.graph_objects as go
 
-    arms = report["results"][task][str(k)]
+    arms, measure = report["results"][task][str(k)], measure_of(report, task)
     bp_runs = arms[BP]["runs"]
-    target = bp_target([r["final"]["accuracy"] for r in bp_runs])
+    target = bp_target([r["final"][measure.key] for r in bp_runs], measure)
     sources = [s for s in ("measured", "simulated") if s in arms[BASELINE]["step_s"]]
     source = sources[0] if sources else None
-    fig = plots.figure(title=f"{task}, K={k}: accuracy against a {k}-stage pipeline's seconds ({source or 'no'} "
-                             "step times)",
+    fig = plots.figure(title=f"{task}, K={k}: {measure.words} against a {k}-stage pipeline's seconds "
+                             f"({source or 'no'} step times)",
                        xaxis_title="seconds of training (eval step × seconds per step, at 1F1B's probe pace)",
-                       yaxis_title="accuracy (mean over seeds)", template="plotly_white")
+                       yaxis_title=f"{measure.words} (mean over seeds" +
+                                   ("" if measure.higher_is_better else "; lower is better") + ")",
+                       template="plotly_white")
     per_colour: dict[str, int] = {}
     for name, e in arms.items():
         step_s = paced_step_s(e, arms[BASELINE]).get(source) if source else None
@@ -821,14 +850,14 @@ def curves_figure(report: dict[str, Any], task: str, k: int):
         colour = method_colour(BP if "matches" in e else e["schedule"])
         n = per_colour.get(colour, 0)
         per_colour[colour] = n + 1
-        curve = mean_curve(e["runs"])
+        curve = mean_curve(e["runs"], measure)
         final_only = len(curve) == 1  # a pipeline run from before its --eval-every snapshots: one larger marker
         fig.add_trace(go.Scatter(name=f"{name} ({len(e['runs'])} seeds" + (", final only)" if final_only else ")"),
                                  mode="lines+markers", x=[step * step_s for step, _ in curve], y=[a for _, a in curve],
                                  line={"color": colour, "dash": dash(n)},
                                  marker={"symbol": marker(n), "color": colour, "size": 12 if final_only else 6}))
     fig.add_hline(y=target, line={"dash": "dot", "color": NEUTRAL["ink"]},
-                  annotation_text=f"BP's target {target:.3f} (mean − 1 sd)")
+                  annotation_text=f"BP's target {target:.3f} (mean {'−' if measure.higher_is_better else '+'} 1 sd)")
     return fig
 
 

@@ -41,9 +41,29 @@ def test_target_is_bp_mean_less_one_seed_sd(finals, expected):
     assert F.bp_target(finals) == pytest.approx(expected)
 
 
-def _run(seed, accuracy, nll=1.0, steps=(2, 4, 6, 8)):
-    return {"seed": seed, "step": list(steps), "accuracy": list(accuracy),
-            "final": {"accuracy": accuracy[-1], "nll": nll}}
+def _run(seed, accuracy, nll=None, steps=(2, 4, 6, 8)):
+    nll = list(nll or [1.0] * len(steps))
+    return {"seed": seed, "step": list(steps), "accuracy": list(accuracy), "nll": nll,
+            "final": {"accuracy": accuracy[-1], "nll": nll[-1]}}
+
+
+NLL_CURVE = [(2, 3.0), (4, 2.5), (6, 2.1), (8, 2.2)]
+
+
+@pytest.mark.parametrize("target,expected", [
+    (3.5, 2.0),   # reached at the first eval
+    (2.5, 4.0),   # exactly at the target counts
+    (2.15, 6.0),  # reached late (and lost again: the first eval counts)
+    (2.0, None),  # never
+])
+def test_time_to_a_response_nll_counts_the_first_eval_at_or_below_it(target, expected):
+    got = F.time_to_accuracy(NLL_CURVE, target, 1.0, F.RESPONSE_NLL)
+    assert got == (None if expected is None else pytest.approx(expected))
+
+
+@pytest.mark.parametrize("finals,expected", [([2.1], 2.1), ([2.0, 2.2], 2.1 + statistics.stdev([2.0, 2.2]))])
+def test_a_response_nll_target_is_bp_mean_plus_one_seed_sd(finals, expected):
+    assert F.bp_target(finals, F.RESPONSE_NLL) == pytest.approx(expected)
 
 
 def _entry(runs, *, locking, step_s, activation, trainable, **extra):
@@ -75,9 +95,19 @@ def hand_made_report():
         "zerolock": _entry([_run(0, [0.9, 0.9, 0.9, 0.9])], locking=False, step_s={"simulated": 0.5},
                            activation=[50, 50], trainable=1000),
     }
-    alpaca = {  # a prompt -> response task: nll_mean too
-        "bp": _entry(BP_RUNS, step_s={"simulated": 1.0}, activation=[10, 8, 6], **bp),
-        "1f1b": _entry(BP_RUNS, step_s={"simulated": 2.0}, activation=[100, 80, 60], **bp),
+    # a prompt -> response task: nll_mean too, and BP's level is its response NLL (finals 2.08, 2.12: target
+    # 2.10 + sd; BP's mean curve 2.5, 2.2, 2.1, 2.1 reaches it at step 6)
+    bp_alpaca = [_run(0, [0.4, 0.5, 0.5, 0.5], nll=[2.5, 2.2, 2.1, 2.08]),
+                 _run(1, [0.4, 0.5, 0.5, 0.5], nll=[2.5, 2.2, 2.1, 2.12])]
+    alpaca = {
+        "bp": _entry(bp_alpaca, step_s={"simulated": 1.0}, activation=[10, 8, 6], **bp),
+        "1f1b": _entry(bp_alpaca, step_s={"simulated": 2.0}, activation=[100, 80, 60], **bp),
+        # its token accuracy never gets to BP's, its NLL does (at step 4): the NLL decides
+        "pipedream": _entry([_run(0, [0.1, 0.2, 0.3, 0.4], nll=[2.4, 2.12, 2.0, 1.9])], locking=False,
+                            step_s={"simulated": 1.0}, activation=[100, 80, 60], trainable=1000),
+        # its token accuracy passes BP's, its NLL climbs: never
+        "zerolock": _entry([_run(0, [0.9, 0.9, 0.9, 0.9], nll=[3.0, 4.0, 5.0, 6.0])], locking=False,
+                           step_s={"simulated": 1.0}, activation=[40, 40, 40], trainable=1000),
     }
     return {"config": {"steps": 8}, "tasks": {"topics": {"pairs": False}, "alpaca": {"pairs": True}},
             "results": {"topics": {"3": arms, "2": k2}, "alpaca": {"4": alpaca}}}
@@ -87,7 +117,11 @@ def test_summary_rows_from_a_hand_made_report():
     rows = F.summary(hand_made_report())
     by = {(r["task"], r["K"], r["arm"]): r for r in rows}
     assert ("topics", 3, "bp") not in by  # BP is the accuracy source, its schedules are the rows
-    assert len(rows) == 5 + 2 + 1
+    assert len(rows) == 5 + 2 + 3
+    assert by[("alpaca", 4, "pipedream")]["time_to_bp_vs_1f1b"] == pytest.approx(4 * 1.0 / (6 * 2.0))
+    assert by[("alpaca", 4, "pipedream")]["nll_mean"] == pytest.approx(1.9)
+    assert (by[("alpaca", 4, "zerolock")]["reaches_bp"], by[("alpaca", 4, "zerolock")]["time_to_bp_vs_1f1b"]) == \
+        (False, None)
     for r in rows:
         fields = SUMMARY_FIELDS + (["nll_mean"] if r["task"] == "alpaca" else [])
         assert sorted(r) == sorted(fields), r["arm"]
@@ -115,7 +149,7 @@ def test_summary_rows_from_a_hand_made_report():
     # K = 2: a time only simulated is not set against 1F1B's measured one... unless 1F1B has both
     assert by[("topics", 2, "zerolock")]["time_to_bp_vs_1f1b"] == pytest.approx(2 * 0.5 / (6 * 1.0))
     assert by[("topics", 2, "zerolock")]["step_time_vs_1f1b"] == pytest.approx(0.5 / 1.0)
-    assert by[("alpaca", 4, "1f1b")]["nll_mean"] == pytest.approx(1.0)
+    assert by[("alpaca", 4, "1f1b")]["nll_mean"] == pytest.approx(2.1)
 
 
 def test_summary_has_no_ratio_across_sources():
