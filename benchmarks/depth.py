@@ -214,8 +214,9 @@ STUDY_LOCK = ".study-lock"  # beside a run directory: the study invocation train
 def _train(cfg: RunConfig, log: Path) -> bool:
     """One run in a process of its own (one thread): two of them side by side share the two cores. A stopped
     run of the same config with a checkpoint is resumed (its log continued), else the run starts over.
-    False, and nothing touched (its config, its log), when another process trains it right now: another
-    study invocation on the same `--out` (which holds its STUDY_LOCK) or a `zerolock train` of its own."""
+    False, and nothing touched (its config, its log), when another process trains it right now (another
+    study invocation on the same `--out`, which holds its STUDY_LOCK, or a `zerolock train` of its own) or
+    has finished it since this invocation planned it."""
     from zerolock_core.rundir.run_dir import RunInUse, RunLock
 
     try:
@@ -228,6 +229,9 @@ def _train(cfg: RunConfig, log: Path) -> bool:
         holder = RunDir(cfg.out).holder()
         if holder is not None:
             print(f"  left {Path(cfg.out).name} to {holder}", flush=True)
+            return False
+        if _finished_with(cfg):  # another invocation finished it after this one planned it: never train again
+            print(f"  {Path(cfg.out).name} was finished meanwhile (another invocation)", flush=True)
             return False
         cfg = with_checkpoints(cfg)
         toml = beside(cfg.out, ".toml")

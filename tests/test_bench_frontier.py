@@ -504,3 +504,21 @@ def test_a_frontier_reports_what_finished_and_names_a_run_another_invocation_hol
     after = F.run_frontier(settings, **kw)  # the other invocation is gone: this one trains the run
     assert after["launched"]["train"] == 1 and after["missing"] == []
     assert [r["arm"] for r in after["summary"]] == ["1f1b", "zerolock"]
+
+
+@pytest.mark.slow
+def test_a_run_finished_after_it_was_planned_is_never_trained_again(tmp_path):
+    """Two invocations planned the same run; one finished it. The other, reaching it, must not start it
+    over (its `--overwrite` start would wipe the finished run)."""
+    from benchmarks import depth
+    from zerolock_core.config.run_config import DataConfig, RunConfig, TrainConfig
+    from zerolock_core.rundir.run_dir import RunDir
+
+    cfg = RunConfig(train=TrainConfig(runtime="reference", seed=0, steps=2, eval_every=0),
+                    data=DataConfig(eval_size=8), out=str(tmp_path / "runs" / "r"))
+    (tmp_path / "runs").mkdir()
+    log = depth.beside(cfg.out, ".log")
+    assert depth._train(cfg, log) is True
+    metrics, logged = (RunDir(cfg.out).metrics.read_bytes(), log.read_text())
+    assert depth._train(cfg, log) is False
+    assert RunDir(cfg.out).metrics.read_bytes() == metrics and log.read_text() == logged
