@@ -852,12 +852,16 @@ def curves_figure(report: dict[str, Any], task: str, k: int):
         per_colour[colour] = n + 1
         curve = mean_curve(e["runs"], measure)
         final_only = len(curve) == 1  # a pipeline run from before its --eval-every snapshots: one larger marker
-        fig.add_trace(go.Scatter(name=f"{name} ({len(e['runs'])} seeds" + (", final only)" if final_only else ")"),
+        seeds = f"{len(e['runs'])} seed" + ("s" if len(e["runs"]) != 1 else "")
+        fig.add_trace(go.Scatter(name=f"{name} ({seeds}" + (", final only)" if final_only else ")"),
                                  mode="lines+markers", x=[step * step_s for step, _ in curve], y=[a for _, a in curve],
                                  line={"color": colour, "dash": dash(n)},
                                  marker={"symbol": marker(n), "color": colour, "size": 12 if final_only else 6}))
     fig.add_hline(y=target, line={"dash": "dot", "color": NEUTRAL["ink"]},
                   annotation_text=f"BP's target {target:.3f} (mean {'−' if measure.higher_is_better else '+'} 1 sd)")
+    ys = [y for trace in fig.data for y in trace.y]
+    if not measure.higher_is_better and ys:  # an NLL that blows up (the frozen head on Alpaca) flattens the rest
+        fig.update_yaxes(type="log", range=[math.log10(0.97 * min(ys + [target])), math.log10(1.05 * max(ys))])
     return fig
 
 
