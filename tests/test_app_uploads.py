@@ -191,10 +191,16 @@ def test_a_staging_folder_is_named_by_the_process_checking_it(tmp_path):
     assert seen[0].startswith(f"{STAGING_PREFIX}{os.getpid()}-")
 
 
-@pytest.mark.parametrize("pid, alive", [(os.getpid(), True), (os.getppid(), True), (1, True), (0, False),
-                                        (-1, False), (never_a_process(), False), (2**70, False)])
-def test_process_alive_tells_running_processes_from_what_is_not_one(pid, alive):
-    assert process_alive(pid) is alive
+# by name, not by number: a test's id must be the same in every xdist worker (each has its own pid)
+PIDS = {"this process": os.getpid, "its parent": os.getppid, "init": lambda: 1, "zero (a process group)": lambda: 0,
+        "minus one (every process)": lambda: -1, "above pid_max": never_a_process, "beyond C's int": lambda: 2**70}
+
+
+@pytest.mark.parametrize("which, alive", [("this process", True), ("its parent", True), ("init", True),
+                                          ("zero (a process group)", False), ("minus one (every process)", False),
+                                          ("above pid_max", False), ("beyond C's int", False)])
+def test_process_alive_tells_running_processes_from_what_is_not_one(which, alive):
+    assert process_alive(PIDS[which]()) is alive
 
 
 def test_own_temp_dir_removes_what_ended_dashboards_left_and_keeps_a_live_ones(tmp_path, monkeypatch):
