@@ -2,6 +2,7 @@
 one reader of the summary rows of docs/results/frontier-trec6.json and one way to say an arm's price."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,8 +28,6 @@ class Frontier:
 
 def deepest_frontier(path: Path = FRONTIER) -> Frontier | None:
     """The summary rows of the deepest K measured (the first task with it); None without the file or rows."""
-    import json
-
     rows = json.loads(path.read_text()).get("summary", []) if path.is_file() else []
     if not rows:
         return None

@@ -387,19 +387,17 @@ def run_depth(settings: BenchSettings, *, out: Path, stages: tuple[int, ...], ar
     configs = {key: run_config(settings, ARMS[key[2]], stages=key[1], top=key[3], seed=key[4], batch=batch,
                                microbatches=microbatches, eval_every=eval_every, eval_size=eval_size, rank=rank,
                                dataset=key[0], out=out / "runs" / _slug(*key)) for key in plan}
-    if finished_only:  # a study cut short reports what it has: each arm with the seeds that finished
-        configs = {key: cfg for key, cfg in configs.items() if _finished_with(cfg)}
-        if not configs:
-            raise ValueError(f"no run of this plan has finished under {out / 'runs'}")
-    todo = [cfg for cfg in configs.values() if not _finished_with(cfg)]
+    todo = [] if finished_only else [cfg for cfg in configs.values() if not _finished_with(cfg)]
     started = time.perf_counter()
-    print(f"  {len(configs)} runs, {len(configs) - len(todo)} already finished; {jobs} side by side", flush=True)
+    print(f"  {len(configs)} runs, {sum(map(_finished_with, configs.values()))} already finished; {jobs} side by side",
+          flush=True)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         for cfg, trained in pool.map(lambda c: (c, _train(c, beside(c.out, ".log"))), todo):
             if trained:
                 print(f"  finished {Path(cfg.out).name} ({time.perf_counter() - started:.0f} s so far)", flush=True)
-    # a run another process was training is reported once it has finished (by the next invocation)
+    # a study cut short (--finished-only) reports what it has, each arm with the seeds that finished; a run
+    # another process was training, once it has finished (by the next invocation)
     configs = {key: cfg for key, cfg in configs.items() if _finished_with(cfg)}
     if not configs:
         raise ValueError(f"no run of this plan has finished under {out / 'runs'}")
