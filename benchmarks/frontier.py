@@ -49,7 +49,7 @@ from typing import Any, Sequence
 
 from zerolock_core.config.arg_types import ints_arg
 from zerolock_core.config.run_config import LinkConfig, RunConfig, replace
-from zerolock_core.methods import LOCAL_METHODS, REFERENCE, method as method_entry
+from zerolock_core.methods import LOCAL_METHODS, REFERENCE, method as method_entry, schedule_of
 from zerolock_core.analysis.frontier_arms import (BASELINE_ARM as BASELINE, CONTROL_ARM, PIPEDREAM_ARM,
                                                  READOUT_ARM, readout_arm_name)
 from zerolock_core.rundir.atomic_files import read_json, write_json_atomic
@@ -69,7 +69,7 @@ DUALPIPE_V = "dualpipe-v"
 MEASURED_AT = 2  # the K measured as a real pipeline (this box's cores); every other K is simulated
 MAX_JOBS = 2
 MICROBATCHES_PER_STAGE = 2  # the simulated m = 2K, as `bench schedulers`
-SIM_WINDOWS = 6  # simulated optimizer steps; throughput over all but the first (steady state)
+SIM_WINDOWS = 6  # simulated optimizer steps (what a stage holds, its bubble); the step: 6 more (steady state)
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -425,32 +425,36 @@ def simulate(settings: ArmSettings, *, schedule: str, stages: int, microbatch_si
     from zerolock_core.runtime.link_emulation import link_for
 
     from .common.measure import skip_windows
-    from .common.prediction import predict
-    from .common.probe import ProbedCosts, merged_adjacent
+    from .common.prediction import predict, steady_step_s
+    from .common.probe import PROBED, ProbedCosts, merged_adjacent
 
     chunks = 2 * stages if schedule == DUALPIPE_V else stages
     m = MICROBATCHES_PER_STAGE * stages
     geometry = dict(stages=chunks, batch=m * microbatch_size, microbatches=m)
-    cost_key = _key(dataclasses.asdict(settings), geometry)
+    cost_key = _key(dataclasses.asdict(settings), geometry, PROBED)  # a probe that timed fewer actions is not it
     try:
         probed = _cached(out / "probes" / f"{cost_key}.json", launches, "probe",
                          lambda: _probe(settings, **geometry))
     except ValueError as err:  # fewer layers than chunks
         return {"skipped": f"{chunks} chunks: {err}"}
-    def run(method: str, costs: ProbedCosts):
-        return predict(method=method, stages=stages, batch=m * microbatch_size, microbatches=m, windows=SIM_WINDOWS,
-                       costs=costs.costs(method), link=link_for(LinkConfig()), inflight_limit=settings.inflight_depth,
-                       skip_windows=skip_windows(SIM_WINDOWS))
+    def run(method: str, costs: ProbedCosts) -> tuple[Any, float]:
+        """The prediction over SIM_WINDOWS windows (what it holds and idles) and the samples per second of a
+        long run (steady state: a study run fills its pipeline once in hundreds of steps)."""
+        # terminal runs ZeroLock's schedule with its own costs: its chunks before the last train nothing
+        common = dict(method=schedule_of(method), stages=stages, microbatches=m, costs=costs.costs(method),
+                      link=link_for(LinkConfig()), inflight_limit=settings.inflight_depth)
+        pred = predict(**common, batch=m * microbatch_size, windows=SIM_WINDOWS, skip_windows=skip_windows(SIM_WINDOWS))
+        return pred, m * microbatch_size / steady_step_s(**common, windows=SIM_WINDOWS)
 
     costs = _probed(probed)
-    pred = run("zerolock" if schedule == "terminal" else schedule, costs)
+    pred, samples_per_s = run(schedule, costs)
     # 1F1B on the same probe: a probe taken while the shared box was quieter makes every action cheaper, so
     # only a ratio of two simulations of one probe compares arms (`paced_step_s`)
-    paired = pred if schedule == BASELINE else run(BASELINE, merged_adjacent(costs) if schedule == DUALPIPE_V
-                                                   else costs)
+    paired = samples_per_s if schedule == BASELINE else run(
+        BASELINE, merged_adjacent(costs) if schedule == DUALPIPE_V else costs)[1]
     held = [n / 2 for n in pred.inflight_peak] if schedule == DUALPIPE_V else list(pred.inflight_peak)
-    return {"samples_per_s": pred.samples_per_s, "peak_inflight": held, "bubble_fraction": pred.bubble_fraction,
-            "microbatches": m, "paired_1f1b_samples_per_s": paired.samples_per_s}
+    return {"samples_per_s": samples_per_s, "peak_inflight": held, "bubble_fraction": pred.bubble_fraction,
+            "microbatches": m, "paired_1f1b_samples_per_s": paired, "rate": "steady state"}
 
 
 def measure_k2(cfg: RunConfig, *, schedule: str, steps: int, out: Path, launches: Launches) -> dict[str, Any]:
@@ -700,8 +704,11 @@ def _pairing(report: dict[str, Any]) -> str:
     arms = [e for per_k in report["results"].values() for k_arms in per_k.values() for e in k_arms.values()]
     paired = all("paired_1f1b_samples_per_s" in e.get("simulated", {}) for e in arms if "samples_per_s" in
                  e.get("simulated", {}))
-    return ", against 1F1B simulated from the same probe" if paired else \
-        ", against 1F1B's step from another probe, taken at another moment"
+    steady = all(e.get("simulated", {}).get("rate") == "steady state" for e in arms
+                 if "samples_per_s" in e.get("simulated", {}))
+    return (", against 1F1B simulated from the same probe" if paired else
+            ", against 1F1B's step from another probe, taken at another moment") + \
+        (", steady state" if steady else ", over 5 windows from the first stage's start (fill included)")
 
 
 def format_report(report: dict[str, Any]) -> str:

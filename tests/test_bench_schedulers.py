@@ -39,10 +39,70 @@ def test_probed_costs_give_each_method_its_own_forward_and_backward(probed, meth
             assert costs.split_backward_s(stage) == pytest.approx((c["B_input"], c["W"]))
 
 
-def unit_probe(stages: int) -> ProbedCosts:
-    """F = B_input = W = 1 on every stage (the paper's equal costs): a whole backward B = 2."""
-    one = {"F": 1.0, "F_local": 1.0, "L": 1.0, "B": 2.0, "B_input": 1.0, "W": 1.0, "STEP": 0.0}
+def test_terminal_costs_its_chunks_before_the_last_as_chunks_that_do_not_train(probed):
+    costs = probed.costs("terminal")
+    last = max(probed.per_stage)
+    for stage, c in probed.per_stage.items():
+        trained = stage == last
+        assert costs.compute_s(stage, Kind.F) == c["F_local" if trained else "F_frozen"]
+        assert costs.compute_s(stage, Kind.L) == c["L" if trained else "L_frozen"]
+        assert costs.compute_s(stage, Kind.STEP) == c["STEP" if trained else "STEP_frozen"]
+
+
+def test_the_probe_times_a_frozen_chunk_with_the_worker_terminals_runtime_builds():
+    from benchmarks.common.probe import frozen_worker, in_process_config
+    from zerolock_core.config.run_config import replace
+    from zerolock_core.train.run_setup import build_run_setup
+    from zerolock_core.train.stage_worker import StageWorker
+
+    cfg = replace(in_process_config(SETTINGS, method="terminal", stages=2, batch=4, microbatches=2),
+                  objective={"alpha": (0.5,)})
+    chunk = build_run_setup(cfg).chunks[0]
+    runtime = StageWorker.of_run(chunk, cfg)
+    probed = frozen_worker(StageWorker(chunk=chunk, alpha=runtime.alpha, consistency=runtime.consistency,
+                                       microbatches=2, lr=1e-3, weight_decay=0.0))
+    fields = ("trains", "agrees_with_upstream", "alpha", "consistency", "microbatches")
+    assert {f: getattr(probed, f) for f in fields} == {f: getattr(runtime, f) for f in fields}
+    assert runtime.trains is False
+
+
+def unit_probe(stages: int, *, frozen: float = 1.0) -> ProbedCosts:
+    """F = B_input = W = 1 on every stage (the paper's equal costs): a whole backward B = 2; a chunk that
+    does not train (terminal's) costs `frozen` to forward and half that to read out."""
+    one = {"F": 1.0, "F_local": 1.0, "L": 1.0, "B": 2.0, "B_input": 1.0, "W": 1.0, "STEP": 0.0,
+           "F_frozen": frozen, "L_frozen": frozen / 2, "STEP_frozen": 0.0}
     return ProbedCosts(per_stage={s: dict(one) for s in range(stages)}, hidden_bytes=0, layers=[])
+
+
+# the step of a long run on equal costs (F = 1, B = 2, L = 1; m = 2K): a flushing schedule idles its bubble
+# every step, one that never flushes is as fast as its busiest stage's work per step
+@pytest.mark.parametrize("method, step", [
+    ("1f1b", lambda p, m: (m + p - 1) * 3.0),
+    ("gpipe", lambda p, m: (m + p - 1) * 3.0),
+    ("pipedream", lambda p, m: m * 3.0),
+    ("zerolock", lambda p, m: m * 2.0),
+    ("terminal", lambda p, m: m * 2.0),  # its last stage's forward and local step; the frozen ones keep up
+])
+@pytest.mark.parametrize("p", [2, 3, 4])
+def test_the_steady_step_is_the_bubble_or_the_busiest_stage(method, step, p):
+    from benchmarks.common.prediction import steady_step_s
+    from zerolock_core.methods import schedule_of
+
+    m = 2 * p
+    got = steady_step_s(method=schedule_of(method), stages=p, microbatches=m, windows=4,
+                        costs=unit_probe(p, frozen=0.5).costs(method), link=LinkProfile(), inflight_limit=2)
+    assert got == pytest.approx(step(p, m))
+
+
+def test_a_few_windows_from_the_first_start_charge_a_schedule_that_never_flushes_its_fill():
+    """Why the frontier takes the steady step: over 5 windows terminal's fast first stage runs ahead, and
+    the rate measured from its first start falls short of the last stage's."""
+    from benchmarks.common.prediction import predict, steady_step_s
+
+    costs, m = unit_probe(4, frozen=0.5).costs("terminal"), 8
+    common = dict(method="zerolock", stages=4, microbatches=m, costs=costs, link=LinkProfile(), inflight_limit=2)
+    short = predict(**common, batch=m, windows=6, skip_windows=1).samples_per_s
+    assert short < m / steady_step_s(**common, windows=6) == pytest.approx(m / (2.0 * m))
 
 
 @pytest.mark.parametrize("method, bubble", [

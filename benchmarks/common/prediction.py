@@ -40,3 +40,17 @@ def predict(
         active_fraction=result.active_fraction,
         bubble_fraction=result.bubble_fraction,
     )
+
+
+def steady_step_s(*, method: str, stages: int, microbatches: int, windows: int, costs: Costs, link: LinkProfile,
+                  inflight_limit: int | None) -> float:
+    """Seconds per optimizer step once the pipeline is full: what `windows` more windows add to the makespan.
+    A run of hundreds of steps fills its pipeline once. `predict`'s rate, over a few windows from stage 0's
+    first kept start (as a short timing run is measured), also charges each window a share of that fill —
+    and of the lead a schedule that never flushes (PipeDream, ZeroLock, terminal) lets its first stage
+    build; a flushing schedule's windows are all alike, so for it the two agree."""
+    def makespan(w: int) -> float:
+        sched = build_schedule(method, stages=stages, microbatches=microbatches, windows=w)
+        return simulate(sched, costs=costs, link=link, inflight_limit=inflight_limit).makespan_s
+
+    return (makespan(2 * windows) - makespan(windows)) / windows

@@ -18,7 +18,7 @@ from typing import Iterator
 import torch
 
 from zerolock_core.config.run_config import replace
-from zerolock_core.methods import LOCAL_METHODS, splits_backward
+from zerolock_core.methods import LOCAL_METHODS, chunk_trains, splits_backward
 from zerolock_core.schedule import Costs, Kind
 from zerolock_core.method.split_backward import WeightGradient
 from zerolock_core.train.stage_worker import StageWorker
@@ -33,8 +33,14 @@ def probed_stage_costs(method: str, per_stage: dict[int, dict[str, float]]) -> d
     the simulator's B is a whole backward, of which W is the part run later). DualPipe-V (simulated only)
     runs most of its backwards whole (torch's FULL_BACKWARD: B then W at once, one backward's cost) and
     splits a few to fill its tail: whole B and the probed W, so a split one costs no more than a whole one
-    (optimistic for those few, exact for the rest)."""
-    def one(c: dict[str, float]) -> dict[str, float]:
+    (optimistic for those few, exact for the rest). Terminal's chunks before the last train nothing: their
+    forward keeps no graph, their local step only measures the readout's loss, their optimizer step has no
+    gradient to apply (the `_frozen` costs, timed with the worker the runtime builds for such a chunk)."""
+    last = max(per_stage, default=0)
+
+    def one(c: dict[str, float], stage: int) -> dict[str, float]:
+        if not chunk_trains(method, last=stage == last):
+            return {Kind.F: c["F_frozen"], Kind.L: c["L_frozen"], Kind.B: c["B"], Kind.STEP: c["STEP_frozen"]}
         out = {Kind.F: c["F_local"] if method in LOCAL_METHODS else c["F"], Kind.L: c["L"], Kind.B: c["B"],
                Kind.STEP: c["STEP"]}
         if splits_backward(method):
@@ -43,16 +49,18 @@ def probed_stage_costs(method: str, per_stage: dict[int, dict[str, float]]) -> d
             out[Kind.W] = min(c["W"], c["B"])
         return out
 
-    return {s: one(c) for s, c in per_stage.items()}
+    return {s: one(c, s) for s, c in per_stage.items()}
 
 
-PROBED = ("F_local", "L", "F", "B", "B_input", "W", "STEP")  # what `probe_costs` times per stage
+# what `probe_costs` times per stage; the `_frozen` three are a chunk's that does not train (terminal's)
+PROBED = ("F_local", "L", "F", "B", "B_input", "W", "STEP", "F_frozen", "L_frozen", "STEP_frozen")
 
 
 @dataclass(kw_only=True, frozen=True)
 class ProbedCosts:
     # stage -> median seconds of F, F_local, L, B (a whole BP backward), B_input and W (that backward split
-    # as zb-h1 runs it: the input gradient, then the weights'), STEP
+    # as zb-h1 runs it: the input gradient, then the weights'), STEP, and F, L and STEP of the stage's chunk
+    # when it does not train (F_frozen, L_frozen, STEP_frozen: terminal's chunks before the last)
     per_stage: dict[int, dict[str, float]]
     hidden_bytes: int  # one micro-batch's hidden state on the wire
     layers: list[list[int]]
@@ -121,10 +129,18 @@ def in_process_config(settings: BenchSettings, *, method: str, stages: int, batc
     return replace(cfg, out=None)
 
 
-def probe_round(w: StageWorker, mb: dict[str, torch.Tensor], h_in: torch.Tensor | None,
+def frozen_worker(w: StageWorker) -> StageWorker:
+    """The worker of `w`'s chunk as terminal's runtime builds it for a chunk before the last
+    (`StageWorker.of_run`): it trains nothing and, having no upstream readout to agree with, computes no
+    consistency term."""
+    return StageWorker(chunk=w.chunk, alpha=w.alpha, consistency=w.consistency, microbatches=w.microbatches,
+                       lr=0.0, weight_decay=0.0, trains=False, agrees_with_upstream=False)
+
+
+def probe_round(w: StageWorker, frozen: StageWorker, mb: dict[str, torch.Tensor], h_in: torch.Tensor | None,
                 device: torch.device) -> dict[str, float]:
     """Seconds of every `PROBED` action of one stage on one micro-batch (`h_in`: what it receives; None on
-    stage 0, which reads the token ids)."""
+    stage 0, which reads the token ids); `frozen`: the same chunk's worker when it does not train."""
     first = h_in is None
     times: dict[str, float] = {}
     # ZeroLock: the received hidden state needs no gradient
@@ -145,15 +161,20 @@ def probe_round(w: StageWorker, mb: dict[str, torch.Tensor], h_in: torch.Tensor 
     times["B_input"] = timed(lambda: weight_grad.append(split_input_backward(w, mb, h, g, split_in)), device)
     times["W"] = timed(weight_grad[0], device)
     times["STEP"] = timed(w.optimizer_step, device)
+    # terminal's chunk before the last: forward without a graph, its readout's loss measured, nothing stepped
+    inp = mb["input_ids"] if first else h_in.detach()
+    times["F_frozen"] = timed(lambda: out.__setitem__(0, frozen.forward(mb, inp)), device)
+    times["L_frozen"] = timed(lambda: frozen.local_backward(mb, None if first else inp, out[0]), device)
+    times["STEP_frozen"] = timed(frozen.optimizer_step, device)
     return times
 
 
 def probe_costs(settings: BenchSettings, *, stages: int, batch: int, microbatches: int,
                 repeats: int = 5) -> ProbedCosts:
-    """Median seconds of F, L (ZeroLock), B (BP), B_input and W (zb-h1's split backward) and STEP for every
-    stage of a K-way split. Round by round, every stage in each round: a burst of other work on a shared
-    machine then slows one round of every stage, which the median drops, not every repeat of one stage
-    (which would make that stage look slow to the simulator)."""
+    """Median seconds of F, L (ZeroLock), B (BP), B_input and W (zb-h1's split backward), STEP and the
+    `_frozen` actions of a chunk that does not train for every stage of a K-way split. Round by round, every
+    stage in each round: a burst of other work on a shared machine then slows one round of every stage, which
+    the median drops, not every repeat of one stage (which would make that stage look slow to the simulator)."""
     cfg = in_process_config(settings, method="zerolock", stages=stages, batch=batch, microbatches=microbatches)
     with pinned_threads(settings.threads):
         setup = build_run_setup(cfg)
@@ -167,10 +188,11 @@ def probe_costs(settings: BenchSettings, *, stages: int, batch: int, microbatche
             received.append(x)
             with torch.no_grad():
                 x = chunk(mb["input_ids"] if x is None else x, mb["attention_mask"])
+        frozen = [frozen_worker(w) for w in workers]
         times: dict[int, dict[str, list[float]]] = {s: {k: [] for k in PROBED} for s in range(stages)}
         for _ in range(repeats + 1):  # the first round warms up and is dropped
             for s, w in enumerate(workers):
-                for kind, seconds in probe_round(w, mb, received[s], device).items():
+                for kind, seconds in probe_round(w, frozen[s], mb, received[s], device).items():
                     times[s][kind].append(seconds)
         per_stage = {s: {k: statistics.median(v[1:]) for k, v in t.items()} for s, t in times.items()}
         hidden_bytes = x.numel() * x.element_size()  # the last chunk's output: a hidden state like every other
