@@ -806,9 +806,15 @@ def frontier_figure(report: dict[str, Any], task: str, k: int):
     per_colour: dict[str, int] = {}
     points = [(edge if r["time_to_bp_vs_1f1b"] is None else r["time_to_bp_vs_1f1b"], r["activation_peak_vs_1f1b"])
               for r in rows]
+    anchors = []  # where each label's right end sits: the x axis starts early enough for the longest
     ys = [y for _, y in points]
     # labels of markers on one spot (1F1B and ZB-H1; the "never" column) stacked, not overprinted
-    label_y = plots.spread_labels(points, x_near=0.03 * edge, gap=0.06 * (max(ys) - min(ys) or 1.0))
+    right = edge + 0.06 * (edge - min(x for x, _ in points) + 0.1)
+    # each label's width in x: the axis as wide as the labels beside their markers need (a moved one only widens
+    # it, so the widths are if anything overestimated)
+    span = right - plots.left_edge_for_labels([(x, r["arm"]) for r, (x, _) in zip(rows, points)], right)
+    widths = [plots.label_px(r["arm"]) / plots.PLOT_PX * span for r in rows]
+    label_y = plots.spread_labels(points, x_near=0.03 * edge, gap=0.06 * (max(ys) - min(ys) or 1.0), widths=widths)
     for r, (x, y), ly in zip(rows, points, label_y):
         e = arms[r["arm"]]
         colour = method_colour(BP if "matches" in e else e["schedule"])  # a BP control in BP's colour
@@ -818,6 +824,7 @@ def frontier_figure(report: dict[str, Any], task: str, k: int):
         fig.add_trace(go.Scatter(name=r["arm"] + (" (never)" if never else ""), mode="markers", x=[x], y=[y],
                                  marker={"symbol": marker(n) + ("-open" if never else ""), "size": 12,
                                          "color": colour}))
+        anchors.append((x if ly == y else x - 0.03 * edge, r["arm"]))
         if ly == y:  # the label beside its marker
             fig.add_annotation(x=x, y=y, text=r["arm"], showarrow=False, xanchor="right", xshift=-10,
                                font={"color": colour})
@@ -827,8 +834,7 @@ def frontier_figure(report: dict[str, Any], task: str, k: int):
                                arrowwidth=1, arrowhead=0, standoff=7)
     fig.add_vline(x=edge, line={"dash": "dot", "color": NEUTRAL["ink"]}, annotation_text="never reached",
                   annotation_position="top left")
-    left = min(x for x, _ in points)  # room for the leftmost marker's label, which sits on its left
-    fig.update_xaxes(range=[left - 0.35 * (edge - left + 0.1), edge + 0.06 * (edge - left + 0.1)])
+    fig.update_xaxes(range=[plots.left_edge_for_labels(anchors, right), right])
     return fig
 
 
@@ -864,11 +870,15 @@ def curves_figure(report: dict[str, Any], task: str, k: int):
                                  mode="lines+markers", x=[step * step_s for step, _ in curve], y=[a for _, a in curve],
                                  line={"color": colour, "dash": dash(n)},
                                  marker={"symbol": marker(n), "color": colour, "size": 12 if final_only else 6}))
-    fig.add_hline(y=target, line={"dash": "dot", "color": NEUTRAL["ink"]},
-                  annotation_text=f"BP's target {target:.3f} (mean {'−' if measure.higher_is_better else '+'} 1 sd)")
+    fig.add_hline(y=target, line={"dash": "dot", "color": NEUTRAL["ink"]})
     ys = [y for trace in fig.data for y in trace.y]
-    if not measure.higher_is_better and ys:  # an NLL that blows up (the frozen head on Alpaca) flattens the rest
-        fig.update_yaxes(type="log", range=[math.log10(0.97 * min(ys + [target])), math.log10(1.05 * max(ys))])
+    log = not measure.higher_is_better and bool(ys)
+    if log:  # an NLL that blows up (the frozen head on Alpaca) flattens the rest
+        fig.update_yaxes(type="log", range=[math.log10(0.9 * min(ys + [target])), math.log10(1.05 * max(ys))])
+    # its own annotation: on a log axis plotly places an annotation at log10(y), and add_hline's label does not
+    fig.add_annotation(x=1, xref="paper", y=math.log10(target) if log else target, yref="y", showarrow=False,
+                       xanchor="right", yanchor="top" if log else "bottom", bgcolor="rgba(255,255,255,0.8)",
+                       text=f"BP's target {target:.3f} (mean {'−' if measure.higher_is_better else '+'} 1 sd)")
     return fig
 
 

@@ -449,6 +449,32 @@ def test_labels_of_markers_on_one_spot_stand_a_gap_apart(case, points, expected)
     assert spread_labels(points, x_near=0.03, gap=0.1) == pytest.approx(expected), case
 
 
+@pytest.mark.parametrize("case,points,widths,expected", [
+    ("a long label reaching over its left neighbour moves up", [(1.0, 0.5), (2.0, 0.52)], [0.0, 1.5], [0.5, 0.6]),
+    ("a short one, ending right of it, stays", [(1.0, 0.5), (2.0, 0.52)], [0.0, 0.5], [0.5, 0.52]),
+    ("one moved up pushes the one above it on up", [(1.0, 0.5), (1.5, 0.6), (2.0, 0.52)],
+     [0.0, 0.0, 1.5], [0.5, 0.7, 0.6]),
+])
+def test_labels_whose_extents_overlap_stand_a_gap_apart(case, points, widths, expected):
+    from benchmarks.common.plots import spread_labels
+
+    assert spread_labels(points, x_near=0.03, gap=0.1, widths=widths) == pytest.approx(expected), case
+
+
+@pytest.mark.parametrize("anchors", [
+    [(0.86, "pipedream"), (0.88, "bp matched to zerolock top-lora:last"), (1.0, "1f1b")],  # Alpaca's, cut off
+    [(1.2, "zerolock top-lora:last"), (1.2, "zerolock")],  # only the never column: its longest label
+    [(0.5, "x")],
+])
+def test_the_x_axis_starts_where_every_label_fits_beside_its_marker(anchors):
+    from benchmarks.common.plots import PLOT_PX, label_px, left_edge_for_labels
+
+    right = 1.3
+    left = left_edge_for_labels(anchors, right)
+    room = [(x - left) / (right - left) * PLOT_PX - label_px(text) for x, text in anchors]
+    assert min(room) == pytest.approx(0.0, abs=1e-9)  # the widest need sets the edge, with nothing to spare
+
+
 # (answer rows per eval example, examples asked for, the cap on rows, examples the readout analysis reads)
 BOUNDED = [
     ([1] * 64, 64, 256, 64),  # a class label a row: all of them (the classification studies' analyses as before)

@@ -80,15 +80,45 @@ def bars_and_crosses(groups: list[tuple[str, list[str], tuple[str, list[Any]], t
     return figure(traces, barmode="group", scattermode="group", yaxis_title="samples/s", title=title)
 
 
-def spread_labels(points: Sequence[tuple[float, float]], *, x_near: float, gap: float) -> list[float]:
-    """A y for each point's label such that labels of points at about one x (within `x_near`) stand at
-    least `gap` apart, each as near its point as that allows (a column of markers on a figure's edge)."""
+def spread_labels(points: Sequence[tuple[float, float]], *, x_near: float, gap: float,
+                  widths: Sequence[float] | None = None) -> list[float]:
+    """A y for each point's label such that two labels whose extents overlap in x (a label of width `w`
+    spans [x − w, x]: right-anchored at its point; `widths` None: 0, each a point) stand at least `gap`
+    apart, each as near its point as that allows, moved only up (a column of markers on a figure's edge,
+    a long label over its neighbour's). `x_near`: extents closer than it count as overlapping."""
+    w = list(widths) if widths is not None else [0.0] * len(points)
     label_y = [y for _, y in points]
     order = sorted(range(len(points)), key=lambda i: points[i][1])
     placed: list[int] = []
+
+    def overlap(i: int, j: int) -> bool:
+        (xi, _), (xj, _) = points[i], points[j]
+        return xi - w[i] - x_near <= xj and xj - w[j] - x_near <= xi
+
     for i in order:
-        column = [j for j in placed if abs(points[j][0] - points[i][0]) <= x_near]
-        if column:
-            label_y[i] = max(label_y[i], max(label_y[j] for j in column) + gap)
+        while True:
+            hit = [label_y[j] for j in placed if overlap(i, j) and abs(label_y[j] - label_y[i]) < gap - 1e-12]
+            if not hit:
+                break
+            label_y[i] = max(hit) + gap
         placed.append(i)
     return label_y
+
+
+PLOT_PX = 600.0  # the plot area's width in a 1000 px figure (image_export.py's) with its legend on the right
+
+
+def label_px(text: str, *, char_px: float = 7.0, pad_px: float = 16.0) -> float:
+    """A label's width in pixels, generously: a character of the 12 px font, and its offset from its marker
+    and a little air."""
+    return len(text) * char_px + pad_px
+
+
+def left_edge_for_labels(anchors: Sequence[tuple[float, str]], right: float, *, plot_px: float = PLOT_PX) -> float:
+    """The least x axis start at which every label, its right end at its anchor's x (`xanchor="right"`),
+    fits inside the plot: a label `w` px wide needs (x − left) / (right − left) ≥ w / plot_px."""
+    left = min((x for x, _ in anchors), default=0.0)
+    for x, text in anchors:
+        f = min(label_px(text) / plot_px, 0.9)  # a label wider than the plot: 90 % of it
+        left = min(left, (x - f * right) / (1 - f))
+    return left
