@@ -54,8 +54,10 @@ def reference_child(cfg: dict[str, Any], stop, phase, steps, resume: bool = Fals
         phase.value = STARTING
         train_reference(RunConfig.from_dict(cfg), progress=False, locked=True, on_step=on_step,
                         should_stop=should_stop, resume=resume)
-    except BaseException:
+    except BaseException as err:
         traceback.print_exc()
+        # the last line is the job's reason: the error as a stage's reads (no module path before its name)
+        print(f"{type(err).__name__}: {err}", file=sys.stderr)
         sys.stderr.flush()
         os._exit(1)
 

@@ -5,6 +5,7 @@ methods, so a pipeline run and a reference run perform the same floating-point o
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
@@ -25,6 +26,12 @@ class StepLoss:
     total: float
     task: float
     consistency: float | None
+
+
+class LossNotFinite(FloatingPointError):
+    """A training chunk's loss became NaN or infinite: training diverged. Raised before its backward, so no
+    weight takes a NaN gradient and the run's newest checkpoint is still sound; either runtime then ends the
+    run `failed` with this line as its reason (the reference job's fallback, the pipeline's stage error)."""
 
 
 def answer_positions(mb: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -100,9 +107,11 @@ class StageWorker:
             loss: LocalLoss = local_loss(logits=self.chunk.readout(h_out, omega, mb["attention_mask"]),
                                          targets=targets, prev_logits=prev, alpha=self.current_alpha(),
                                          direction=self.consistency)
-        if self.trains:
+        reported = _detach(loss)
+        if self.trains:  # a frozen chunk's measured loss trains nothing
+            self.check_finite(reported.total)
             (loss.total / self.microbatches).backward()
-        return _detach(loss)
+        return reported
 
     def current_alpha(self) -> float:
         return self.alpha if self.alpha_at is None else self.alpha_at(self.steps_done)
@@ -112,8 +121,17 @@ class StageWorker:
         readout, over m) and the loss to report."""
         omega, targets = answer_positions(mb)
         loss = task_cross_entropy(self.chunk.readout(h_out, omega, mb["attention_mask"]), targets)
-        value = float(loss.detach())
+        value = self.check_finite(float(loss.detach()))
         return loss / self.microbatches, StepLoss(total=value, task=value, consistency=None)
+
+    def check_finite(self, loss: float) -> float:
+        """`loss`, or LossNotFinite naming the chunk, the step and the usual cure."""
+        if not math.isfinite(loss):
+            from ..config.run_fields import RUN_FIELDS  # the flag's one definition (config imports this room)
+
+            raise LossNotFinite(f"chunk {self.chunk.index}: the loss is {loss} in step {self.steps_done + 1}: "
+                                f"training diverged; start again with a smaller {RUN_FIELDS['lr'].setting.flag}")
+        return loss
 
     def bp_loss_backward(self, mb: dict[str, torch.Tensor], h_out: torch.Tensor) -> StepLoss:
         root, loss = self.bp_loss(mb, h_out)
