@@ -66,6 +66,9 @@ def build_app(controller: EngineController | None = None, *, runs_root: str | Pa
                                  api_name="readability", concurrency_limit=READABILITY_AT_ONCE)
         readability_item.select(lambda run: tab_readability.run_choices(controller.root, run), readability.inputs[-1],
                                 readability.inputs[-1], show_progress="hidden")
+        readability.inputs[-1].change(lambda run: tab_readability.picked_run_fields(controller.root, run),
+                                      readability.inputs[-1], readability.inputs[:3], show_progress="hidden",
+                                      queue=False)
         # until something is measured, the committed study: a student sees a readable result at once
         readability_item.select(tab_readability.recorded, readability.outputs[1], readability.outputs,
                                 show_progress="hidden")

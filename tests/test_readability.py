@@ -226,3 +226,20 @@ def test_readability_refuses_a_run_it_cannot_read_in_one_line(runs_of_one_traine
     text, fig = measure("tiny", "topics", 3, 32, False, False, run, root=runs_of_one_trained,
                         progress=lambda *a, **k: None)
     assert text.startswith("⚠️") and words in text and "\n" not in text and fig is None, text
+
+
+# (the picked run, the fields' updates: (value or None when left as it is, editable))
+PICKED = [
+    ("pretrained only", [(None, True)] * 3),
+    ("zerolock-k2", [("tiny", False), ("topics", False), (2, False)]),  # the run's own, greyed out
+    ("half-made", [(None, False)] * 3),  # unreadable: greyed out as it is; measuring says why
+    ("../etc", [(None, False)] * 3),
+]
+
+
+@pytest.mark.parametrize("picked, expected", PICKED, ids=[p for p, _ in PICKED])
+def test_a_picked_run_shows_its_own_model_dataset_and_k(runs_of_one_trained, picked, expected):
+    from app.tabs.readability import picked_run_fields
+
+    updates = picked_run_fields(runs_of_one_trained, picked)
+    assert [(u.get("value"), u["interactive"]) for u in updates] == expected

@@ -27,6 +27,7 @@ RECORDED = Path(__file__).resolve().parents[2] / "docs" / "results" / "readabili
 MODELS = tuple(PRESETS)
 DATASETS = tuple(spec for spec in ACCEPTED_SPECS if ":" not in spec)
 PRETRAINED = "pretrained only"  # the run picker's first choice: no run, the model as loaded
+MAX_K = 8  # the K slider's end (a picked run of more stages widens it to its own K)
 
 
 @dataclass(kw_only=True)
@@ -46,7 +47,7 @@ def build_readability_tab() -> ReadabilityTab:
     with gr.Row():
         model = gr.Dropdown(list(MODELS), value="tiny", label="model", elem_id="read-model")
         dataset = gr.Dropdown(list(DATASETS), value="topics", label="dataset", elem_id="read-dataset")
-        stages = gr.Slider(1, 8, value=3, step=1, label="stages K (boundaries drawn)", elem_id="read-k")
+        stages = gr.Slider(1, MAX_K, value=3, step=1, label="stages K (boundaries drawn)", elem_id="read-k")
         examples = gr.Slider(32, 512, value=128, step=32, label="eval examples", elem_id="read-examples")
         fit = gr.Checkbox(True, label="fit translators (slower)", elem_id="read-fit")
         top = gr.Checkbox(True, label="read through the top layers (top:last)", elem_id="read-top")
@@ -58,11 +59,29 @@ def build_readability_tab() -> ReadabilityTab:
         button = gr.Button("Measure readability", variant="primary", scale=1, elem_id="read-go")
     text = gr.Markdown(elem_id="read-text")
     plot = gr.Plot(show_label=False, elem_id="read-plot")
-    # a picked run brings its own model, dataset and K: their fields are greyed out, not silently ignored
-    run.change(lambda picked: [gr.update(interactive=picked == PRETRAINED)] * 3, run, [model, dataset, stages],
-               show_progress="hidden", queue=False)
+    # a picked run brings its own model, dataset and K (ui.py wires `picked_run_fields`, which reads the runs
+    # folder): its fields show them, greyed out, rather than the form's values it would ignore
     return ReadabilityTab(inputs=[model, dataset, stages, examples, fit, top, run], button=button,
                           outputs=[text, plot])
+
+
+def picked_run_fields(root: RunsRoot | None, picked: str | None) -> list:
+    """The model, dataset and K fields once `picked` is chosen: the form's own, editable, for the pretrained
+    model; a finished run's model, dataset and K, greyed out (a value the field cannot show, such as a
+    model directory, is left as it is); greyed out as they are for a run that cannot be read (the
+    measurement then says why)."""
+    if not picked or picked == PRETRAINED or root is None:
+        return [gr.update(interactive=True)] * 3
+    try:
+        _, cfg = run_config(root, str(picked), 1)
+    except ValueError:
+        return [gr.update(interactive=False)] * 3
+    k = cfg.train.stages
+    return [gr.update(value=cfg.model.model, interactive=False) if cfg.model.model in MODELS else
+            gr.update(interactive=False),
+            gr.update(value=cfg.data.dataset, interactive=False) if cfg.data.dataset in DATASETS else
+            gr.update(interactive=False),
+            gr.update(value=k, maximum=max(k, MAX_K), interactive=False)]
 
 
 def trained_runs(root: RunsRoot) -> list[tuple[str, str]]:
