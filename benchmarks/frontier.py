@@ -708,7 +708,7 @@ def _pairing(report: dict[str, Any]) -> str:
                  if "samples_per_s" in e.get("simulated", {}))
     return (", against 1F1B simulated from the same probe" if paired else
             ", against 1F1B's step from another probe, taken at another moment") + \
-        (", steady state" if steady else ", over 5 windows from the first stage's start (fill included)")
+        (", at steady state" if steady else ", over 5 windows from the first stage's start, its fill included")
 
 
 def format_report(report: dict[str, Any]) -> str:
