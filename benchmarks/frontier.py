@@ -877,7 +877,7 @@ def curves_figure(report: dict[str, Any], task: str, k: int):
         fig.update_yaxes(type="log", range=[math.log10(0.9 * min(ys + [target])), math.log10(1.05 * max(ys))])
     # its own annotation: on a log axis plotly places an annotation at log10(y), and add_hline's label does not
     fig.add_annotation(x=1, xref="paper", y=math.log10(target) if log else target, yref="y", showarrow=False,
-                       xanchor="right", yanchor="top" if log else "bottom", bgcolor="rgba(255,255,255,0.8)",
+                       xanchor="right", yanchor="top" if log else "bottom", bgcolor=NEUTRAL["panel"],
                        text=f"BP's target {target:.3f} (mean {'−' if measure.higher_is_better else '+'} 1 sd)")
     return fig
 
