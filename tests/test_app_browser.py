@@ -197,6 +197,9 @@ FAILURE_VIEW = """sel => {
     if (t.legendgroup === 'failure') t.x.forEach((x, i) => out.kills.push([Number(x), t.y[i]]));
     if (t.legendgroup === 'REPLAY' && t.type === 'bar')
       t.base.forEach((b, i) => out.replays.push([Number(b), Number(b) + Number(t.x[i]), t.y[i]]));
+    // past WEBGL_THRESHOLD bars (a slow recovery on a busy machine) REPLAY is one segment per bar
+    if (t.legendgroup === 'REPLAY' && t.type === 'scattergl')
+      for (let i = 0; i + 1 < t.x.length; i += 3) out.replays.push([Number(t.x[i]), Number(t.x[i + 1]), t.y[i]]);
   }
   return out;
 }"""

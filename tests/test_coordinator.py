@@ -301,3 +301,32 @@ def test_a_stop_before_the_run_starts_creates_nothing_and_exits_130(tmp_path, ca
     assert "stopped before the run started: nothing was created" in capsys.readouterr().err
     assert not out.exists()
     assert signal.getsignal(signal.SIGINT) is before  # the CLI's handlers are gone again
+
+
+def _sleep_briefly() -> None:
+    time.sleep(30)
+
+
+@pytest.mark.parametrize("case, sent", [("running", True), ("exited and reaped", False),
+                                        ("gone between the check and the signal", False)])
+def test_signalling_a_stage_says_whether_it_reached_a_process_and_never_raises(case, sent, monkeypatch):
+    """The race a busy CI machine hit: a stage exits, and another thread's is_alive reaps it, between
+    the supervisor's check and its os.kill; the coordinator must not fail with ProcessLookupError."""
+    import multiprocessing
+
+    from zerolock_core.runtime import supervisor
+    p = multiprocessing.get_context("fork").Process(target=_sleep_briefly if case != "exited and reaped" else int)
+    p.start()
+    try:
+        if case == "exited and reaped":
+            p.join(10)
+        if case == "gone between the check and the signal":
+            def vanished(pid, sig):
+                raise ProcessLookupError(3, "No such process")
+            monkeypatch.setattr(supervisor.os, "kill", vanished)
+        assert supervisor._signal(p, signal.SIGCONT) is sent
+    finally:
+        monkeypatch.undo()
+        if p.is_alive():
+            p.kill()
+        p.join(10)

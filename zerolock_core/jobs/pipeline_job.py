@@ -132,7 +132,8 @@ class Run(JobBase):
                 if not self._sup.alive(stage):
                     raise ValueError(f"stage {stage} has no running process right now")
                 self._store.set(protocol.injected(stage, label), str(time.monotonic_ns()))
-                os.kill(self._sup.pid(stage), signal.SIGKILL if mode == "kill" else signal.SIGSTOP)
+                # It may exit between the check and the signal: then its own exit is the failure.
+                self._sup.signal(stage, signal.SIGKILL if mode == "kill" else signal.SIGSTOP)
             else:
                 self._store.set(protocol.inject_request(stage), f"{mode} {label}")
 

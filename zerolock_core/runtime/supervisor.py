@@ -27,6 +27,18 @@ MIN_STALL_S = 60.0  # the automatic stall timeout is at least this, and 10x the 
 JOIN_S = 10.0  # a killed process is reaped within this
 
 
+def _signal(p: BaseProcess, sig: int) -> bool:
+    """Send `sig` to a stage process unless it has already exited; whether it was sent. A process can
+    exit, and be reaped by another thread's `is_alive`, between any check and the signal."""
+    if p.pid is None or not p.is_alive():
+        return False
+    try:
+        os.kill(p.pid, sig)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 class StageSupervisor:
     def __init__(self, cfg: RunConfig, store: StoreView, *, run_dir: str,
                  target: Callable[[dict[str, Any], StageLaunch], None]) -> None:
@@ -73,9 +85,7 @@ class StageSupervisor:
     def kill(self, stages) -> None:
         stages = [s for s in stages if self.procs[s] is not None]
         for s in stages:
-            p = self.procs[s]
-            if p.is_alive():
-                os.kill(p.pid, signal.SIGKILL)
+            _signal(self.procs[s], signal.SIGKILL)
         for s in stages:
             self.procs[s].join(JOIN_S)
 
@@ -85,8 +95,13 @@ class StageSupervisor:
     def wake_all(self) -> None:
         """SIGCONT to every stage: a stopped (SIGSTOP) stage must run to notice a stop request."""
         for p in self.procs:
-            if p is not None and p.pid and p.is_alive():
-                os.kill(p.pid, signal.SIGCONT)
+            if p is not None:
+                _signal(p, signal.SIGCONT)
+
+    def signal(self, stage: int, sig: int) -> bool:
+        """Send `sig` to the stage's process; False when it has none running."""
+        p = self.procs[stage]
+        return p is not None and _signal(p, sig)
 
     def all_exited(self) -> bool:
         return all(p is not None and p.exitcode is not None for p in self.procs)
