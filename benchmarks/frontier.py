@@ -385,11 +385,15 @@ def _cached(path: Path, launches: Launches, kind: str, compute) -> Any:
 
 
 def trainable_count(cfg: RunConfig) -> int:
-    """The trainable parameters of `cfg`'s chunks (terminal: the last chunk's alone)."""
+    """The trainable parameters of `cfg`'s chunks (terminal: the last chunk's alone; none of the first
+    --frozen-stages)."""
+    from zerolock_core.methods import chunk_trains
     from zerolock_core.train.run_setup import build_run_setup
 
     setup = build_run_setup(replace(cfg, out=None))
-    chunks = setup.chunks[-1:] if cfg.train.method == "terminal" else setup.chunks
+    t = cfg.train
+    chunks = [c for c in setup.chunks
+              if chunk_trains(t.method, last=c.is_last, index=c.index, frozen_stages=t.frozen_stages)]
     return sum(t.numel() for c in chunks for t in c.trainable_state().values())
 
 

@@ -45,6 +45,9 @@ class Method:
     flushes: bool = True  # every optimizer step drains the pipeline (PipeDream's does not)
     baseline: bool = False  # one of the paper's baselines ZeroLock is measured against
     control: bool = False  # a control of a study (terminal), not a method the dashboard or benchmarks offer
+    # --frozen-stages N: its first N stages run forward only (no graph kept, no gradient received); an
+    # exact-gradient schedule whose backward simply ends at stage N (zb-h1's split B is not cut there yet)
+    freezes_prefix: bool = False
 
     def __post_init__(self) -> None:
         if (self.recovery is Recovery.NONE) != bool(self.refusal):
@@ -69,13 +72,13 @@ METHODS: tuple[Method, ...] = (
     Method(name="zerolock", label="ZeroLock", colour="#00695C",  # dark teal
            runtimes=(REFERENCE, PIPELINE), schedule="zerolock", local=True, recovery=Recovery.LOCAL),
     Method(name="gpipe", label="GPipe", colour="#8C510A",  # brown
-           runtimes=(PIPELINE,), schedule="gpipe", recovery=Recovery.GLOBAL, baseline=True),
+           runtimes=(PIPELINE,), schedule="gpipe", recovery=Recovery.GLOBAL, baseline=True, freezes_prefix=True),
     Method(name="1f1b", label="1F1B", colour="#880E4F",  # wine
            runtimes=(PIPELINE,), schedule="1f1b", recovery=Recovery.GLOBAL, needs_m_at_least_k=True,
-           baseline=True),
+           baseline=True, freezes_prefix=True),
     Method(name="pipedream", label="PipeDream", colour="#827717",  # olive
            runtimes=(PIPELINE,), schedule="pipedream", recovery=Recovery.NONE, refusal=PIPEDREAM_REFUSAL,
-           flushes=False, baseline=True),
+           flushes=False, baseline=True, freezes_prefix=True),
     # ocean blue: zero-bubble (1F1B with the weight gradient split off)
     Method(name="zb-h1", label="ZB-H1", colour="#01579B",
            runtimes=(PIPELINE,), schedule="zb-h1", splits_backward=True, recovery=Recovery.GLOBAL,
@@ -84,7 +87,7 @@ METHODS: tuple[Method, ...] = (
     Method(name="dualpipe-v", label="DualPipe-V", colour="#962600",
            runtimes=(), schedule="dualpipe-v", splits_backward=True, needs_m_at_least_k=True, chunks_per_device=2),
     Method(name="bp", label="BP reference", colour="#1A237E",  # indigo
-           runtimes=(REFERENCE,), schedule=None),
+           runtimes=(REFERENCE,), schedule=None, freezes_prefix=True),
     # dark violet: only the last chunk trains (the control of `bench depth`), on ZeroLock's schedule
     Method(name="terminal", label="terminal (last chunk only)", colour="#3D0F66",
            runtimes=(REFERENCE, PIPELINE), schedule="zerolock", local=True, last_chunk_only=True,
@@ -122,6 +125,8 @@ def _flag(name: str, attribute: str) -> bool:
 LOCAL_METHODS = names(where=lambda m: m.local)
 # the paper's baselines ZeroLock is measured against (the benchmarks' tables and figures)
 BASELINES = names(where=lambda m: m.baseline)
+# the methods that take --frozen-stages (their first stages forward only)
+FROZEN_PREFIX_METHODS = names(where=lambda m: m.freezes_prefix)
 
 
 def schedule_of(name: str) -> str:
@@ -135,9 +140,10 @@ def splits_backward(name: str) -> bool:
     return _flag(name, "splits_backward")
 
 
-def chunk_trains(name: str, *, last: bool) -> bool:
-    """Whether a chunk's weights train: every chunk's but those of terminal before its last chunk."""
-    return last or not _flag(name, "last_chunk_only")
+def chunk_trains(name: str, *, last: bool, index: int = 0, frozen_stages: int = 0) -> bool:
+    """Whether chunk `index`'s weights train: every chunk's but those of terminal before its last chunk,
+    and none of the first `frozen_stages` (--frozen-stages)."""
+    return index >= frozen_stages and (last or not _flag(name, "last_chunk_only"))
 
 
 def every_chunk_trains(name: str) -> bool:

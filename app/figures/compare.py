@@ -171,7 +171,8 @@ def predicted_events(s: Series, *, windows: int = 3) -> list[dict[str, Any]] | N
         costs = costs_from_spans(spans, stages=s.stages, hidden_bytes=hidden,
                                  grad_bytes=0 if method in LOCAL_METHODS else hidden, skip_before=skip)
         link = link_for(LinkConfig(**(s.run_config.get("link") or {})))
-        sched = build_schedule(method, stages=s.stages, microbatches=m, windows=windows)
+        sched = build_schedule(method, stages=s.stages, microbatches=m, windows=windows,
+                               frozen_stages=int(train.get("frozen_stages") or 0))
         depth = train.get("inflight_depth")
         sim = simulate(sched, costs=costs, link=link, inflight_limit=depth if depth else None)
     except (ValueError, TypeError, KeyError):

@@ -27,7 +27,8 @@ from .settings import BenchSettings
 from zerolock_core.schedule.dualpipe_v import DUALPIPE_V
 
 
-def probed_stage_costs(method: str, per_stage: dict[int, dict[str, float]]) -> dict[int, dict[str, float]]:
+def probed_stage_costs(method: str, per_stage: dict[int, dict[str, float]], *,
+                       frozen_stages: int = 0) -> dict[int, dict[str, float]]:
     """The simulator's per-stage costs of `method` from probed seconds: ZeroLock's forward is the one without
     an input gradient (F_local); zb-h1's backward is the split one as the runtime runs it (B_input, then W;
     the simulator's B is a whole backward, of which W is the part run later). DualPipe-V (simulated only)
@@ -35,11 +36,12 @@ def probed_stage_costs(method: str, per_stage: dict[int, dict[str, float]]) -> d
     splits a few to fill its tail: whole B and the probed W, so a split one costs no more than a whole one
     (optimistic for those few, exact for the rest). Terminal's chunks before the last train nothing: their
     forward keeps no graph, their local step only measures the readout's loss, their optimizer step has no
-    gradient to apply (the `_frozen` costs, timed with the worker the runtime builds for such a chunk)."""
+    gradient to apply (the `_frozen` costs, timed with the worker the runtime builds for such a chunk); so do
+    the first `frozen_stages` of a BP schedule (--frozen-stages), which run no backward at all."""
     last = max(per_stage, default=0)
 
     def one(c: dict[str, float], stage: int) -> dict[str, float]:
-        if not chunk_trains(method, last=stage == last):
+        if not chunk_trains(method, last=stage == last, index=stage, frozen_stages=frozen_stages):
             return {Kind.F: c["F_frozen"], Kind.L: c["L_frozen"], Kind.B: c["B"], Kind.STEP: c["STEP_frozen"]}
         out = {Kind.F: c["F_local"] if method in LOCAL_METHODS else c["F"], Kind.L: c["L"], Kind.B: c["B"],
                Kind.STEP: c["STEP"]}
@@ -65,7 +67,7 @@ class ProbedCosts:
     hidden_bytes: int  # one micro-batch's hidden state on the wire
     layers: list[list[int]]
 
-    def costs(self, method: str) -> Costs:
+    def costs(self, method: str, *, frozen_stages: int = 0) -> Costs:
         return Costs(
             forward=0.0,
             local=0.0,
@@ -73,7 +75,7 @@ class ProbedCosts:
             step=0.0,
             hidden_bytes=self.hidden_bytes,
             grad_bytes=0 if method in LOCAL_METHODS else self.hidden_bytes,
-            per_stage=probed_stage_costs(method, self.per_stage),
+            per_stage=probed_stage_costs(method, self.per_stage, frozen_stages=frozen_stages),
         )
 
 

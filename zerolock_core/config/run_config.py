@@ -18,7 +18,7 @@ from .field_words import (ConfigError, FieldError, check_field, microbatches_bel
 from .readout_spec import ReadoutSpec
 from ..method.balance import AUTO
 from ..vocabulary import STRAGGLER, STRAGGLER_FACTOR
-from ..methods import every_chunk_trains, refusal
+from ..methods import FROZEN_PREFIX_METHODS, every_chunk_trains, refusal
 from .run_fields import (CONSISTENCY_DIRECTIONS, LINK_PROFILE_NAMES, MAX_STRAGGLER_FACTOR, METHODS_BY_RUNTIME,
                          RUN_FIELDS, SECTIONS, WARM_STANDBY, DataConfig, LinkConfig, ModelConfig, ObjectiveConfig,
                          TrainConfig)
@@ -149,6 +149,14 @@ def _check_train(cfg: RunConfig) -> None:
          lambda w: f"{w.value('device', repr(t.device))} is not 'cpu' or 'cuda[:N]'")
     rule(schedulable(t.method, stages=t.stages, microbatches=t.microbatches), "microbatches",
          lambda w: microbatches_below_stages(w, method=t.method, batch=t.batch, microbatches=t.microbatches, stages=t.stages))
+    if t.frozen_stages:
+        rule(t.frozen_stages < t.stages, "frozen_stages",
+             lambda w: f"{w.value('frozen_stages', t.frozen_stages)} leaves no stage to train: it must be below "
+                       f"{w.value('stages', t.stages)}")
+        rule(t.method in FROZEN_PREFIX_METHODS, "frozen_stages",
+             lambda w: f"{w.name('frozen_stages')} cuts an exact-gradient backward short: it belongs to "
+                       f"{', '.join(FROZEN_PREFIX_METHODS)}, not {w.value('method', t.method)}"
+                       + (" (which already trains its last chunk alone)" if t.method == "terminal" else ""))
     rule(t.heartbeat_timeout_s >= MIN_HEARTBEAT_TIMEOUT_S, "heartbeat_timeout_s",
          lambda w: f"{w.name('heartbeat_timeout_s')} must be at least {MIN_HEARTBEAT_TIMEOUT_S:g} s "
                    f"(got {t.heartbeat_timeout_s:g}): stages beat every {HEARTBEAT_INTERVAL_S:g} s, and a shorter "

@@ -135,6 +135,11 @@ class TrainConfig:
                             "only; zb-h1: zero bubble, 1F1B with the weight gradient run later)")
     stages: int = setting(2, flag="--stages", label="stages K", symbol="K", minimum=1,
                           help="K, the number of chunks / pipeline stages")
+    frozen_stages: int = setting(
+        0, flag="--frozen-stages", label="frozen stages", minimum=0,
+        help="the first N stages run forward only: their layers do not train, keep no graph and receive no "
+             "gradient, so the backward ends at stage N (bp, gpipe, 1f1b, pipedream; with --boundaries a frozen "
+             "stage, which only forwards, can take more layers)")
     batch: int = setting(8, flag="--batch", label="batch b", symbol="b", minimum=1,
                          help="physical batch b per optimizer step")
     microbatches: int = setting(4, flag="--microbatches", label="micro-batches m", symbol="m", minimum=1,

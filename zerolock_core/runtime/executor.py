@@ -81,7 +81,7 @@ class Executor:
                  wiring: Wiring, events: EventWriter, poll: Callable[[], None],
                  on_step: Callable[[int], None], device: torch.device, depth: int = 2,
                  memory_budget_bytes: int = 0, durability: Durability | None = None,
-                 loss_log: LossLog | None = None, pace: Pace | None = None) -> None:
+                 loss_log: LossLog | None = None, pace: Pace | None = None, frozen_stages: int = 0) -> None:
         self.stage, self.stages, self.method = stage, stages, method
         self.worker, self.data, self.hidden_shape = worker, microbatch_data, hidden_shape
         self.wiring, self.events, self.poll, self.on_step = wiring, events, poll, on_step
@@ -89,9 +89,13 @@ class Executor:
         self.ft = durability
         self.pace = pace or Pace()
         self.bp = method not in LOCAL_METHODS
+        # --frozen-stages: a frozen BP stage forwards only (no graph, nothing held past its send); the first
+        # stage that trains takes its input as a constant, so no gradient goes back into the frozen ones
+        self.forward_only = self.bp and not worker.trains
+        self.input_needs_grad = self.bp and stage > frozen_stages
         self.meter = ActivationMeter([*worker.chunk.parameters(), *worker.chunk.buffers()])
         self.stash = WeightStash(worker.chunk, meter=self.meter) \
-            if not method_entry(method).flushes else None  # unflushed: several weight versions in flight
+            if not method_entry(method).flushes and worker.trains else None  # unflushed: several weight versions
         self.split = splits_backward(method)
         self.counters = StageCounters()
         self.ledger = SendLedger()
@@ -254,7 +258,7 @@ class Executor:
             if self.wiring.flow_in is not None:
                 self.wiring.flow_in.consumed(mb)
             if self.bp:
-                h_in.requires_grad_(True)
+                h_in.requires_grad_(self.input_needs_grad)
             else:
                 h_in, rows = self.worker.incoming(batch, h_in, self.hidden_shape)
                 if rows is not None:
@@ -287,7 +291,7 @@ class Executor:
             self.worker.bp_backward(h_out, self.grads_in.pop(mb))
         if self.stash is not None:
             self.stash.after_backward(mb)
-        if h_in is not None:
+        if h_in is not None and h_in.requires_grad:
             self.grads_out[mb] = h_in.grad
         return 0, 0
 
@@ -366,6 +370,12 @@ class Executor:
             self.sends.pop(0)
 
     def _do_SF(self, mb: int) -> tuple[int, int]:
+        sent = self._send_forward(mb)
+        if self.forward_only:  # no backward comes for it: what it held goes once sent
+            del self.held[mb]
+        return sent, 0
+
+    def _send_forward(self, mb: int) -> int:
         h_out = self.held[mb][1]
         h = h_out.detach().contiguous() if self.bp else self.worker.outgoing(self.data(mb), h_out)
         ft = self.ft
@@ -373,11 +383,11 @@ class Executor:
             ft.replay.add(mb, h)
         if ft is not None and mb < ft.skip_sends_below:  # replay: the downstream stage already has this one
             self.next_hidden = max(self.next_hidden, mb + 1)
-            return 0, 0
+            return 0
         if self.wiring.flow_out is not None:
             self.wiring.flow_out.wait_for_room(mb, self.poll)
         self.next_hidden = max(self.next_hidden, mb + 1)
-        return self._send(self.next, h, kind=HIDDEN, mb=mb), 0
+        return self._send(self.next, h, kind=HIDDEN, mb=mb)
 
     def _do_SB(self, mb: int) -> tuple[int, int]:
         sent = self._send(self.prev, self.grads_out[mb].contiguous(), kind=GRAD, mb=mb)

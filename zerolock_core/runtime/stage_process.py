@@ -293,7 +293,8 @@ def stage_actions(cfg: RunConfig, stage: int, start_step: int) -> Iterator[Actio
     assert t.ckpt_every == 0 or start_step % t.ckpt_every == 0, "restores happen at checkpoint steps"
     offset = start_step * t.microbatches
     actions = iter_stage_actions(schedule_of(t.method), stage=stage, stages=t.stages, microbatches=t.microbatches,
-                                 windows=t.steps - start_step, checkpoint_every=t.ckpt_every)
+                                 windows=t.steps - start_step, checkpoint_every=t.ckpt_every,
+                                 frozen_stages=t.frozen_stages)
     if offset == 0:
         return actions
     return (Action(stage=a.stage, kind=a.kind, microbatch=None if a.microbatch is None else a.microbatch + offset)
@@ -359,7 +360,7 @@ def _run_stage(cfg: RunConfig, launch: StageLaunch, store: dist.Store, heartbeat
                         memory_budget_bytes=t.memory_budget_bytes, durability=durability,
                         loss_log=LossLog(RunDir(launch.run_dir).stage_losses(stage), keep_below=r.start_step),
                         pace=Pace(speed=t.speeds[stage], straggler=injection.straggle,
-                                  cpu_time=t.device == "cpu"))
+                                  cpu_time=t.device == "cpu"), frozen_stages=t.frozen_stages)
     heartbeat.progress = lambda: executor.counters.actions
     actions = stage_actions(cfg, stage, r.start_step)
     write_lifecycle(RunDir(launch.run_dir).lifecycle, clock.record())

@@ -20,12 +20,17 @@ Conventions (per stage ``s`` of ``K``, ``m`` micro-batches per window):
   ``stages=D`` devices hold ``2D`` chunks, device d the chunks d and 2D-1-d; see dualpipe_v.py.
 
 With ``checkpoint_every=n > 0`` a ``CKPT`` follows the ``STEP`` of every n-th window.
+
+With ``frozen_stages=N > 0`` (gpipe, 1f1b, pipedream: ``--frozen-stages``) the first N stages run no
+backward (no RB, B, SB) and stage N sends no gradient (no SB): the same order with those actions left out,
+so a frozen stage forwards as fast as its downstream takes the hidden states.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+from ..methods import FROZEN_PREFIX_METHODS
 from ..methods import METHODS as _REGISTRY
 from .action import Action, Kind
 from .dualpipe_v import DUALPIPE_V, dualpipe_v_placement, dualpipe_v_window
@@ -55,6 +60,20 @@ def _backward_unit(s: int, stages: int, i: int) -> Iterator[Action]:
     yield Action(stage=s, kind=Kind.B, microbatch=i)
     if s > 0:
         yield Action(stage=s, kind=Kind.SB, microbatch=i)
+
+
+_BACKWARD = frozenset({Kind.RB, Kind.B, Kind.SB, Kind.W})
+
+
+def _cut_at_frozen(actions: Iterator[Action], *, stage: int, frozen_stages: int) -> Iterator[Action]:
+    """A stage's actions without the backward that --frozen-stages leaves out (module docstring)."""
+    if stage < frozen_stages:
+        dropped = _BACKWARD
+    elif stage == frozen_stages > 0:
+        dropped = frozenset({Kind.SB})
+    else:
+        return actions
+    return (a for a in actions if a.kind not in dropped)
 
 
 class _Builder:
@@ -168,14 +187,18 @@ def schedulable(method: str, *, stages: int, microbatches: int) -> bool:
     return microbatches >= min_microbatches(method, stages=stages)
 
 
-def _checked(method: str, *, stages: int, microbatches: int, windows: int, checkpoint_every: int) -> str:
+def _checked(method: str, *, stages: int, microbatches: int, windows: int, checkpoint_every: int,
+             frozen_stages: int = 0) -> str:
     known = METHODS + PLACED_METHODS
     if not isinstance(method, str) or method.lower() not in known:
         raise ValueError(f"unknown schedule method {method!r}; expected one of: {', '.join(known)}")
     for name, value, low in (("stages", stages, 1), ("microbatches", microbatches, 1), ("windows", windows, 1),
-                             ("checkpoint_every", checkpoint_every, 0)):
+                             ("checkpoint_every", checkpoint_every, 0), ("frozen_stages", frozen_stages, 0)):
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
             raise ValueError(f"{name} must be an int >= {low} (got {value!r})")
+    if frozen_stages and (frozen_stages >= stages or method.lower() not in FROZEN_PREFIX_METHODS):
+        raise ValueError(f"frozen_stages={frozen_stages} needs a stage left to train (< {stages}) and one of "
+                         f"{', '.join(m for m in FROZEN_PREFIX_METHODS if m in METHODS)} (got {method.lower()})")
     if not schedulable(method.lower(), stages=stages, microbatches=microbatches):
         need = "2 x devices" if method.lower() == DUALPIPE_V else "stages"
         raise ValueError(f"{method.lower()} needs microbatches >= {need} (got m={microbatches}, K={stages})")
@@ -183,27 +206,30 @@ def _checked(method: str, *, stages: int, microbatches: int, windows: int, check
 
 
 def iter_stage_actions(method: str, *, stage: int, stages: int, microbatches: int, windows: int = 1,
-                       checkpoint_every: int = 0) -> Iterator[Action]:
+                       checkpoint_every: int = 0, frozen_stages: int = 0) -> Iterator[Action]:
     """Stage `stage`'s actions of ``build_schedule(...)``, made as they are read (nothing is built ahead)."""
     method = _checked(method, stages=stages, microbatches=microbatches, windows=windows,
-                      checkpoint_every=checkpoint_every)
+                      checkpoint_every=checkpoint_every, frozen_stages=frozen_stages)
     if method in PLACED_METHODS:
         raise ValueError(f"{method} places two chunks on each device; the runtime runs one stage per process: "
                          "it is schedule data for the simulator and the Explain tab only")
     if not isinstance(stage, int) or not 0 <= stage < stages:
         raise ValueError(f"stage must be in 0..{stages - 1} (got {stage!r})")
-    return _Builder(stages, microbatches, windows, checkpoint_every).for_method(method)(stage)
+    actions = _Builder(stages, microbatches, windows, checkpoint_every).for_method(method)(stage)
+    return _cut_at_frozen(actions, stage=stage, frozen_stages=frozen_stages)
 
 
 def build_schedule(
-    method: str, *, stages: int, microbatches: int, windows: int = 1, checkpoint_every: int = 0
+    method: str, *, stages: int, microbatches: int, windows: int = 1, checkpoint_every: int = 0,
+    frozen_stages: int = 0
 ) -> Schedule:
     """Build the per-device action lists of ``method`` (see module docstring); for dualpipe-v ``stages`` is the
     number of devices and the schedule has twice as many stages (chunks)."""
     method = _checked(method, stages=stages, microbatches=microbatches, windows=windows,
-                      checkpoint_every=checkpoint_every)
+                      checkpoint_every=checkpoint_every, frozen_stages=frozen_stages)
     per_device = _Builder(stages, microbatches, windows, checkpoint_every).for_method(method)
-    actions = tuple(tuple(per_device(d)) for d in range(stages))
+    actions = tuple(tuple(_cut_at_frozen(per_device(d), stage=d, frozen_stages=frozen_stages))
+                    for d in range(stages))
     placement = dualpipe_v_placement(stages) if method == DUALPIPE_V else ()
     return Schedule(method=method, stages=len(placement) or stages, microbatches=microbatches, windows=windows,
-                    actions=actions, placement=placement)
+                    actions=actions, placement=placement, frozen_stages=frozen_stages)

@@ -50,6 +50,7 @@ class Schedule:
     windows: int = 1
     actions: tuple[tuple[Action, ...], ...]
     placement: tuple[int, ...] = ()
+    frozen_stages: int = 0  # the first stages forward only: they keep nothing past a forward (--frozen-stages)
 
     def __post_init__(self) -> None:
         _check_count("stages", self.stages)

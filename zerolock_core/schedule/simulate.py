@@ -161,6 +161,10 @@ class _Sim:
 
     def _track_activations(self, d: int, a: Action, start: float, end: float) -> None:
         held, key = self.held[d], (a.stage, a.microbatch)
+        if a.stage < self.schedule.frozen_stages:  # --frozen-stages: no graph, its output only until it is sent
+            if a.kind in _HOLD:
+                self.inflight[d] += [(start, len(held) + 1), (end, len(held))]
+            return
         if a.kind in _HOLD and key not in held:
             held.add(key)
             self.inflight[d].append((start, len(held)))

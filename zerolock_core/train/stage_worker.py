@@ -50,8 +50,9 @@ class StageWorker:
         self.alpha_at = alpha_at  # α by optimizer step (an α ramp); None = the constant `alpha`
         self.consistency = consistency
         self.microbatches = microbatches
-        # terminal's chunks before the last: forward only, their weights as initialised; their readout's
-        # task loss is still measured (no gradient), so their curves show what a frozen chunk reads
+        # terminal's chunks before the last, and BP's first --frozen-stages: forward only, their weights as
+        # initialised; terminal's readout's task loss is still measured (no gradient), so its curves show
+        # what a frozen chunk reads
         self.trains = trains
         self.agrees_with_upstream = agrees_with_upstream  # the consistency term (not terminal's last chunk)
         self.params = [p for p in chunk.parameters() if p.requires_grad]
@@ -70,7 +71,9 @@ class StageWorker:
         t, local = cfg.train, every_chunk_trains(cfg.train.method)
         return cls(chunk=chunk, alpha=cfg.objective.alpha_for(chunk.index), consistency=cfg.objective.consistency,
                    microbatches=t.microbatches, lr=t.lr, weight_decay=t.weight_decay,
-                   alpha_at=alpha_by_step(cfg, chunk.index), trains=chunk_trains(t.method, last=chunk.is_last), agrees_with_upstream=local)
+                   alpha_at=alpha_by_step(cfg, chunk.index), agrees_with_upstream=local,
+                   trains=chunk_trains(t.method, last=chunk.is_last, index=chunk.index,
+                                       frozen_stages=t.frozen_stages))
 
     def forward(self, mb: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
         with torch.set_grad_enabled(self.trains and torch.is_grad_enabled()):  # a frozen chunk keeps nothing
