@@ -78,6 +78,9 @@ class Arm:
     alpha: float = 1.0
     readout: str = "head"
     rank_matched: bool = False  # BP with its LoRA rank raised to train as much as `top-lora:N`
+    # --frozen-stages N of a BP schedule, on the memory-halving layout with the rank that trains BP's
+    # parameters (common/frozen_layout.py)
+    frozen_stages: int = 0
 
 
 ARMS: dict[str, Arm] = {
@@ -131,14 +134,27 @@ def run_config(settings: BenchSettings, arm: Arm, *, stages: int, top: int, seed
 
         rank = matched_rank(AutoConfig.from_pretrained(resolve_model(model)), stages=stages, top=top, rank=rank,
                             targets=targets)
+    boundaries = None
+    if arm.frozen_stages:
+        from zerolock_core.train.model_shape import model_layers
+
+        from .common.frozen_layout import boundaries_of, matched_rank as frozen_rank, memory_halving_layout
+
+        layers = model_layers(model)
+        if layers is None:
+            raise ValueError(f"a frozen-prefix arm needs the number of layers of {model}, which is unknown")
+        layout = memory_halving_layout(layers, stages=stages, frozen=arm.frozen_stages)
+        boundaries = boundaries_of(layout)
+        rank = frozen_rank(rank, layers=layers, trained_layers=sum(layout[arm.frozen_stages:]))
     return RunConfig(
         model=ModelConfig(model=model, readout=arm.readout.replace(TOP, str(top)), lora_rank=rank,
-                          lora_alpha=4.0 * rank, lora_targets=targets),  # scale α/r = 4 in every arm
+                          lora_alpha=4.0 * rank, lora_targets=targets,  # scale α/r = 4 in every arm
+                          boundaries=boundaries),
         data=DataConfig(dataset=dataset, seq_len=settings.seq_len, eval_size=eval_size),
         objective=ObjectiveConfig(alpha=(arm.alpha,)),
         train=TrainConfig(runtime="reference", method=arm.method, stages=stages, batch=batch,
                           microbatches=microbatches, steps=settings.steps, lr=settings.lr, seed=seed,
-                          eval_every=eval_every, threads=1, device=settings.device),
+                          eval_every=eval_every, threads=1, device=settings.device, frozen_stages=arm.frozen_stages),
         out=str(out))
 
 

@@ -102,6 +102,12 @@ DEFAULT_ARMS = tuple(ARMS)
 # through the coordinator's store as they would in production; like PipeDream its curve is its final point
 ARMS["zerolock track:2 (pipeline)"] = FrontierArm(trains=depth.Arm(method="zerolock", readout="track:2"),
                                                    schedule="zerolock", locking=False, runtime="pipeline")
+# PipeDream with its first N stages frozen (--frozen-stages): no update locking, the trained suffix holding
+# at most half of 1F1B's peak (common/frozen_layout.py), LoRA at the rank that trains BP's parameters; its
+# accuracy measured in the pipeline runtime, like PipeDream's
+for _n in (1, 2):
+    ARMS[f"pipedream frozen:{_n}"] = FrontierArm(trains=depth.Arm(method=PIPEDREAM_ARM, frozen_stages=_n),
+                                                 schedule=PIPEDREAM_ARM, locking=False, runtime="pipeline")
 
 
 def readout_arm(readout: str) -> FrontierArm:
@@ -351,12 +357,24 @@ class ArmSettings(BenchSettings):
     lora_rank: int = 4
     lora_targets: tuple[str, ...] = ("q_proj", "v_proj")
     skip_bad_rows: bool = False  # the task's (--skip-bad-rows): the probe reads the same rows the runs train on
+    boundaries: tuple[int, ...] | None = None  # the arm's split (a frozen prefix's): the probe times its chunks
+    frozen_stages: int = 0  # simulated without their backward (the probe times every chunk both ways)
 
     def pipeline(self, **kw: Any) -> RunConfig:
         cfg = super().pipeline(**kw)
         return replace(cfg, model={"readout": self.readout, "lora_rank": self.lora_rank,
-                                   "lora_alpha": 4.0 * self.lora_rank, "lora_targets": self.lora_targets},
+                                   "lora_alpha": 4.0 * self.lora_rank, "lora_targets": self.lora_targets,
+                                   "boundaries": self.boundaries},
                        data={"skip_bad_rows": self.skip_bad_rows})
+
+    def key(self) -> dict[str, Any]:
+        """What names its probe: every setting (the two a frozen prefix adds only when set, so that the
+        probes of every other arm keep their names)."""
+        d = dataclasses.asdict(self)
+        for name, default in (("boundaries", None), ("frozen_stages", 0)):
+            if d[name] == default:
+                del d[name]
+        return d
 
 
 def _key(*parts: Any) -> str:
@@ -435,27 +453,35 @@ def simulate(settings: ArmSettings, *, schedule: str, stages: int, microbatch_si
     chunks = 2 * stages if schedule == DUALPIPE_V else stages
     m = MICROBATCHES_PER_STAGE * stages
     geometry = dict(stages=chunks, batch=m * microbatch_size, microbatches=m)
-    cost_key = _key(dataclasses.asdict(settings), geometry, PROBED)  # a probe that timed fewer actions is not it
+
+    def probe(s: ArmSettings) -> dict[str, Any]:
+        cost_key = _key(s.key(), geometry, PROBED)  # a probe that timed fewer actions is not it
+        return _cached(out / "probes" / f"{cost_key}.json", launches, "probe", lambda: _probe(s, **geometry))
+
     try:
-        probed = _cached(out / "probes" / f"{cost_key}.json", launches, "probe",
-                         lambda: _probe(settings, **geometry))
+        probed = probe(settings)
+        # an uneven split (a frozen prefix's) is paired with 1F1B on the even one, probed beside it
+        even = probe(dataclasses.replace(settings, boundaries=None, frozen_stages=0)) \
+            if settings.boundaries is not None else probed
     except ValueError as err:  # fewer layers than chunks
         return {"skipped": f"{chunks} chunks: {err}"}
-    def run(method: str, costs: ProbedCosts) -> tuple[Any, float]:
+
+    def run(method: str, costs: ProbedCosts, frozen: int = 0) -> tuple[Any, float]:
         """The prediction over SIM_WINDOWS windows (what it holds and idles) and the samples per second of a
         long run (steady state: a study run fills its pipeline once in hundreds of steps)."""
         # terminal runs ZeroLock's schedule with its own costs: its chunks before the last train nothing
-        common = dict(method=schedule_of(method), stages=stages, microbatches=m, costs=costs.costs(method),
+        common = dict(method=schedule_of(method), stages=stages, microbatches=m,
+                      costs=costs.costs(method, frozen_stages=frozen), frozen_stages=frozen,
                       link=link_for(LinkConfig()), inflight_limit=settings.inflight_depth)
         pred = predict(**common, batch=m * microbatch_size, windows=SIM_WINDOWS, skip_windows=skip_windows(SIM_WINDOWS))
         return pred, m * microbatch_size / steady_step_s(**common, windows=SIM_WINDOWS)
 
     costs = _probed(probed)
-    pred, samples_per_s = run(schedule, costs)
+    pred, samples_per_s = run(schedule, costs, settings.frozen_stages)
     # 1F1B on the same probe: a probe taken while the shared box was quieter makes every action cheaper, so
     # only a ratio of two simulations of one probe compares arms (`paced_step_s`)
-    paired = samples_per_s if schedule == BASELINE else run(
-        BASELINE, merged_adjacent(costs) if schedule == DUALPIPE_V else costs)[1]
+    paired = samples_per_s if schedule == BASELINE and settings.boundaries is None else run(
+        BASELINE, merged_adjacent(costs) if schedule == DUALPIPE_V else _probed(even))[1]
     held = [n / 2 for n in pred.inflight_peak] if schedule == DUALPIPE_V else list(pred.inflight_peak)
     return {"samples_per_s": samples_per_s, "peak_inflight": held, "bubble_fraction": pred.bubble_fraction,
             "microbatches": m, "paired_1f1b_samples_per_s": paired, "rate": "steady state"}
@@ -639,7 +665,8 @@ def run_frontier(settings: BenchSettings, *, out: Path, tasks: tuple[tuple[str, 
         arm_settings = ArmSettings(**{**dataclasses.asdict(settings), "dataset": dict(tasks)[task],
                                       "alpha": cfg0.objective.alpha[0], "threads": 1},
                                    readout=cfg0.model.readout, lora_rank=lora, lora_targets=cfg0.model.lora_targets,
-                                   skip_bad_rows=cfg0.data.skip_bad_rows)
+                                   skip_bad_rows=cfg0.data.skip_bad_rows, boundaries=cfg0.model.boundaries,
+                                   frozen_stages=cfg0.train.frozen_stages)
         sim = simulate(arm_settings, schedule=a.schedule, stages=k, microbatch_size=batch // microbatches, out=out,
                        launches=launches)
         step_s: dict[str, float] = {}

@@ -548,3 +548,28 @@ def test_a_run_finished_after_it_was_planned_is_never_trained_again(tmp_path):
     metrics, logged = (RunDir(cfg.out).metrics.read_bytes(), log.read_text())
     assert depth._train(cfg, log) is False
     assert RunDir(cfg.out).metrics.read_bytes() == metrics and log.read_text() == logged
+
+
+@pytest.mark.slow
+def test_a_frozen_prefix_pipedream_arm_trains_bp_parameters_on_half_the_memory_layout(tmp_path):
+    """`pipedream frozen:1` at K = 3 on the tiny model (8 layers): the memory-halving layout 4 / 2 / 2 with
+    LoRA rank 8 on the 4 trained layers (BP's 8 × 4), trained as a pipeline; simulated without the frozen
+    stage's backward, against 1F1B simulated from an even split probed beside it."""
+    from benchmarks.common.frozen_layout import memory_halving_layout
+
+    assert memory_halving_layout(8, stages=3, frozen=1) == (4, 2, 2)
+    settings = BenchSettings(model="tiny", seq_len=32, steps=2)
+    report = F.run_frontier(settings, out=tmp_path, tasks=(("topics", "topics"),), stages=(3,),
+                            arms=("1f1b", "pipedream frozen:1"), readouts=(), seeds=(0,), decisive_seeds=(0,),
+                            decisive=(), batch=4, microbatches=2, eval_every=2, eval_size=8, rank=4, jobs=2,
+                            time_steps=3)
+    # BP and the arm trained; probes: the even split at rank 4, the arm's split and the even one at rank 8
+    assert report["launched"] == {"train": 2, "timing": 0, "probe": 3}
+    arm = report["results"]["topics"]["3"]["pipedream frozen:1"]
+    run = arm["runs"][0]["config"]
+    assert list(run["model"]["boundaries"]) == [4, 6] and run["model"]["lora_rank"] == 8
+    assert run["train"]["frozen_stages"] == 1 and run["train"]["runtime"] == "pipeline"
+    assert arm["simulated"]["peak_inflight"] == [1, 2, 1] and arm["activation_bytes"][0] == 0
+    row = next(r for r in report["summary"] if r["arm"] == "pipedream frozen:1")
+    assert row["trainable_vs_bp"] == 1.0 and not row["locking"]
+    assert row["activation_peak_vs_1f1b"] < 1.0
