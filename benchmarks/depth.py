@@ -78,7 +78,7 @@ class Arm:
     alpha: float = 1.0
     readout: str = "head"
     rank_matched: bool = False  # BP with its LoRA rank raised to train as much as `top-lora:N`
-    # --frozen-stages N of a BP schedule, on the memory-halving layout with the rank that trains BP's
+    # --frozen-stages N of a BP schedule, on the memory-halving layout with the largest rank within BP's
     # parameters (common/frozen_layout.py)
     frozen_stages: int = 0
 

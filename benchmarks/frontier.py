@@ -103,7 +103,7 @@ DEFAULT_ARMS = tuple(ARMS)
 ARMS["zerolock track:2 (pipeline)"] = FrontierArm(trains=depth.Arm(method="zerolock", readout="track:2"),
                                                    schedule="zerolock", locking=False, runtime="pipeline")
 # PipeDream with its first N stages frozen (--frozen-stages): no update locking, the trained suffix holding
-# at most half of 1F1B's peak (common/frozen_layout.py), LoRA at the rank that trains BP's parameters; its
+# under half of 1F1B's peak (common/frozen_layout.py), LoRA at the largest rank within BP's parameters; its
 # accuracy measured in the pipeline runtime, like PipeDream's
 for _n in (1, 2):
     ARMS[f"pipedream frozen:{_n}"] = FrontierArm(trains=depth.Arm(method=PIPEDREAM_ARM, frozen_stages=_n),

@@ -551,25 +551,44 @@ def test_a_run_finished_after_it_was_planned_is_never_trained_again(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_frozen_prefix_pipedream_arm_trains_bp_parameters_on_half_the_memory_layout(tmp_path):
-    """`pipedream frozen:1` at K = 3 on the tiny model (8 layers): the memory-halving layout 4 / 2 / 2 with
-    LoRA rank 8 on the 4 trained layers (BP's 8 × 4), trained as a pipeline; simulated without the frozen
-    stage's backward, against 1F1B simulated from an even split probed beside it."""
-    from benchmarks.common.frozen_layout import memory_halving_layout
-
-    assert memory_halving_layout(8, stages=3, frozen=1) == (4, 2, 2)
+def test_a_frozen_prefix_pipedream_arm_trains_at_most_bp_parameters_on_the_memory_halving_layout(tmp_path):
+    """`pipedream frozen:1` at K = 3 on the tiny model (8 layers): the memory-halving layout 5 / 1 / 2 with
+    LoRA rank 10 on the 3 trained layers (30 rank-layers against BP's 8 × 4), trained as a pipeline;
+    simulated without the frozen stage's backward, against 1F1B simulated from an even split probed
+    beside it."""
     settings = BenchSettings(model="tiny", seq_len=32, steps=2)
     report = F.run_frontier(settings, out=tmp_path, tasks=(("topics", "topics"),), stages=(3,),
                             arms=("1f1b", "pipedream frozen:1"), readouts=(), seeds=(0,), decisive_seeds=(0,),
                             decisive=(), batch=4, microbatches=2, eval_every=2, eval_size=8, rank=4, jobs=2,
                             time_steps=3)
-    # BP and the arm trained; probes: the even split at rank 4, the arm's split and the even one at rank 8
+    # BP and the arm trained; probes: the even split at rank 4, the arm's split and the even one at rank 10
     assert report["launched"] == {"train": 2, "timing": 0, "probe": 3}
     arm = report["results"]["topics"]["3"]["pipedream frozen:1"]
     run = arm["runs"][0]["config"]
-    assert list(run["model"]["boundaries"]) == [4, 6] and run["model"]["lora_rank"] == 8
+    assert list(run["model"]["boundaries"]) == [5, 6] and run["model"]["lora_rank"] == 10
     assert run["train"]["frozen_stages"] == 1 and run["train"]["runtime"] == "pipeline"
     assert arm["simulated"]["peak_inflight"] == [1, 2, 1] and arm["activation_bytes"][0] == 0
     row = next(r for r in report["summary"] if r["arm"] == "pipedream frozen:1")
-    assert row["trainable_vs_bp"] == 1.0 and not row["locking"]
+    assert row["trainable_vs_bp"] == pytest.approx(30 / 32) and not row["locking"]
     assert row["activation_peak_vs_1f1b"] < 1.0
+
+
+@pytest.mark.parametrize("layers,stages,frozen,layout,rank", [
+    (30, 4, 1, (11, 5, 7, 7), 6),  # SmolLM2: stage 1 holds 3 x 5, stage 2 2 x 7, under 1F1B's 4 x 8 / 2
+    (30, 4, 2, (8, 8, 7, 7), 8),
+    (8, 3, 1, (5, 1, 2), 10),
+    (24, 4, 1, (10, 3, 5, 6), 6),  # even 6 a stage, under 4 x 6 / 2 = 12: 3 x 3, 2 x 5, 1 x 6
+])
+def test_the_memory_halving_layout_keeps_every_trained_stage_under_half_of_1f1b_and_no_slower(
+        layers, stages, frozen, layout, rank):
+    from benchmarks.common.frozen_layout import matched_rank, memory_halving_layout
+
+    got = memory_halving_layout(layers, stages=stages, frozen=frozen)
+    even = -(-layers // stages)
+    assert sum(got) == layers and all(n >= 1 for n in got)
+    for s in range(frozen, stages):
+        assert (stages - s) * got[s] < stages * even / 2  # what it holds at its peak, in layer-micro-batches
+        assert got[s] <= (even if s < stages - 1 else layers // stages)
+    r = matched_rank(4, layers=layers, trained_layers=sum(got[frozen:]))
+    assert r * sum(got[frozen:]) <= 4 * layers < (r + 1) * sum(got[frozen:])
+    assert (got, r) == (layout, rank)
