@@ -105,9 +105,9 @@ ARMS["zerolock track:2 (pipeline)"] = FrontierArm(trains=depth.Arm(method="zerol
 # PipeDream with its first N stages frozen (--frozen-stages): no update locking, the trained suffix holding
 # under half of 1F1B's peak (common/frozen_layout.py), LoRA at the largest rank within BP's parameters; its
 # accuracy measured in the pipeline runtime, like PipeDream's
-for _n in (1, 2):
-    ARMS[f"pipedream frozen:{_n}"] = FrontierArm(trains=depth.Arm(method=PIPEDREAM_ARM, frozen_stages=_n),
-                                                 schedule=PIPEDREAM_ARM, locking=False, runtime="pipeline")
+ARMS.update({f"pipedream frozen:{n}": FrontierArm(trains=depth.Arm(method=PIPEDREAM_ARM, frozen_stages=n),
+                                                  schedule=PIPEDREAM_ARM, locking=False, runtime="pipeline")
+             for n in (1, 2)})
 
 
 def readout_arm(readout: str) -> FrontierArm:

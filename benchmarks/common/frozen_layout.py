@@ -1,5 +1,5 @@
 """The layout of a frozen-prefix pipeline (--frozen-stages N) that the frontier study runs: how many layers
-each stage gets, and the LoRA rank that trains as many parameters as BP on every layer."""
+each stage gets, and the largest LoRA rank that trains no more parameters than BP on every layer."""
 from __future__ import annotations
 
 import math

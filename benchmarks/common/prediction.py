@@ -52,7 +52,8 @@ def steady_step_s(*, method: str, stages: int, microbatches: int, windows: int, 
     and of the lead a schedule that never flushes (PipeDream, ZeroLock, terminal) lets its first stage
     build; a flushing schedule's windows are all alike, so for it the two agree."""
     def makespan(w: int) -> float:
-        sched = build_schedule(method, stages=stages, microbatches=microbatches, windows=w, frozen_stages=frozen_stages)
+        sched = build_schedule(method, stages=stages, microbatches=microbatches, windows=w,
+                               frozen_stages=frozen_stages)
         return simulate(sched, costs=costs, link=link, inflight_limit=inflight_limit).makespan_s
 
     return (makespan(2 * windows) - makespan(windows)) / windows

@@ -133,7 +133,7 @@ class Run(JobBase):
                     raise ValueError(f"stage {stage} has no running process right now")
                 self._store.set(protocol.injected(stage, label), str(time.monotonic_ns()))
                 # It may exit between the check and the signal: then its own exit is the failure.
-                self._sup.signal(stage, signal.SIGKILL if mode == "kill" else signal.SIGSTOP)
+                self._sup.send_signal(stage, signal.SIGKILL if mode == "kill" else signal.SIGSTOP)
             else:
                 self._store.set(protocol.inject_request(stage), f"{mode} {label}")
 

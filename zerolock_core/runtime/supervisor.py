@@ -98,7 +98,7 @@ class StageSupervisor:
             if p is not None:
                 _signal(p, signal.SIGCONT)
 
-    def signal(self, stage: int, sig: int) -> bool:
+    def send_signal(self, stage: int, sig: int) -> bool:
         """Send `sig` to the stage's process; False when it has none running."""
         p = self.procs[stage]
         return p is not None and _signal(p, sig)
