@@ -74,10 +74,16 @@ SIM_WINDOWS = 6  # simulated optimizer steps (what a stage holds, its bubble); t
 
 @dataclass(kw_only=True, frozen=True)
 class FrontierArm:
-    trains: depth.Arm | None  # the run that measures its accuracy; None: BP's (an exact-gradient schedule)
+    trains: depth.Arm | None  # the run that measures its accuracy; None: `accuracy_of`'s
     schedule: str  # the pipeline method that times it (and, at K = 2, runs it)
     locking: bool  # update locking: the exact-gradient schedules
     runtime: str = "reference"  # where its accuracy is measured
+    # an arm that trains nothing of its own takes the accuracy of this arm's runs: the same gradients bit for
+    # bit (BP's for the exact-gradient schedules; PipeDream's for PipeDream with --recompute)
+    accuracy_of: str = BP
+    # --recompute on the fewest layers that keep every stage under half of 1F1B's peak
+    # (common/recompute_layout.py); times and memory from the arm's own probe
+    recompute: bool = False
 
 
 def _bp_schedule(schedule: str) -> FrontierArm:
@@ -108,6 +114,13 @@ ARMS["zerolock track:2 (pipeline)"] = FrontierArm(trains=depth.Arm(method="zerol
 ARMS.update({f"pipedream frozen:{n}": FrontierArm(trains=depth.Arm(method=PIPEDREAM_ARM, frozen_stages=n),
                                                   schedule=PIPEDREAM_ARM, locking=False, runtime="pipeline")
              for n in (1, 2)})
+# activation recompute (--recompute) trades a forward of some layers for their activations; it changes no
+# gradient (tests/test_recompute.py: bit for bit, PipeDream's weight versions included), so PipeDream's runs
+# are its accuracy, and 1F1B with the same recompute is the exact-gradient schedule it must beat
+RECOMPUTE = " recompute"
+ARMS[PIPEDREAM_ARM + RECOMPUTE] = FrontierArm(trains=None, accuracy_of=PIPEDREAM_ARM, schedule=PIPEDREAM_ARM,
+                                              locking=False, runtime="pipeline", recompute=True)
+ARMS[BASELINE + RECOMPUTE] = FrontierArm(trains=None, schedule=BASELINE, locking=True, recompute=True)
 
 
 def readout_arm(readout: str) -> FrontierArm:
@@ -359,19 +372,20 @@ class ArmSettings(BenchSettings):
     skip_bad_rows: bool = False  # the task's (--skip-bad-rows): the probe reads the same rows the runs train on
     boundaries: tuple[int, ...] | None = None  # the arm's split (a frozen prefix's): the probe times its chunks
     frozen_stages: int = 0  # simulated without their backward (the probe times every chunk both ways)
+    recompute: tuple[int, ...] = ()  # --recompute per stage: the probe times B with it and without
 
     def pipeline(self, **kw: Any) -> RunConfig:
         cfg = super().pipeline(**kw)
         return replace(cfg, model={"readout": self.readout, "lora_rank": self.lora_rank,
                                    "lora_alpha": 4.0 * self.lora_rank, "lora_targets": self.lora_targets,
-                                   "boundaries": self.boundaries},
+                                   "boundaries": self.boundaries, "recompute": self.recompute},
                        data={"skip_bad_rows": self.skip_bad_rows})
 
     def key(self) -> dict[str, Any]:
-        """What names its probe: every setting (the two a frozen prefix adds only when set, so that the
-        probes of every other arm keep their names)."""
+        """What names its probe: every setting (those a frozen prefix or a recompute adds only when set, so
+        that the probes of every other arm keep their names)."""
         d = dataclasses.asdict(self)
-        for name, default in (("boundaries", None), ("frozen_stages", 0)):
+        for name, default in (("boundaries", None), ("frozen_stages", 0), ("recompute", ())):
             if d[name] == default:
                 del d[name]
         return d
@@ -425,12 +439,31 @@ def matched_rank_for(params: int, *, model: str, targets: tuple[str, ...]) -> in
     return math.ceil(params / depth.lora_params_per_layer(mc, targets, 1) / mc.num_hidden_layers)
 
 
+def recompute_of(cfg: RunConfig) -> tuple[int, ...]:
+    """--recompute per stage for `cfg`'s split (common/recompute_layout.py)."""
+    from zerolock_core.method.chunks import chunk_bounds
+    from zerolock_core.train.model_shape import model_layers
+
+    from .common.recompute_layout import memory_halving_recompute
+
+    layers = model_layers(cfg.model.model)
+    if layers is None:
+        raise ValueError(f"a recompute arm needs the number of layers of {cfg.model.model}, which is unknown")
+    bounds = chunk_bounds(layers, cfg.train.stages, cfg.model.boundaries)
+    return memory_halving_recompute(tuple(end - first for first, end in bounds))
+
+
 def _probe(settings: ArmSettings, *, stages: int, batch: int, microbatches: int) -> dict[str, Any]:
     from .common.probe import probe_costs
 
     p = probe_costs(settings, stages=stages, batch=batch, microbatches=microbatches)
-    return {"per_stage": {str(s): c for s, c in p.per_stage.items()}, "hidden_bytes": p.hidden_bytes,
-            "layers": p.layers}
+    out = {"per_stage": {str(s): c for s, c in p.per_stage.items()}, "hidden_bytes": p.hidden_bytes,
+           "layers": p.layers}
+    if settings.recompute:  # the memory it buys, measured on the same chunks
+        from .common.probe import stage_activations
+
+        out["activations"] = stage_activations(settings, stages=stages, batch=batch, microbatches=microbatches)
+    return out
 
 
 def _probed(d: dict[str, Any]):
@@ -479,12 +512,17 @@ def simulate(settings: ArmSettings, *, schedule: str, stages: int, microbatch_si
     costs = _probed(probed)
     pred, samples_per_s = run(schedule, costs, settings.frozen_stages)
     # 1F1B on the same probe: a probe taken while the shared box was quieter makes every action cheaper, so
-    # only a ratio of two simulations of one probe compares arms (`paced_step_s`)
-    paired = samples_per_s if schedule == BASELINE and settings.boundaries is None else run(
-        BASELINE, merged_adjacent(costs) if schedule == DUALPIPE_V else _probed(even))[1]
+    # only a ratio of two simulations of one probe compares arms (`paced_step_s`); a recompute's probe timed
+    # plain 1F1B's F and B in the same rounds
+    plain = schedule == BASELINE and settings.boundaries is None and not settings.recompute
+    paired = samples_per_s if plain else run(
+        BASELINE, merged_adjacent(costs) if schedule == DUALPIPE_V else _probed(even).without_recompute())[1]
     held = [n / 2 for n in pred.inflight_peak] if schedule == DUALPIPE_V else list(pred.inflight_peak)
-    return {"samples_per_s": samples_per_s, "peak_inflight": held, "bubble_fraction": pred.bubble_fraction,
-            "microbatches": m, "paired_1f1b_samples_per_s": paired, "rate": "steady state"}
+    out = {"samples_per_s": samples_per_s, "peak_inflight": held, "bubble_fraction": pred.bubble_fraction,
+           "microbatches": m, "paired_1f1b_samples_per_s": paired, "rate": "steady state"}
+    if settings.recompute:
+        out |= {"recompute": list(settings.recompute), **probed["activations"]}
+    return out
 
 
 def measure_k2(cfg: RunConfig, *, schedule: str, steps: int, out: Path, launches: Launches) -> dict[str, Any]:
@@ -574,6 +612,12 @@ def run_frontier(settings: BenchSettings, *, out: Path, tasks: tuple[tuple[str, 
         raise ValueError(f"unknown frontier arm(s) {unknown}; choose from {', '.join(ARMS)} (or --readouts)")
     table = {BASELINE: ARMS[BASELINE], **{a: ARMS[a] for a in arms},
              **{READOUT_ARM + r: readout_arm(r) for r in readouts}}
+    borrowed = [(a, ARMS[a].accuracy_of) for a in arms if ARMS[a].trains is None and ARMS[a].accuracy_of != BP
+                and ARMS[a].accuracy_of not in table]
+    if borrowed:
+        a, of = borrowed[0]
+        raise ValueError(f"frontier arm {a!r} takes its accuracy from {of!r}'s runs (the same gradients bit for "
+                         f"bit): add {of!r} to --arms")
     launches, started = Launches(), time.perf_counter()
     model = resolve_bench_model(settings.model)
     targets = ("q_proj", "v_proj")
@@ -643,12 +687,12 @@ def run_frontier(settings: BenchSettings, *, out: Path, tasks: tuple[tuple[str, 
         trained_arms = {(t, k, n) for t, k, n, _ in configs}
         # an arm none of whose runs finished is left out; without BP's runs a task × K has no target
         plan = {key: e for key, e in plan.items() if (key[0], key[1], BP) in trained_arms
-                and (e["arm"].trains is None or key in trained_arms)}
+                and (key if e["arm"].trains is not None else (key[0], key[1], e["arm"].accuracy_of)) in trained_arms}
 
     results: dict[str, dict[str, dict[str, Any]]] = {}
     for (task, k, name), e in plan.items():
         a = e["arm"]
-        source = name if a.trains is not None else BP
+        source = name if a.trains is not None else a.accuracy_of
         runs_of = {seed: cfg for (t, kk, n, seed), cfg in configs.items() if (t, kk, n) == (task, k, source)}
         cfg0 = next(iter(runs_of.values()))
         per_run = []
@@ -662,11 +706,12 @@ def run_frontier(settings: BenchSettings, *, out: Path, tasks: tuple[tuple[str, 
             per_run.append((cfg, analysis, _curve_run(cfg, analysis)))
         analysis = per_run[0][1]
         lora = cfg0.model.lora_rank
+        recompute = recompute_of(cfg0) if a.recompute else ()
         arm_settings = ArmSettings(**{**dataclasses.asdict(settings), "dataset": dict(tasks)[task],
                                       "alpha": cfg0.objective.alpha[0], "threads": 1},
                                    readout=cfg0.model.readout, lora_rank=lora, lora_targets=cfg0.model.lora_targets,
                                    skip_bad_rows=cfg0.data.skip_bad_rows, boundaries=cfg0.model.boundaries,
-                                   frozen_stages=cfg0.train.frozen_stages)
+                                   frozen_stages=cfg0.train.frozen_stages, recompute=recompute)
         sim = simulate(arm_settings, schedule=a.schedule, stages=k, microbatch_size=batch // microbatches, out=out,
                        launches=launches)
         step_s: dict[str, float] = {}
@@ -679,18 +724,27 @@ def run_frontier(settings: BenchSettings, *, out: Path, tasks: tuple[tuple[str, 
             if "peak_inflight" in sim:  # a stage's micro-batch of the K-way split, held as DualPipe-V holds it
                 activation = [b * n for b, n in zip(one_mb, sim["peak_inflight"])]
                 activation_source = "simulated"
+        elif recompute and "peak_inflight" in sim:
+            activation = [b * n + r for b, n, r in zip(sim["kept_bytes"], sim["peak_inflight"], sim["recompute_bytes"])]
+            activation_source = ("simulated: what one micro-batch keeps with --recompute, measured, × micro-batches "
+                                 "held (m = 2K), + one recomputed layer's activations (measured)")
         elif "peak_inflight" in sim:
             activation = [b * n for b, n in zip(one_mb, sim["peak_inflight"])]
             activation_source = "simulated: one micro-batch measured × micro-batches held (m = 2K)"
         measured = None
         if k == MEASURED_AT and a.schedule != DUALPIPE_V:
-            measured = measure_k2(cfg0, schedule=a.schedule, steps=time_steps, out=out, launches=launches)
+            timed_cfg = replace(cfg0, model={"recompute": recompute}) if recompute else cfg0
+            measured = measure_k2(timed_cfg, schedule=a.schedule, steps=time_steps, out=out, launches=launches)
             step_s["measured"] = batch / measured["samples_per_s"]
             activation, activation_source = measured["peak_activation_bytes"], "measured (pipeline run)"
+            if recompute:  # the runtime's meter sees what is kept; a recomputed layer's backward adds one back
+                activation = [b + r for b, r in zip(activation, sim.get("recompute_bytes", [0] * k))]
+                activation_source += " + one recomputed layer's activations (measured)"
         # forward: each boundary's hidden state (and readout rows); backprop sends as many gradient bytes back
         wire = sum(analysis["bytes_per_microbatch"]) * microbatches * (1 if cfg0.train.method in LOCAL_METHODS else 2)
         entry = {"arm": name, "method": cfg0.train.method, "schedule": a.schedule, "runtime": cfg0.train.runtime,
                  "readout": cfg0.model.readout, "alpha": cfg0.objective.alpha[0], "lora_rank": lora,
+                 **({"recompute": list(recompute)} if recompute else {}),
                  "locking": a.locking, "accuracy_from": source, "seeds": sorted(runs_of),
                  "runs": [record for _, _, record in per_run],
                  "step_s": step_s, "time_source": "measured" if "measured" in step_s else

@@ -592,3 +592,64 @@ def test_the_memory_halving_layout_keeps_every_trained_stage_under_half_of_1f1b_
     r = matched_rank(4, layers=layers, trained_layers=sum(got[frozen:]))
     assert r * sum(got[frozen:]) <= 4 * layers < (r + 1) * sum(got[frozen:])
     assert (got, r) == (layout, rank)
+
+
+@pytest.mark.parametrize("layout,recompute", [
+    ((8, 8, 7, 7), (5, 4, 0, 0)),  # SmolLM2 K = 4: 4 x 3 + 1 and 3 x 4 + 1 layer-micro-batches, under 4 x 8 / 2
+    ((10, 10, 10), (6, 4, 0)),  # SmolLM2 K = 3: 3 x 4 + 1, 2 x 6 + 1, under 3 x 10 / 2
+    ((3, 3, 2), (3, 2, 0)),  # the tiny model at K = 3
+    ((4, 4), (3, 2)),
+])
+def test_the_memory_halving_recompute_keeps_every_stage_under_half_of_1f1b_with_the_fewest_layers(layout,
+                                                                                                   recompute):
+    from benchmarks.common.recompute_layout import memory_halving_recompute
+
+    got = memory_halving_recompute(layout)
+    K, budget = len(layout), len(layout) * layout[0] / 2
+
+    def held(s: int, r: int) -> int:  # layer-micro-batches at the stage's peak, one recomputed layer included
+        return (K - s) * (layout[s] - r) + (1 if r else 0)
+
+    for s, r in enumerate(got):
+        assert held(s, r) < budget
+        assert r == 0 or held(s, r - 1) >= budget - 1  # one fewer would not keep the margin
+    assert got == recompute
+
+
+def test_a_recompute_arm_without_the_arm_it_takes_its_accuracy_from_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="takes its accuracy from 'pipedream'.*add 'pipedream' to --arms"):
+        F.run_frontier(BenchSettings(model="tiny", seq_len=32, steps=2), out=tmp_path, tasks=(("topics", "topics"),),
+                       stages=(3,), arms=("1f1b", "pipedream recompute"), readouts=(), seeds=(0,),
+                       decisive_seeds=(0,), decisive=(), batch=4, microbatches=2, eval_every=2, eval_size=8, rank=4,
+                       jobs=1, time_steps=3)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_recompute_arms_share_their_runs_accuracy_and_hold_less_at_the_price_of_their_own_probe(tmp_path):
+    """PipeDream and 1F1B with --recompute at K = 3 on the tiny model (3 / 3 / 2 layers, recompute 3 / 2 / 0):
+    no run of their own (PipeDream's and BP's accuracy: the same gradients bit for bit), one probe that times
+    B with and without the recompute (the plain 1F1B they are set against), their peak under plain 1F1B's."""
+    settings = BenchSettings(model="tiny", seq_len=32, steps=2)
+    report = F.run_frontier(settings, out=tmp_path, tasks=(("topics", "topics"),), stages=(3,),
+                            arms=("1f1b", "pipedream", "pipedream recompute", "1f1b recompute"), readouts=(),
+                            seeds=(0,), decisive_seeds=(0,), decisive=(), batch=4, microbatches=2, eval_every=2,
+                            eval_size=8, rank=4, jobs=2, time_steps=3)
+    assert report["launched"] == {"train": 2, "timing": 0, "probe": 2}  # BP, PipeDream; plain and recompute
+    arms = report["results"]["topics"]["3"]
+    for name, of in (("pipedream recompute", "pipedream"), ("1f1b recompute", "bp")):
+        e = arms[name]
+        assert e["recompute"] == [3, 2, 0] and e["accuracy_from"] == of
+        assert [r["run"] for r in e["runs"]] == [r["run"] for r in arms[of]["runs"]]
+        sim = e["simulated"]
+        assert sim["recompute"] == [3, 2, 0] and sim["recompute_bytes"][2] == 0 < min(sim["recompute_bytes"][:2])
+        assert e["activation_bytes"] == [b * n + r for b, n, r in zip(sim["kept_bytes"], sim["peak_inflight"],
+                                                                      sim["recompute_bytes"])]
+    probe = next((tmp_path / "probes").glob("*.json"), None)
+    assert probe is not None
+    rows = {r["arm"]: r for r in report["summary"]}
+    for plain, re in (("pipedream", "pipedream recompute"), ("1f1b", "1f1b recompute")):
+        assert rows[re]["accuracy_mean"] == rows[plain]["accuracy_mean"]
+        assert rows[re]["activation_peak_vs_1f1b"] < rows[plain]["activation_peak_vs_1f1b"]
+        assert rows[re]["trainable_vs_bp"] == rows[plain]["trainable_vs_bp"]
+    assert rows["1f1b recompute"]["locking"] and not rows["pipedream recompute"]["locking"]

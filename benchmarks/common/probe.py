@@ -67,6 +67,13 @@ class ProbedCosts:
     hidden_bytes: int  # one micro-batch's hidden state on the wire
     layers: list[list[int]]
 
+    def without_recompute(self) -> "ProbedCosts":
+        """The costs of the same chunks without --recompute: F and B as the same rounds timed them with it
+        off (`F_plain`, `B_plain`), so that a schedule with and one without compare on one probe."""
+        per_stage = {s: {**c, "F": c["F_plain"], "B": c["B_plain"]} if "B_plain" in c else c
+                     for s, c in self.per_stage.items()}
+        return ProbedCosts(per_stage=per_stage, hidden_bytes=self.hidden_bytes, layers=self.layers)
+
     def costs(self, method: str, *, frozen_stages: int = 0) -> Costs:
         return Costs(
             forward=0.0,
@@ -168,6 +175,16 @@ def probe_round(w: StageWorker, frozen: StageWorker, mb: dict[str, torch.Tensor]
     times["F_frozen"] = timed(lambda: out.__setitem__(0, frozen.forward(mb, inp)), device)
     times["L_frozen"] = timed(lambda: frozen.local_backward(mb, None if first else inp, out[0]), device)
     times["STEP_frozen"] = timed(frozen.optimizer_step, device)
+    if w.chunk.recompute_layers:  # BP's F and B once more with --recompute off, in the same round
+        recompute, w.chunk.recompute_layers = w.chunk.recompute_layers, 0
+        try:
+            inp = mb["input_ids"] if first else h_in.detach().requires_grad_(True)
+            times["F_plain"] = timed(lambda: out.__setitem__(0, w.forward(mb, inp)), device)
+            h = out[0]
+            times["B_plain"] = timed(lambda: w.bp_loss_backward(mb, h) if g is None else w.bp_backward(h, g),
+                                     device)
+        finally:
+            w.chunk.recompute_layers = recompute
     return times
 
 
@@ -195,8 +212,24 @@ def probe_costs(settings: BenchSettings, *, stages: int, batch: int, microbatche
         for _ in range(repeats + 1):  # the first round warms up and is dropped
             for s, w in enumerate(workers):
                 for kind, seconds in probe_round(w, frozen[s], mb, received[s], device).items():
-                    times[s][kind].append(seconds)
+                    times[s].setdefault(kind, []).append(seconds)
         per_stage = {s: {k: statistics.median(v[1:]) for k, v in t.items()} for s, t in times.items()}
         hidden_bytes = x.numel() * x.element_size()  # the last chunk's output: a hidden state like every other
         return ProbedCosts(per_stage=per_stage, hidden_bytes=hidden_bytes,
                            layers=[list(c.layer_range) for c in setup.chunks])
+
+
+def stage_activations(settings: BenchSettings, *, stages: int, batch: int, microbatches: int) -> dict[str, list[int]]:
+    """What one micro-batch of BP keeps per stage of the arm's chunks (`kept_bytes`, --recompute's inputs
+    included) and what a backward adds back while it recomputes a layer (`recompute_bytes`), measured with
+    the engine's meter (analysis/stage_memory.py)."""
+    from zerolock_core.analysis.stage_memory import stage_memory
+
+    # 1F1B's chunks: every exact-gradient schedule trains the same ones
+    cfg = in_process_config(settings, method="1f1b", stages=stages, batch=batch, microbatches=microbatches)
+    with pinned_threads(settings.threads):
+        setup = build_run_setup(cfg)
+        workers = [StageWorker.of_run(c, setup.cfg) for c in setup.chunks]
+        memory = stage_memory(workers, setup.microbatches(0)[0], backprop=True)
+    return {"kept_bytes": [m.activation_bytes for m in memory],
+            "recompute_bytes": [m.recompute_bytes for m in memory]}

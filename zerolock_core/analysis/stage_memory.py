@@ -19,7 +19,11 @@ from ..telemetry.activation_meter import ActivationMeter
 @dataclass(frozen=True, kw_only=True)
 class StageMemory:
     weight_bytes: int
-    activation_bytes: int
+    activation_bytes: int  # what one micro-batch keeps for its backward (a recomputed layer: its input)
+    # each of the chunk's layers' activations for one micro-batch, measured without --recompute; what a
+    # backward adds back at most while it recomputes one layer (0 without --recompute)
+    layer_bytes: tuple[int, ...] = ()
+    recompute_bytes: int = 0
 
     @property
     def total_bytes(self) -> int:
@@ -40,7 +44,9 @@ def stage_memory(workers: list[StageWorker], mb: dict[str, torch.Tensor], *, bac
     for w in workers:
         w.chunk.zero_grad(set_to_none=True)
     x, h_in, prev_rows = mb["input_ids"], None, None
+    inputs: list[torch.Tensor] = []
     for k, (w, meter) in enumerate(zip(workers, meters)):
+        inputs.append(x)
         with meter.measuring():
             h_out = w.forward(mb, x)
             if backprop:
@@ -55,5 +61,25 @@ def stage_memory(workers: list[StageWorker], mb: dict[str, torch.Tensor], *, bac
             x = h_in
     for w in workers:
         w.chunk.zero_grad(set_to_none=True)
-    return [StageMemory(weight_bytes=_weight_bytes(w), activation_bytes=m.peak_bytes)
-            for w, m in zip(workers, meters)]
+    layers = [layer_activation_bytes(w, mb, x_in) for w, x_in in zip(workers, inputs)]
+    return [StageMemory(weight_bytes=_weight_bytes(w), activation_bytes=m.peak_bytes, layer_bytes=b,
+                        recompute_bytes=max(b[:w.chunk.recompute_layers], default=0))
+            for w, m, b in zip(workers, meters, layers)]
+
+
+def layer_activation_bytes(worker: StageWorker, mb: dict[str, torch.Tensor], x: torch.Tensor) -> tuple[int, ...]:
+    """The activation bytes each of the chunk's layers saves for one micro-batch, its forward run with a graph
+    and without --recompute: what a recomputed layer keeps only the input of, and what its backward holds
+    again while it recomputes (the backward frees one layer's before it recomputes the next)."""
+    from ..method.chunks import run_layers
+
+    chunk = worker.chunk
+    meter = ActivationMeter([*chunk.parameters(), *chunk.buffers()])
+    sizes: list[int] = []
+    with torch.enable_grad(), meter.measuring():
+        h = chunk.embed(x) if chunk.embed is not None else x.detach().requires_grad_(True)
+        before = meter.current_bytes
+        for _ in run_layers(chunk.layers, h, mb["attention_mask"], config=chunk.config, rotary=chunk.rotary):
+            sizes.append(meter.current_bytes - before)
+            before = meter.current_bytes
+    return tuple(sizes)

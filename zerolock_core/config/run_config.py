@@ -207,6 +207,15 @@ def _check_model(cfg: RunConfig) -> None:
                        f"{w.value('stages', t.stages)} needs {t.stages - 1}")
         rule(all(x > 0 for x in b) and list(b) == sorted(set(b)), "boundaries",
              lambda w: f"{w.value('boundaries', list(b))} must be strictly increasing layer indices > 0")
+    r = m.recompute
+    rule(len(r) in (0, 1, t.stages), "recompute",
+         lambda w: f"{w.name('recompute')} has {len(r)} values; give one, or one per stage ({t.stages})")
+    # one value stands for every stage: stage 0 decides (never a K-long tuple: K is not bounded yet here)
+    frozen_recomputed = [s for s, n in enumerate(r) if n and s < t.frozen_stages]
+    rule(not frozen_recomputed, "recompute",
+         lambda w: f"{w.name('recompute')} recomputes layers of stage {frozen_recomputed[0]}, which "
+                   f"{w.value('frozen_stages', t.frozen_stages)} freezes: a frozen stage keeps nothing for a "
+                   "backward; give it 0")
 
 
 # the fields that name a user file's fields (run_fields.YOUR_DATA), by the kind of task they describe

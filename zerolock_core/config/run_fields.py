@@ -13,7 +13,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
-from .arg_types import boundaries_arg, bytes_arg, floats_arg, names_arg, words_arg
+from .arg_types import boundaries_arg, bytes_arg, floats_arg, ints_arg, names_arg, words_arg
 from .readout_spec import READOUT_CHOICES
 from .setting import Setting, setting, setting_of
 from ..train.threads import DEFAULT_THREADS
@@ -68,6 +68,13 @@ class ModelConfig:
         None, flag="--boundaries", parse=boundaries_arg, label="chunk boundaries",
         help="first layer of chunks 2..K, e.g. 3,6, or auto: chunks that take the same time on stages of "
              "--stage-speed, every decoder layer costing the same (default: an even split, extra layers first)")
+    # activation checkpointing per layer: method/chunks.py's run_layers
+    recompute: tuple[int, ...] = setting(
+        (), flag="--recompute", parse=ints_arg, label="recomputed layers", minimum=0,
+        help="per stage, how many of its first decoder layers keep only their input for the backward and run "
+             "their forward again there (activation checkpointing), e.g. 5,4,0,0: less activation memory for "
+             "one more forward of those layers; one value for every stage or one per stage (default: none). "
+             "The gradients are the same bit for bit")
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -211,6 +218,11 @@ class TrainConfig:
     def speeds(self) -> tuple[float, ...]:
         """Each stage's speed (--stage-speed, spelled out)."""
         return stage_speeds(self.stage_speed, self.stages)
+
+
+def recomputed_layers(recompute: tuple[int, ...] | list[int], stages: int) -> tuple[int, ...]:
+    """Each stage's recomputed layers from --recompute (none: 0; one value: every stage's)."""
+    return tuple(recompute) if len(recompute) > 1 else (recompute[0] if recompute else 0,) * stages
 
 
 def stage_speeds(stage_speed: tuple[float, ...] | list[float], stages: int) -> tuple[float, ...]:

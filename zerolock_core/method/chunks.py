@@ -18,6 +18,7 @@ from torch import nn
 
 from .balance import ChunkCosts, balanced_boundaries, is_auto
 from ..config.run_config import ModelConfig
+from ..config.run_fields import recomputed_layers
 from ..config.field_words import ConfigError, FieldError
 from ..config.readout_spec import ADAPTER_KINDS, SAMPLE_KINDS, ReadoutSpec
 from ..methods import every_chunk_trains as every_chunk_trains_with
@@ -126,19 +127,37 @@ def make_readout_adapter(kind: str, hidden: int, inner: int, *, seed: int, chunk
 
 
 def run_layers(layers: nn.ModuleDict, h: torch.Tensor, attention_mask: torch.Tensor, *, config,
-               rotary: nn.Module) -> Iterator[torch.Tensor]:
+               rotary: nn.Module, recompute: int = 0) -> Iterator[torch.Tensor]:
     """The hidden state after each of `layers` in order, from the embedded sequence `h` [B, S, d]: the
-    position ids, rotary embeddings and causal/padding mask are rebuilt here (nothing else crosses)."""
+    position ids, rotary embeddings and causal/padding mask are rebuilt here (nothing else crosses).
+    The first `recompute` layers (--recompute), when a graph is built, keep only their input for the
+    backward, which runs their forward again: torch's non-reentrant checkpoint, which restores the RNG
+    state and recomputes the same ops on the same inputs, so the gradients are the same bit for bit."""
+    from torch.utils.checkpoint import checkpoint
     from transformers.masking_utils import create_causal_mask
 
     position_ids = torch.arange(h.shape[1], device=h.device).unsqueeze(0)
     mask = create_causal_mask(config=config, inputs_embeds=h, attention_mask=attention_mask,
                               cache=None, position_ids=position_ids)
     rope = rotary(h, position_ids=position_ids)
-    for layer in layers.values():
-        out = layer(h, attention_mask=mask, position_ids=position_ids, position_embeddings=rope)
+    for i, layer in enumerate(layers.values()):
+        kwargs = dict(attention_mask=mask, position_ids=position_ids, position_embeddings=rope)
+        if i < recompute and torch.is_grad_enabled():
+            out = checkpoint(_bound(layer), h, use_reentrant=False, **kwargs)
+        else:
+            out = layer(h, **kwargs)
         h = out[0] if isinstance(out, tuple) else out
         yield h
+
+
+def _bound(layer: nn.Module):
+    """`layer` bound to the tensors it holds now: a backward's recompute then runs with the weights the
+    forward used, also where those were a PipeDream weight version swapped in for the forward alone
+    (runtime/weight_stash.py's functional_call), not the live ones an optimizer step has since changed."""
+    from torch.func import functional_call
+
+    tensors = {**dict(layer.named_parameters()), **dict(layer.named_buffers())}
+    return lambda *args, **kwargs: functional_call(layer, tensors, args, kwargs, strict=False)
 
 
 class TopReadout(nn.Module):
@@ -162,8 +181,11 @@ class Chunk(nn.Module):
     def __init__(self, *, index: int, num_chunks: int, layer_range: tuple[int, int], config,
                  layers: list[nn.Module], embed: nn.Module | None, rotary: nn.Module,
                  norm: nn.Module, lm_head: nn.Module, adapter: nn.Module | None = None,
-                 top: TopReadout | None = None, receives_readout: bool = False, tracks: bool = False) -> None:
+                 top: TopReadout | None = None, receives_readout: bool = False, tracks: bool = False,
+                 recompute_layers: int = 0) -> None:
         super().__init__()
+        assert 0 <= recompute_layers <= len(layers), "checked against the chunk's layers (build_chunks)"
+        self.recompute_layers = recompute_layers  # its first layers' activations, recomputed in the backward
         assert adapter is None or top is None, "one readout per chunk"
         self.index, self.num_chunks, self.layer_range = index, num_chunks, layer_range
         self.config = config
@@ -202,7 +224,8 @@ class Chunk(nn.Module):
     def layer_outputs(self, x: torch.Tensor, attention_mask: torch.Tensor) -> Iterator[torch.Tensor]:
         """The hidden state after each of this chunk's layers, in order (the logit lens reads them)."""
         h = self.embed(x) if self.embed is not None else x
-        yield from run_layers(self.layers, h, attention_mask, config=self.config, rotary=self.rotary)
+        yield from run_layers(self.layers, h, attention_mask, config=self.config, rotary=self.rotary,
+                              recompute=self.recompute_layers)
 
     def _rows(self, h: torch.Tensor, positions: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
         """The rows at Ω [|Ω|, d] the head reads: h's own, adapted, or out of the top layers."""
@@ -291,6 +314,13 @@ def build_chunks(model, cfg: ModelConfig, *, stages: int, seed: int, only: int |
     lora = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=0.0,
                       target_modules=list(cfg.lora_targets), bias="none")
     check_readout_fits(cfg.readout, bounds)
+    recompute = recomputed_layers(cfg.recompute, stages)
+    over = [k for k, (n, (first, end)) in enumerate(zip(recompute, bounds)) if n > end - first]
+    if over:
+        k = over[0]
+        raise FieldError("recompute", lambda w: f"{w.value('recompute', ','.join(map(str, cfg.recompute)))} "
+                                                f"recomputes {recompute[k]} layers of chunk {k}, which has "
+                                                f"{bounds[k][1] - bounds[k][0]}")
     spec = ReadoutSpec.of_model(cfg.readout, bounds)
     every_chunk_trains = every_chunk_trains_with(method)
     readouts = [spec.of_chunk(k, stages, every_chunk_trains=every_chunk_trains) for k in range(stages)]
@@ -323,7 +353,7 @@ def build_chunks(model, cfg: ModelConfig, *, stages: int, seed: int, only: int |
                       layers=list(layers.values()), embed=base.embed_tokens if k == 0 else None,
                       rotary=base.rotary_emb, norm=base.norm, lm_head=model.lm_head, adapter=adapter, top=top,
                       receives_readout=every_chunk_trains and k > 0 and readouts[k - 1].ships_rows,
-                      tracks=readout.tracks)
+                      tracks=readout.tracks, recompute_layers=recompute[k])
         assert chunk.trainable_state(), "peft injected adapters, so the chunk has trainable parameters"
         chunks.append(chunk)
     return chunks
