@@ -329,8 +329,7 @@ extra = [t.weight_bytes - h_.weight_bytes for t, h_ in zip(memory["top:2"], memo
 print(f"\ntop:2 adds {extra} bytes of weights per stage; the 2 copied layers hold {copy_bytes}")
 assert extra == [copy_bytes, copy_bytes, 0]                  # chunks 0 and 1 hold a copy of layers 6-7
 assert all(t.activation_bytes > h_.activation_bytes for t, h_ in zip(memory["top:2"][:2], memory["head"][:2]))
-last = [(m[-1].weight_bytes, m[-1].activation_bytes) for m in (memory["top:2"], memory["head"])]
-assert last[0] == last[1]                                      # the last chunk is unchanged
+assert memory["top:2"][-1] == memory["head"][-1]              # the last chunk is unchanged
 
 # %% [markdown]
 # The rows are few ($|\Omega| \cdot d$ numbers against $h$'s $b/m \cdot S \cdot d$: one answer token per example here),

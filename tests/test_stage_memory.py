@@ -53,5 +53,4 @@ def test_a_top_readout_holds_its_layers_beside_the_chunk_and_saves_their_activat
     for k in range(STAGES - 1):  # one more layer held, and its activations saved for the backward through it
         assert top[k].weight_bytes - head[k].weight_bytes == layer_bytes
         assert top[k].activation_bytes > head[k].activation_bytes
-    # the last chunk reads through the head alone
-    assert (top[-1].weight_bytes, top[-1].activation_bytes) == (head[-1].weight_bytes, head[-1].activation_bytes)
+    assert top[-1] == head[-1]  # the last chunk reads through the head alone

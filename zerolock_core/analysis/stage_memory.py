@@ -20,8 +20,8 @@ from ..telemetry.activation_meter import ActivationMeter
 class StageMemory:
     weight_bytes: int
     activation_bytes: int  # what one micro-batch keeps for its backward (a recomputed layer: its input)
-    # each of the chunk's layers' activations for one micro-batch, measured without --recompute; what a
-    # backward adds back at most while it recomputes one layer (0 without --recompute)
+    # with --recompute: each of the chunk's layers' activations for one micro-batch, measured without it,
+    # and what a backward adds back at most while it recomputes one layer (without: () and 0)
     layer_bytes: tuple[int, ...] = ()
     recompute_bytes: int = 0
 
@@ -61,7 +61,9 @@ def stage_memory(workers: list[StageWorker], mb: dict[str, torch.Tensor], *, bac
             x = h_in
     for w in workers:
         w.chunk.zero_grad(set_to_none=True)
-    layers = [layer_activation_bytes(w, mb, x_in) for w, x_in in zip(workers, inputs)]
+    # one more forward per recomputing chunk; a chunk without --recompute needs none
+    layers = [layer_activation_bytes(w, mb, x_in) if w.chunk.recompute_layers else ()
+              for w, x_in in zip(workers, inputs)]
     return [StageMemory(weight_bytes=_weight_bytes(w), activation_bytes=m.peak_bytes, layer_bytes=b,
                         recompute_bytes=max(b[:w.chunk.recompute_layers], default=0))
             for w, m, b in zip(workers, meters, layers)]

@@ -220,14 +220,19 @@ class TrainConfig:
         return stage_speeds(self.stage_speed, self.stages)
 
 
+def per_stage(values: tuple | list, stages: int, default):
+    """A per-stage flag's value for each stage: none given → `default` everywhere; one → every stage's."""
+    return tuple(values) if len(values) > 1 else (values[0] if values else default,) * stages
+
+
 def recomputed_layers(recompute: tuple[int, ...] | list[int], stages: int) -> tuple[int, ...]:
     """Each stage's recomputed layers from --recompute (none: 0; one value: every stage's)."""
-    return tuple(recompute) if len(recompute) > 1 else (recompute[0] if recompute else 0,) * stages
+    return per_stage(recompute, stages, 0)
 
 
 def stage_speeds(stage_speed: tuple[float, ...] | list[float], stages: int) -> tuple[float, ...]:
     """Each stage's speed from --stage-speed (none: all 1; one value: every stage's)."""
-    return tuple(stage_speed) if len(stage_speed) > 1 else (stage_speed[0] if stage_speed else 1.0,) * stages
+    return per_stage(stage_speed, stages, 1.0)
 
 
 @dataclass(kw_only=True, frozen=True)
