@@ -22,10 +22,8 @@ import argparse
 import math
 import re
 import statistics
-import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,7 +35,7 @@ from zerolock_core.config.config_file import write_config_toml
 from zerolock_core.viz.palette import dash, marker, method_colour
 from zerolock_core.rundir.run_dir import RunDir
 
-from .common import plots
+from .common import plots, study_runs
 from .common.experiment import Experiment
 from .common.presets import resolve_bench_model
 from .common.settings import BenchSettings, report_header
@@ -259,8 +257,7 @@ def _train(cfg: RunConfig, log: Path) -> bool:
         how = ["--resume", str(cfg.out), *(["--steps", str(cfg.train.steps)] if longer else [])] if step is not None \
             else ["--config", str(toml), "--out", str(cfg.out), "--overwrite"]
         with open(log, "w" if step is None else "a") as f:
-            code = subprocess.call([sys.executable, "-m", "zerolock_core", "train", *how, "--quiet"], stdout=f,
-                                   stderr=subprocess.STDOUT)
+            code = study_runs.call([sys.executable, "-m", "zerolock_core", "train", *how, "--quiet"], stdout=f)
     if code != 0:
         raise RuntimeError(f"{cfg.out}: zerolock train exited {code} (log: {log})")
     return True
@@ -408,10 +405,9 @@ def run_depth(settings: BenchSettings, *, out: Path, stages: tuple[int, ...], ar
     print(f"  {len(configs)} runs, {sum(map(_finished_with, configs.values()))} already finished; {jobs} side by side",
           flush=True)
     (out / "runs").mkdir(parents=True, exist_ok=True)
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for cfg, trained in pool.map(lambda c: (c, _train(c, beside(c.out, ".log"))), todo):
-            if trained:
-                print(f"  finished {Path(cfg.out).name} ({time.perf_counter() - started:.0f} s so far)", flush=True)
+    for cfg, trained in study_runs.side_by_side(lambda c: _train(c, beside(c.out, ".log")), todo, jobs=jobs):
+        if trained:
+            print(f"  finished {Path(cfg.out).name} ({time.perf_counter() - started:.0f} s so far)", flush=True)
     # a study cut short (--finished-only) reports what it has, each arm with the seeds that finished; a run
     # another process was training, once it has finished (by the next invocation)
     configs = {key: cfg for key, cfg in configs.items() if _finished_with(cfg)}

@@ -42,7 +42,6 @@ import json
 import math
 import statistics
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -58,7 +57,7 @@ from zerolock_core.rundir.run_dir import RunDir
 from zerolock_core.viz.palette import NEUTRAL, dash, marker, method_colour
 
 from . import depth
-from .common import plots
+from .common import plots, study_runs
 from .common.experiment import Experiment
 from .common.presets import resolve_bench_model
 from .common.settings import BenchSettings, report_header
@@ -672,11 +671,11 @@ def run_frontier(settings: BenchSettings, *, out: Path, tasks: tuple[tuple[str, 
           f"({sum(carried_for(c, carried) is not None and not depth._finished_with(c) for c in configs.values())} "
           f"of them carried from an earlier result); {jobs} side by side", flush=True)
     (out / "runs").mkdir(parents=True, exist_ok=True)
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for cfg, trained in pool.map(lambda c: (c, depth._train(c, depth.beside(c.out, ".log"))), todo):
-            if trained:
-                launches.add("train")
-                print(f"  finished {Path(cfg.out).name} ({time.perf_counter() - started:.0f} s so far)", flush=True)
+    for cfg, trained in study_runs.side_by_side(lambda c: depth._train(c, depth.beside(c.out, ".log")), todo,
+                                                jobs=jobs):
+        if trained:
+            launches.add("train")
+            print(f"  finished {Path(cfg.out).name} ({time.perf_counter() - started:.0f} s so far)", flush=True)
     # a study cut short (--finished-only), or one some of whose runs another invocation was training, reports
     # what has finished and names what it still lacks
     missing = sorted(Path(cfg.out).name for cfg in configs.values() if not finished(cfg))
