@@ -6,11 +6,14 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from zerolock_core.config.run_config import (CONSISTENCY_DIRECTIONS, FAILURE_MODES, LINK_PROFILE_NAMES, DataConfig,
-                                  LinkConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig)
+                                  LinkConfig, ModelConfig, ObjectiveConfig, RunConfig, TrainConfig, replace)
 from zerolock_core.config.field_words import ConfigError, FieldError, check_field, number, qualified, raise_all, whole
 from zerolock_core.train.preflight import preflight
-from zerolock_core.config.readout_spec import RECOMMENDED_AT_DEPTH, RECOMMENDED_MARK, ReadoutSpec
+from zerolock_core.analysis.recommended import RECOMMENDED_AT_DEPTH, RECOMMENDED_MARK
+from zerolock_core.config.readout_spec import ReadoutSpec
 from zerolock_core.config.setting import value_text
+from zerolock_core.method.recompute_layout import MEMORY_HALVING
+from zerolock_core.train.model_recompute import memory_halving_recompute_for
 from zerolock_core.methods import PIPELINE, REFERENCE, every_chunk_trains, label, names, refusal
 
 from .data_preview import DATA_KINDS, DataFields
@@ -19,12 +22,14 @@ from .data_preview import DATA_KINDS, DataFields
 # single-process reference trainer runs ("bp", the backprop reference)
 PIPELINE_METHODS = names(where=lambda m: PIPELINE in m.runtimes and not m.control)
 REFERENCE_METHODS = names(where=lambda m: m.runtimes == (REFERENCE,) and not m.control)
-# (label shown, method)
-METHOD_CHOICES: tuple[tuple[str, str], ...] = tuple((label(m), m) for m in PIPELINE_METHODS + REFERENCE_METHODS)
-# (label shown, --readout): short enough to read once picked in a third of the form's width; the recommended
-# one for K >= 3 marked (RECOMMENDED_AT_DEPTH), its measured price under the field (frontier_summary.py)
+# (label shown, method): the one recommended for K >= 3 marked (analysis/recommended.py), its measured price
+# under the field (frontier_summary.py)
+METHOD_CHOICES: tuple[tuple[str, str], ...] = tuple(
+    (label(m) + (f" {RECOMMENDED_MARK}" if m == RECOMMENDED_AT_DEPTH.method else ""), m)
+    for m in PIPELINE_METHODS + REFERENCE_METHODS)
+# (label shown, --readout): short enough to read once picked in a third of the form's width
 READOUT_CHOICES: tuple[tuple[str, str], ...] = tuple(
-    (f"{value}{f' {RECOMMENDED_MARK}' if value == RECOMMENDED_AT_DEPTH else ''} — {words}", value)
+    (f"{value} — {words}", value)
     for value, words in (
         ("head", "the paper's frozen norm + LM head"),
         ("top-lora:last", "last chunk's layers, own LoRA"),
@@ -35,6 +40,12 @@ READOUT_CHOICES: tuple[tuple[str, str], ...] = tuple(
         ("mlp", "a trained residual MLP"),
     ))
 NO_FAILURE = "none"  # the failure mode of "no scheduled failure"
+NO_RECOMPUTE = "none"  # every layer keeps its activations for the backward
+# (label shown, the form's recompute): MEMORY_HALVING is resolved per method's split in config_for
+RECOMPUTE_CHOICES: tuple[tuple[str, str], ...] = (
+    ("none — keep every activation", NO_RECOMPUTE),
+    (f"{MEMORY_HALVING}{f' {RECOMMENDED_MARK}' if RECOMMENDED_AT_DEPTH.recompute == MEMORY_HALVING else ''} — "
+     "recompute layers: under ½ of 1F1B's peak", MEMORY_HALVING))
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -60,6 +71,9 @@ class RunForm:
     dataset: str = DataConfig.dataset
     data: DataFields = DataFields()  # an uploaded file's fields
     readout: str = ModelConfig.readout
+    # NO_RECOMPUTE, or MEMORY_HALVING: each stage recomputes in its backward the fewest of its first layers
+    # that keep a 1F1B / PipeDream stage under half of 1F1B's peak (--recompute; the gradients do not change)
+    recompute: str = NO_RECOMPUTE
     # a failure scheduled from the form (pipeline methods): stage fail_stage fails once it has done
     # fail_step optimizer steps, in fail_mode (one of FAILURE_MODES, or NO_FAILURE)
     fail_stage: int = 1
@@ -113,7 +127,8 @@ def form_from_values(*, methods: Any, stages: Any, batch: Any, microbatches: Any
                      fail_mode: Any = RunForm.fail_mode, readout: Any = RunForm.readout,
                      dataset: Any = RunForm.dataset, data_kind: Any = DataFields.kind, text_fields: Any = "",
                      label_field: Any = "", label_words: Any = "", prompt_field: Any = "",
-                     response_field: Any = "", tensorboard: Any = RunForm.tensorboard) -> RunForm:
+                     response_field: Any = "", tensorboard: Any = RunForm.tensorboard,
+                     recompute: Any = RunForm.recompute) -> RunForm:
     """Gradio widget values (numbers arrive as floats or None: 2.5 is refused, not rounded) -> RunForm,
     or a ConfigError naming every field that is wrong by itself (ConfigErrors when several are; the
     rules between fields are the config's, checked once each field is right: configs_for)."""
@@ -130,6 +145,8 @@ def form_from_values(*, methods: Any, stages: Any, batch: Any, microbatches: Any
               f"consistency {consistency!r} is not one of {', '.join(CONSISTENCY_DIRECTIONS)}")
     r.require(readout in {value for _, value in READOUT_CHOICES},
               f"readout {readout!r} is not one of {', '.join(v for _, v in READOUT_CHOICES)}")
+    r.require(recompute in {value for _, value in RECOMPUTE_CHOICES},
+              f"recompute {recompute!r} is not one of {', '.join(v for _, v in RECOMPUTE_CHOICES)}")
     r.require(link in LINK_PROFILE_NAMES and link != "custom",
               f"link profile {link!r} is not one of none, local, wifi, mobile, constrained")
     ints["seed"] = r.take("seed", whole, seed)
@@ -150,7 +167,7 @@ def form_from_values(*, methods: Any, stages: Any, batch: Any, microbatches: Any
     r.require(isinstance(tensorboard, bool), f"TensorBoard logs is on or off, not {tensorboard!r}")
     raise_all(r.errors)
     return RunForm(methods=chosen, alpha=str(alpha), consistency=consistency, link=link, lr=rate, fail_mode=mode,
-                   readout=readout, dataset=dataset, data=DataFields(kind=data_kind, **texts),
+                   readout=readout, recompute=recompute, dataset=dataset, data=DataFields(kind=data_kind, **texts),
                    tensorboard=tensorboard, **ints)
 
 
@@ -160,8 +177,16 @@ def readout_of(form: RunForm, method: str) -> str:
     return form.readout if every_chunk_trains(method) or not ReadoutSpec.parse(form.readout).reads_layers else "head"
 
 
+def recompute_of(form: RunForm) -> tuple[int, ...]:
+    """--recompute per stage for the form's choice (the form splits evenly: no --boundaries)."""
+    if form.recompute == NO_RECOMPUTE:
+        return ()
+    return memory_halving_recompute_for(form.model, form.stages, None)
+
+
 def config_for(form: RunForm, method: str, *, out: str) -> RunConfig:
-    """The engine's own validation does the checking; its one-line message is what the UI shows.
+    """The engine's own validation does the checking; its one-line message is what the UI shows. Without
+    the form's recompute: its layout needs a split the model has, which preflight checks (configs_for).
     The BP reference runs in one process: link emulation and scheduled failures do not apply to it."""
     reference = method in REFERENCE_METHODS
     return RunConfig(
@@ -177,6 +202,7 @@ def config_for(form: RunForm, method: str, *, out: str) -> RunConfig:
                           failures=() if reference else form.failures),
         link=LinkConfig(profile="none" if reference else form.link),
         out=out)
+    return cfg
 
 
 def configs_for(form: RunForm, *, out_for: Any) -> list[RunConfig]:
@@ -188,6 +214,8 @@ def configs_for(form: RunForm, *, out_for: Any) -> list[RunConfig]:
         try:
             cfg = config_for(form, method, out=out_for(method))
             preflight(cfg)
+            if form.recompute != NO_RECOMPUTE:  # the split is the model's now; recompute changes no gradient
+                cfg = replace(cfg, model={"recompute": recompute_of(form)})
         except ConfigError as err:
             raise (qualified(err, method) if len(form.methods) > 1 else err) from None
         configs.append(cfg)

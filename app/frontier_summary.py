@@ -1,5 +1,5 @@
 """The committed frontier study at its deepest K, for what cites it (Lesson 5's headline, the Run form's mark):
-one reader of the summary rows of docs/results/frontier-trec6.json and one way to say an arm's price."""
+one reader of the summary rows of docs/results/frontier-*.json and one way to say an arm's price."""
 from __future__ import annotations
 
 import json
@@ -7,12 +7,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from zerolock_core.analysis.frontier_arms import BASELINE_ARM, readout_arm_name
-from zerolock_core.config.readout_spec import RECOMMENDED_AT_DEPTH, RECOMMENDED_MARK
+from zerolock_core.analysis.frontier_arms import BASELINE_ARM
+from zerolock_core.analysis.frontier_goal import GOAL
+from zerolock_core.analysis.recommended import RECOMMENDED_AT_DEPTH, RECOMMENDED_MARK
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
-FRONTIER = RESULTS / "frontier-trec6.json"
-RECOMMENDED_ARM = readout_arm_name(RECOMMENDED_AT_DEPTH)
+FRONTIER = RESULTS / "frontier-trec6.json"  # a classification task: accuracy
+FRONTIERS = (FRONTIER, RESULTS / "frontier-alpaca.json")  # and a generation task: the response's NLL
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -20,6 +21,8 @@ class Frontier:
     task: str
     k: int
     rows: dict[str, dict[str, Any]]  # by arm
+    # by arm without update locking: each criterion of the study's goal -> whether the arm meets it
+    met: dict[str, dict[str, bool]]
 
     @property
     def bp(self) -> dict[str, Any] | None:
@@ -28,11 +31,13 @@ class Frontier:
 
 def deepest_frontier(path: Path = FRONTIER) -> Frontier | None:
     """The summary rows of the deepest K measured (the first task with it); None without the file or rows."""
-    rows = json.loads(path.read_text()).get("summary", []) if path.is_file() else []
+    report = json.loads(path.read_text()) if path.is_file() else {}
+    rows = report.get("summary", [])
     if not rows:
         return None
     task, k = max(((r["task"], r["K"]) for r in rows), key=lambda tk: tk[1])
-    return Frontier(task=task, k=k, rows={r["arm"]: r for r in rows if (r["task"], r["K"]) == (task, k)})
+    return Frontier(task=task, k=k, rows={r["arm"]: r for r in rows if (r["task"], r["K"]) == (task, k)},
+                    met={g["arm"]: g["met"] for g in report.get("goal", []) if (g["task"], g["K"]) == (task, k)})
 
 
 def seeds_words(row: dict[str, Any]) -> str:
@@ -45,12 +50,39 @@ def price_words(row: dict[str, Any], *, step: str = " 1F1B's time per step", mem
         f"{row['activation_peak_vs_1f1b']:.2f}×{memory}"
 
 
-def recommended_words(path: Path = FRONTIER) -> str:
-    """What the marked readout reached at depth and what it cost, in one line; "" without the measurement."""
-    f = deepest_frontier(path)
-    top = f.rows.get(RECOMMENDED_ARM) if f else None
-    if f is None or top is None or f.bp is None:
+# how a line names a criterion of the study's goal it misses (benchmarks/frontier.py's goal rows)
+CRITERION_WORDS = {"ahead of schedules": "lead over every backprop schedule"}
+
+
+def level_words(row: dict[str, Any]) -> str:
+    """An arm's final level: the response's NLL on a generation task (lower is better), else its accuracy."""
+    return f"NLL {row['nll_mean']:.3f}" if row.get("nll_mean") is not None else f"{row['accuracy_mean']:.3f}"
+
+
+def recommended_words(paths: tuple[Path, ...] = FRONTIERS, *, brief: bool = False) -> str:
+    """What the recommended configuration reached at depth and what it cost, on every task measured, in
+    one line (`brief`: the numbers only, for a lesson's headline); "" without a measurement."""
+    said = []
+    for path in paths:
+        f = deepest_frontier(path)
+        row = f.rows.get(RECOMMENDED_AT_DEPTH.arm) if f else None
+        if f is None or row is None or f.bp is None:
+            continue
+        missed = [c for c, ok in f.met.get(RECOMMENDED_AT_DEPTH.arm, {}).items() if not ok]
+        if brief:
+            said.append(f"{f.task} {level_words(row)} against {level_words(f.bp).removeprefix('NLL ')} at "
+                        f"{price_words(row, step='', memory='')}" + ("" if missed else ", **the goal met**"))
+            continue
+        verdict = (f"misses the goal's {' and '.join(CRITERION_WORDS.get(c, c) for c in missed)}" if missed
+                   else "**meets the goal**")
+        said.append(f"{f.task} at K = {f.k}, {level_words(row)} ({seeds_words(row)}) against backprop's "
+                    f"{level_words(f.bp)} at {price_words(row)}: {verdict}")
+    if not said:
         return ""
-    return (f"{RECOMMENDED_MARK} `{RECOMMENDED_AT_DEPTH}`, ZeroLock's most accurate readout at K ≥ 3: on {f.task} at "
-            f"K = {f.k}, {top['accuracy_mean']:.3f} ({seeds_words(top)}) against backprop's "
-            f"{f.bp['accuracy_mean']:.3f}, at {price_words(top)}.")
+    goal = f"≤ {GOAL.time_vs_1f1b:g}× 1F1B's time and ≤ {GOAL.activation_vs_1f1b:g}× its activations"
+    if brief:
+        return (f"{RECOMMENDED_MARK} Recommended: PipeDream + recompute "
+                f"`{RECOMMENDED_AT_DEPTH.recompute}`: " + "; ".join(said) + ".")  # the narration says the goal
+    return (f"{RECOMMENDED_MARK} {RECOMMENDED_AT_DEPTH.words} (`{RECOMMENDED_AT_DEPTH.method}`, recompute "
+            f"`{RECOMMENDED_AT_DEPTH.recompute}`), the project's pick for K ≥ 3. On " + "; on ".join(said)
+            + f" (the goal: backprop's level in {goal}).")

@@ -50,7 +50,8 @@ from zerolock_core.config.arg_types import ints_arg
 from zerolock_core.config.run_config import LinkConfig, RunConfig, replace
 from zerolock_core.methods import LOCAL_METHODS, REFERENCE, method as method_entry, schedule_of
 from zerolock_core.analysis.frontier_arms import (BASELINE_ARM as BASELINE, CONTROL_ARM, PIPEDREAM_ARM,
-                                                 READOUT_ARM, readout_arm_name)
+                                                 READOUT_ARM, RECOMPUTE_ARM, readout_arm_name)
+from zerolock_core.analysis.frontier_goal import CRITERIA, GOAL, Goal
 from zerolock_core.rundir.atomic_files import read_json, write_json_atomic
 from zerolock_core.rundir.file_digest import file_sha256
 from zerolock_core.rundir.run_dir import RunDir
@@ -81,7 +82,7 @@ class FrontierArm:
     # bit (BP's for the exact-gradient schedules; PipeDream's for PipeDream with --recompute)
     accuracy_of: str = BP
     # --recompute on the fewest layers that keep every stage under half of 1F1B's peak
-    # (common/recompute_layout.py); times and memory from the arm's own probe
+    # (zerolock_core/method/recompute_layout.py); times and memory from the arm's own probe
     recompute: bool = False
 
 
@@ -116,7 +117,7 @@ ARMS.update({f"pipedream frozen:{n}": FrontierArm(trains=depth.Arm(method=PIPEDR
 # activation recompute (--recompute) trades a forward of some layers for their activations; it changes no
 # gradient (tests/test_recompute.py: bit for bit, PipeDream's weight versions included), so PipeDream's runs
 # are its accuracy, and 1F1B with the same recompute is the exact-gradient schedule it must beat
-RECOMPUTE = " recompute"
+RECOMPUTE = RECOMPUTE_ARM
 ARMS[PIPEDREAM_ARM + RECOMPUTE] = FrontierArm(trains=None, accuracy_of=PIPEDREAM_ARM, schedule=PIPEDREAM_ARM,
                                               locking=False, runtime="pipeline", recompute=True)
 ARMS[BASELINE + RECOMPUTE] = FrontierArm(trains=None, schedule=BASELINE, locking=True, recompute=True)
@@ -243,23 +244,6 @@ def summary(report: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-@dataclass(kw_only=True, frozen=True)
-class Goal:
-    """The goal issue 41 set: a configuration without update locking as accurate as BP (mean of `seeds`
-    seeds within `accuracy_within`; a pairs task's response NLL within `nll_within` of BP's, relative), in at
-    most `time_vs_1f1b` of 1F1B's time and ahead of every exact-gradient schedule, with at most
-    `activation_vs_1f1b` of 1F1B's peak activation memory, and not beaten by its BP control (the same
-    trainable parameters) by more than the larger seed sd of the two."""
-
-    accuracy_within: float = 0.01
-    nll_within: float = 0.02
-    time_vs_1f1b: float = 0.8
-    activation_vs_1f1b: float = 0.5
-    seeds: int = 3
-
-
-GOAL = Goal()
-CRITERIA = ("accuracy", "seeds", "time", "ahead of schedules", "memory", "control")
 
 
 def goal_rows(report: dict[str, Any], goal: Goal = GOAL) -> list[dict[str, Any]]:
@@ -439,17 +423,10 @@ def matched_rank_for(params: int, *, model: str, targets: tuple[str, ...]) -> in
 
 
 def recompute_of(cfg: RunConfig) -> tuple[int, ...]:
-    """--recompute per stage for `cfg`'s split (common/recompute_layout.py)."""
-    from zerolock_core.method.chunks import chunk_bounds
-    from zerolock_core.train.model_shape import model_layers
+    """--recompute per stage for `cfg`'s split (zerolock_core/train/model_recompute.py)."""
+    from zerolock_core.train.model_recompute import memory_halving_recompute_for
 
-    from .common.recompute_layout import memory_halving_recompute
-
-    layers = model_layers(cfg.model.model)
-    if layers is None:
-        raise ValueError(f"a recompute arm needs the number of layers of {cfg.model.model}, which is unknown")
-    bounds = chunk_bounds(layers, cfg.train.stages, cfg.model.boundaries)
-    return memory_halving_recompute(tuple(end - first for first, end in bounds))
+    return memory_halving_recompute_for(cfg.model.model, cfg.train.stages, cfg.model.boundaries)
 
 
 def _probe(settings: ArmSettings, *, stages: int, batch: int, microbatches: int) -> dict[str, Any]:

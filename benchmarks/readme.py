@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import math
 import re
 import sys
 from pathlib import Path
@@ -54,7 +55,8 @@ FORMATTERS: dict[str, tuple[str, str, bool]] = {
 
 # the result files of the README's headline table, in the order `format_headline` takes them
 HEADLINE_FILES = ("memory", "throughput", "links", "envelope", "recovery", "quality", "quality-tiny-1000-k3",
-                  "quality-smollm2", "quality-smollm2-affine", "hetero", "hetero-smollm2", "frontier-trec6")
+                  "quality-smollm2", "quality-smollm2-affine", "hetero", "hetero-smollm2", "frontier-trec6",
+                  "frontier-alpaca")
 
 # summary blocks: one table over several result files, by a formatter of a list of reports
 SUMMARIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
@@ -92,7 +94,8 @@ def format_headline(reports: list[dict[str, Any]]) -> str:
 
     r = dict(zip(HEADLINE_FILES, reports))
     memory, throughput, links, envelope, recovery = (r[n] for n in HEADLINE_FILES[:5])
-    quality, long, smollm2, affine, hetero, hetero_smollm2, frontier = (r[n] for n in HEADLINE_FILES[5:])
+    quality, long, smollm2, affine, hetero, hetero_smollm2 = (r[n] for n in HEADLINE_FILES[5:11])
+    frontiers = [r[n] for n in HEADLINE_FILES[11:]]
 
     def link(text: str, key: str) -> str:
         return f"[{text}]({HEADLINE_LINKS[key]})"
@@ -140,27 +143,40 @@ def format_headline(reports: list[dict[str, Any]]) -> str:
         [link("uneven devices", "hetero") + f", one stage {1 / slowest:g}x slower: `--boundaries auto` over even, "
          "ZeroLock / 1F1B (E3)", "phones; how they were balanced is not said",
          f"{balanced(hetero)} measured, {balanced(hetero_smollm2)} on SmolLM2-135M"],
-        frontier_row(frontier, link("the frontier", "frontier")),
+        frontier_row(frontiers, link("the frontier", "frontier")),
     ]
     heads = ["ZeroLock (paper's figure)", "paper: TinyLlama-1.1B, 3 GPUs", "here: 2 CPU cores, tiny model unless named"]
     return markdown_table(heads, rows)
 
 
-def frontier_row(report: dict[str, Any], linked: str) -> list[str]:
-    """The headline's frontier row: BP's accuracy against the most accurate arm without update locking, its
-    time to BP's accuracy and its peak activation memory against 1F1B, and how many runs it rests on."""
-    rows = report["summary"]
-    task, k = rows[0]["task"], rows[0]["K"]
-    bp = next(r for r in rows if r["arm"] == "1f1b" and (r["task"], r["K"]) == (task, k))
-    free = max((r for r in rows if not r["locking"] and (r["task"], r["K"]) == (task, k)),
-               key=lambda r: r["accuracy_mean"])
-    time = "never reaches BP's" if free["time_to_bp_vs_1f1b"] is None else f"{free['time_to_bp_vs_1f1b']:.2f}x the time"
-    trained_runs = importlib.import_module("benchmarks.frontier").trained_runs  # lazy, as `formatted`'s
-    runs = len(trained_runs(report, task, k))
-    return [f"{linked}, {task} K={k}, {report['config']['steps']} steps: BP / best without update locking",
-            "CE-only level with BP (AG News, 1,250 steps)",
-            f"{bp['accuracy_mean']:.2f} / {free['arm']} {free['accuracy_mean']:.2f}: {time}, "
-            f"{free['activation_peak_vs_1f1b']:.2f}x 1F1B's activations (in progress: {runs} runs)"]
+def frontier_row(reports: list[dict[str, Any]], linked: str) -> list[str]:
+    """The headline's frontier row, a cell per task at its first K: BP's level against the best arm without
+    update locking (one that meets the goal, else the most accurate), its time to BP's level and its peak
+    activation memory against 1F1B, and how many runs the task rests on."""
+    frontier = importlib.import_module("benchmarks.frontier")  # lazy, as `formatted`'s
+    cells, ks, steps = [], set(), set()
+    for report in reports:
+        rows = report["summary"]
+        task, k = rows[0]["task"], rows[0]["K"]
+        cell = [r for r in rows if (r["task"], r["K"]) == (task, k)]
+        met = {g["arm"] for g in report.get("goal", []) if g["goal"] and (g["task"], g["K"]) == (task, k)}
+        bp = next(r for r in cell if r["arm"] == "1f1b")
+        free = max((r for r in cell if not r["locking"]),
+                   key=lambda r: (r["arm"] in met, r["accuracy_mean"], -(r["time_to_bp_vs_1f1b"] or math.inf)))
+
+        def level(r: dict[str, Any]) -> str:
+            return f"NLL {r['nll_mean']:.2f}" if r.get("nll_mean") is not None else f"{r['accuracy_mean']:.2f}"
+
+        time = ("never reaches BP's" if free["time_to_bp_vs_1f1b"] is None
+                else f"{free['time_to_bp_vs_1f1b']:.2f}x the time")
+        cells.append(f"{task} {level(bp)} / {free['arm']} {level(free)}: {time}, "
+                     f"{free['activation_peak_vs_1f1b']:.2f}x 1F1B's activations"
+                     + (", meets the goal" if free["arm"] in met else "")
+                     + f" ({len(frontier.trained_runs(report, task, k))} runs)")
+        ks.add(k)
+        steps.add(report["config"]["steps"])
+    return [f"{linked}, K={'/'.join(map(str, sorted(ks)))}, {'/'.join(map(str, sorted(steps)))} steps: "
+            "BP / best without update locking", "CE-only level with BP (AG News, 1,250 steps)", "; ".join(cells)]
 
 
 def formatted(report: dict[str, Any]) -> str:

@@ -602,7 +602,7 @@ def test_the_memory_halving_layout_keeps_every_trained_stage_under_half_of_1f1b_
 ])
 def test_the_memory_halving_recompute_keeps_every_stage_under_half_of_1f1b_with_the_fewest_layers(layout,
                                                                                                    recompute):
-    from benchmarks.common.recompute_layout import memory_halving_recompute
+    from zerolock_core.method.recompute_layout import memory_halving_recompute
 
     got = memory_halving_recompute(layout)
     K, budget = len(layout), len(layout) * layout[0] / 2

@@ -124,8 +124,12 @@ def test_the_fault_policy_recovers_each_method_as_its_entry_says(name):
 def test_the_dashboards_form_offers_the_methods_it_can_run(tmp_path):
     from app.form import METHOD_CHOICES, PIPELINE_METHODS, REFERENCE_METHODS, RunForm, config_for
 
+    from zerolock_core.analysis.recommended import RECOMMENDED_AT_DEPTH, RECOMMENDED_MARK
+
     offered = [m for m in METHODS if m.runtimes and not m.control]
-    assert list(METHOD_CHOICES) == sorted(((m.label, m.name) for m in offered),
+    marked = {m.name: m.label + (f" {RECOMMENDED_MARK}" if m.name == RECOMMENDED_AT_DEPTH.method else "")
+              for m in offered}  # the registry's label, the recommended one marked
+    assert list(METHOD_CHOICES) == sorted(((marked[m.name], m.name) for m in offered),
                                           key=lambda c: (PIPELINE not in method(c[1]).runtimes, names().index(c[1])))
     assert set(PIPELINE_METHODS + REFERENCE_METHODS) == {m.name for m in offered}
     for _, name in METHOD_CHOICES:

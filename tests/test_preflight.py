@@ -228,6 +228,9 @@ BAD_FORMS = [
     (dict(batch=6, microbatches=4), "batch b = 6 is not divisible by micro-batches m = 4; try m = 2, 3 or 6, or b = 8"),
     (dict(stages=2.5), "stages K = 2.5 is not a whole number; try K = 2 or 3"),
     (dict(stages=9), "stages K = 9 must be between 1 and the model's 8 layers"),
+    (dict(recompute="all"), "recompute 'all' is not one of none, halve"),
+    # a split the model does not have is refused in the stages' words, not the recompute's
+    (dict(recompute="halve", stages=9), "stages K = 9 must be between 1 and the model's 8 layers"),
     (dict(steps=None), "steps is empty"),
     (dict(methods=["1f1b"], stages=3, microbatches=2, batch=4),
      "method 1f1b needs micro-batches m >= stages K (got m=2, K=3); try m = 4, or K = 2"),
@@ -342,13 +345,43 @@ def test_the_forms_readout_goes_to_zerolock_and_a_top_readout_not_to_the_methods
     assert {c.train.method: c.model.readout for c in configs} == expected
 
 
-def test_the_form_marks_the_recommended_readout_once_and_refuses_one_it_does_not_offer(controller):
-    from app.form import READOUT_CHOICES
-    from app.tabs.run import start_runs
-    from zerolock_core.config.readout_spec import RECOMMENDED_AT_DEPTH, RECOMMENDED_MARK, ReadoutSpec
+@pytest.mark.parametrize("recompute,stages,expected", [
+    ("none", 3, ()),  # every layer keeps its activations
+    ("halve", 3, (3, 2, 0)),  # the tiny model's 3 / 3 / 2 layers: the layout the frontier study runs
+    ("halve", 2, (3, 2)),
+])
+def test_the_forms_recompute_gives_every_method_the_memory_halving_layout_of_its_split(recompute, stages, expected):
+    from app.form import configs_for, form_from_values
 
-    marked = [value for label, value in READOUT_CHOICES if RECOMMENDED_MARK in label]
-    assert marked == [RECOMMENDED_AT_DEPTH]
+    methods = ["pipedream", "1f1b", "zerolock", "bp"]
+    form = form_from_values(**{**FORM_VALUES, "methods": methods, "stages": stages, "microbatches": 4},
+                            recompute=recompute)
+    configs = configs_for(form, out_for=lambda m: f"/unused/{m}")
+    assert {c.train.method: c.model.recompute for c in configs} == dict.fromkeys(methods, expected)
+
+
+def test_the_recommendation_is_an_arm_the_frontier_study_runs_with_its_method_and_recompute():
+    from benchmarks.frontier import ARMS
+    from zerolock_core.analysis.recommended import RECOMMENDED_AT_DEPTH
+    from zerolock_core.method.recompute_layout import MEMORY_HALVING
+    from zerolock_core.methods import names
+
+    arm = ARMS[RECOMMENDED_AT_DEPTH.arm]
+    assert (arm.schedule, arm.recompute, arm.locking) == (RECOMMENDED_AT_DEPTH.method, True, False)
+    assert RECOMMENDED_AT_DEPTH.method in names() and RECOMMENDED_AT_DEPTH.recompute == MEMORY_HALVING
+
+
+def test_the_form_marks_the_recommended_method_and_recompute_once_and_refuses_a_readout_it_does_not_offer(
+        controller):
+    from app.form import METHOD_CHOICES, READOUT_CHOICES, RECOMPUTE_CHOICES
+    from app.tabs.run import start_runs
+    from zerolock_core.analysis.recommended import RECOMMENDED_AT_DEPTH, RECOMMENDED_MARK
+    from zerolock_core.config.readout_spec import ReadoutSpec
+
+    assert [value for label, value in METHOD_CHOICES if RECOMMENDED_MARK in label] == [RECOMMENDED_AT_DEPTH.method]
+    assert [value for label, value in RECOMPUTE_CHOICES if RECOMMENDED_MARK in label] == \
+        [RECOMMENDED_AT_DEPTH.recompute]
+    assert not any(RECOMMENDED_MARK in label for label, _ in READOUT_CHOICES)
     assert all(label.startswith(value) and len(label) <= 48 for label, value in READOUT_CHOICES)  # fits once picked
     assert all(ReadoutSpec.parse(value) for _, value in READOUT_CHOICES)
     message, started = start_runs(controller, **FORM_VALUES, readout="top:99")

@@ -19,14 +19,14 @@ from typing import Any, Iterable
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from zerolock_core.analysis.frontier_arms import PIPEDREAM_ARM, readout_arm_name
-from zerolock_core.config.readout_spec import RECOMMENDED_AT_DEPTH, RECOMMENDED_MARK
+from zerolock_core.analysis.frontier_arms import readout_arm_name
+from zerolock_core.config.readout_spec import DEPTH_READOUT
 from zerolock_core.rundir.run_dir import RunDir
 from zerolock_core.viz.palette import HIGHLIGHT_COLOUR, METHOD_COLOURS, NEUTRAL, method_colour, method_label
 from zerolock_core.vocabulary import Kind
 
 from .layout import LIGHT
-from ..frontier_summary import FRONTIER, RESULTS, deepest_frontier, price_words, seeds_words
+from ..frontier_summary import FRONTIER, RESULTS, deepest_frontier, price_words, recommended_words, seeds_words
 from ..lessons import RECORDINGS, Lesson, recording_name
 from ..run_data import RunData, load_run
 from .timebase import first_steps_s, training_origin, to_s
@@ -190,9 +190,9 @@ def memory_view(runs: list[RunData]) -> LessonView:
     for j, d in enumerate(runs):
         peaks = peak_mib(d)
         offset = -0.4 + j * width
-        top = d.method == "zerolock" and readout_of(d) == RECOMMENDED_AT_DEPTH
+        top = d.method == "zerolock" and readout_of(d) == DEPTH_READOUT
         fig.add_trace(go.Bar(
-            x=list(range(d.stages)), y=peaks, name=run_name(d) + (f" {RECOMMENDED_MARK}" if top else ""), width=width, offset=offset,
+            x=list(range(d.stages)), y=peaks, name=run_name(d), width=width, offset=offset,
             marker=dict(color=method_colour(d.method), pattern=dict(shape="/" if top else "")),
             text=[f"{p:.1f}" for p in peaks], textposition="outside", textfont=dict(size=BAR_TEXT_PX),
             cliponaxis=False, hovertemplate=f"{run_name(d)}<br>stage %{{x}}: %{{y:.2f}} MiB<extra></extra>"))
@@ -300,13 +300,11 @@ def _family(arm: str) -> str:
     return re.sub(r":\d+$", ":last", arm)
 
 
-# the top readout the depth study measured at every K (starred while it is the one the project recommends)
-DEPTH_READOUT = "top-lora:last"
+# the top readout the depth study measured at every K
 TOP_ARM = f"zerolock a=1 {DEPTH_READOUT}"
-STAR = f" {RECOMMENDED_MARK}" if DEPTH_READOUT == RECOMMENDED_AT_DEPTH else ""
 # (arm, label, method whose colour it takes, bar pattern): the top readout is ZeroLock's too, hatched
 QUALITY_BARS = (("bp", "backprop", "bp", ""), ("zerolock a=1", "ZeroLock · head (paper)", "zerolock", ""),
-                (TOP_ARM, f"ZeroLock · {DEPTH_READOUT}{STAR}", "zerolock", "/"))
+                (TOP_ARM, f"ZeroLock · {DEPTH_READOUT}", "zerolock", "/"))
 # (what it costs, its name on the figure, how a run of the study measured it)
 PRICES = (("seconds per step", "s / step", lambda run: run["seconds_per_step"]),
           ("trainable parameters", "parameters", lambda run: sum(run["trainable_params"])),
@@ -346,19 +344,18 @@ def span_text(values: Iterable[float]) -> str:
 
 
 def frontier_words(path: Path = FRONTIER) -> str:
-    """The frontier on real data at its deepest K (one sentence): the top readout and PipeDream against
-    backprop, each with the seeds behind its mean and its price (time per step and activations against
-    1F1B's); "" without the file or the rows."""
+    """The frontier on real data at its deepest K (one sentence): the top readout against backprop, with the
+    seeds behind its mean and its price (time per step and activations against 1F1B's), then what the
+    project recommends instead; "" without the file or the rows."""
     f = deepest_frontier(path)
     top = f.rows.get(readout_arm_name(DEPTH_READOUT)) if f else None
     if f is None or f.bp is None or top is None:
         return ""
-    pd = f.rows.get(PIPEDREAM_ARM)
     words = (f"On {f.task} at K = {f.k} ({top['steps']} steps): `{DEPTH_READOUT}` {top['accuracy_mean']:.3f} "
-             f"({seeds_words(top)}) against backprop's {f.bp['accuracy_mean']:.3f}, at " + price_words(top))
-    if pd:  # the same two prices, in the same order: the words once
-        words += f"; PipeDream {pd['accuracy_mean']:.3f} ({seeds_words(pd)}) at {price_words(pd, step='', memory='')}"
-    return words + "."
+             f"({seeds_words(top)}) against backprop's {f.bp['accuracy_mean']:.3f}, at "
+             + price_words(top, step=" 1F1B's step") + ".")
+    pick = recommended_words(brief=True)  # what the project recommends instead, on every task measured
+    return words + (f"  \n{pick}" if pick else "")
 
 
 def quality_view(path: Path = DEPTH_STUDY) -> LessonView:
@@ -384,7 +381,6 @@ def quality_view(path: Path = DEPTH_STUDY) -> LessonView:
                           line=dict(color=HIGHLIGHT_COLOUR, width=2.5, dash="dash"), name=HIGHLIGHT)
     # the price: one bar per measure from its lowest to its highest ratio over K, named over its bar
     ratios = price_ratios(groups)
-    names = [name for name, _, _ in PRICES]
     top = max(max(v.values()) for v in ratios.values())
     for name, short, _ in PRICES:
         values = list(ratios[name].values())
@@ -408,11 +404,10 @@ def quality_view(path: Path = DEPTH_STUDY) -> LessonView:
     level = all(accuracy(g[TOP_ARM])["mean"] + accuracy(g[TOP_ARM])["sd"] >= accuracy(g["bp"])["mean"]
                 - accuracy(g["bp"])["sd"] for g in measured)  # within one sd of each other
     deepest_k, head, bp = deepest(groups)
-    price = [f"{span_text(ratios[n].values())} {whose} {n}" for n, whose in zip(names, ("backprop's", "its", "its"))]
     stands = "holds **backprop's level** at every K" if level else "falls **below backprop's level** at some K"
-    headline = (f"`{DEPTH_READOUT}` {stands}, at {', '.join(price[:-1])} and {price[-1]} (K = "
-                f"{ks[0]}–{ks[-1]}); the frozen head falls to {head['mean']:.3f} against {bp['mean']:.3f} at "
-                f"K = {deepest_k}.")
+    # its price over backprop is the right panel's labels: the words do not say it twice
+    headline = (f"`{DEPTH_READOUT}` {stands} (K = {ks[0]}–{ks[-1]}), priced on the right; the frozen head "
+                f"falls to {head['mean']:.3f} against {bp['mean']:.3f} at K = {deepest_k}.")
     frontier = frontier_words()
     return LessonView(figure=fig, headline=headline + (f"  \n{frontier}" if frontier else ""))
 

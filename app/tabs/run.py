@@ -17,8 +17,8 @@ from ..data_uploads import (BUILT_IN_CHOICES, UPLOAD_KINDS, UPLOAD_LIMIT_BYTES, 
                             delete_upload, save_upload)
 from ..gradio_temp import discard_upload
 from ..page.page_script import ADVANCED_CLASS
-from ..form import (METHOD_CHOICES, NO_FAILURE, READOUT_CHOICES, REFERENCE_METHODS, RunForm, configs_for,
-                   form_from_values, readout_of)
+from ..form import (METHOD_CHOICES, NO_FAILURE, READOUT_CHOICES, RECOMPUTE_CHOICES, REFERENCE_METHODS, RunForm,
+                   configs_for, form_from_values, readout_of)
 from ..frontier_summary import recommended_words
 
 LINK_CHOICES = (("none (no emulation)", "none"), ("local (1 Gbps)", "local"), ("Wi-Fi (300 Mbps, 5 ms)", "wifi"),
@@ -62,11 +62,15 @@ def build_run_tab(defaults: RunForm = RunForm(), runs_root: Path | None = None) 
                 "dataset. Several methods run one after another on the same config; see them side by side "
                 "in **Compare**.")
     methods = gr.CheckboxGroup(choices=list(METHOD_CHOICES), value=list(d.methods), label="method(s)")
+    price = recommended_words()  # the marked method's measured price, one line under the methods
+    if price:
+        gr.Markdown(price, elem_id="recommended-price")
     with gr.Row():
         stages = gr.Number(d.stages, label=_label("stages"), **whole)
         batch = gr.Number(d.batch, label=_label("batch"), **whole)
         micro = gr.Number(d.microbatches, label=_label("microbatches"), **whole)
         steps = gr.Number(d.steps, label=_label("steps"), **whole)
+        seed = gr.Number(d.seed, label=_label("seed"), **whole)
     with gr.Row():
         alpha = gr.Textbox(d.alpha, label=_label("alpha", "one value, or one per stage: 1,0.5,0.5"))
         consistency = gr.Radio([("reverse: KL(p_k ‖ p_k−1), paper Eq. 5", "reverse"),
@@ -75,11 +79,9 @@ def build_run_tab(defaults: RunForm = RunForm(), runs_root: Path | None = None) 
     with gr.Row():
         readout = gr.Dropdown(list(READOUT_CHOICES), value=d.readout, label=_label("readout", "ZeroLock's chunks"),
                               elem_id="readout-choice")
+        recompute = gr.Dropdown(list(RECOMPUTE_CHOICES), value=d.recompute,
+                                label=_label("recompute", "gradients unchanged"), elem_id="recompute-choice")
         link = gr.Dropdown(list(LINK_CHOICES), value=d.link, label=_label("profile", "pipeline methods"))
-        seed = gr.Number(d.seed, label=_label("seed"), **whole)
-    price = recommended_words()  # the marked readout's measured price, one line under its field
-    if price:
-        gr.Markdown(price, elem_id="readout-price")
     with gr.Row(equal_height=True):  # a failure at a known step: a class watches it without racing the run
         fail_mode = gr.Dropdown([("none", NO_FAILURE), *((failure_choice(m), m) for m in FAILURE_MODES)],
                                 value=d.fail_mode,
@@ -101,7 +103,7 @@ def build_run_tab(defaults: RunForm = RunForm(), runs_root: Path | None = None) 
     message = gr.Markdown(elem_id="run-message")
     return RunTab(inputs=[methods, stages, batch, micro, alpha, consistency, steps, seed, link, seq_len, eval_size,
                           lr, fail_stage, fail_step, fail_mode, readout, data.dataset, data.kind, *data.fields,
-                          tensorboard],
+                          tensorboard, recompute],
                   run=run, stop=stop, message=message, data=data, seq_len=seq_len)
 
 
@@ -224,7 +226,7 @@ def start_runs(controller: EngineController, methods, stages, batch, microbatche
                seed, link, seq_len, eval_size, lr, fail_stage=RunForm.fail_stage, fail_step=RunForm.fail_step,
                fail_mode=RunForm.fail_mode, readout=RunForm.readout, dataset=RunForm.dataset,
                data_kind=DataFields.kind, text_fields="", label_field="", label_words="", prompt_field="",
-               response_field="", tensorboard=RunForm.tensorboard) -> tuple[str, bool]:
+               response_field="", tensorboard=RunForm.tensorboard, recompute=RunForm.recompute) -> tuple[str, bool]:
     """Validate everything (preflight: no directory, file or process before that), then start;
     returns (message, started). Bad input is explained in the form's words, never raised."""
     try:
@@ -234,7 +236,7 @@ def start_runs(controller: EngineController, methods, stages, batch, microbatche
                                 fail_step=fail_step, fail_mode=fail_mode, readout=readout, dataset=dataset,
                                 data_kind=data_kind, text_fields=text_fields, label_field=label_field,
                                 label_words=label_words, prompt_field=prompt_field, response_field=response_field,
-                                tensorboard=tensorboard)
+                                tensorboard=tensorboard, recompute=recompute)
         form = dataclasses.replace(form, dataset=dataset_spec(controller.runs_root, form.dataset))
         configs = configs_for(form, out_for=lambda m: str(controller.new_run_dir(m, form.stages)))
     except ConfigError as err:

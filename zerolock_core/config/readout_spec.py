@@ -144,9 +144,9 @@ class ReadoutSpec:
 
 
 HEAD = ReadoutSpec(kind="head")
-# what the project recommends once K >= 3 (README, "Local objectives at depth"): the frozen head cannot train
-# an early chunk; reading through a copy of the last chunk's layers with LoRA of its own tracks BP at K = 3
-# and K = 6 (the frozen copy, top:last, only at K = 3) — with more trainable parameters than BP's
-RECOMMENDED_AT_DEPTH = "top-lora:last"
-RECOMMENDED_MARK = "★"  # how a page marks it (the Run form's choice, the lessons' bars)
+# ZeroLock's readout that holds backprop's accuracy at depth on the classification tasks (the depth study:
+# the frozen head cannot train an early chunk; a copy of the last chunk's layers with LoRA of its own tracks
+# BP at K = 3 and K = 6), with more trainable parameters and time per step than BP's. Not what the project
+# recommends at depth: analysis/recommended.py
+DEPTH_READOUT = "top-lora:last"
 

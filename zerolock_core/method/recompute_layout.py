@@ -1,6 +1,9 @@
-"""Which layers of a 1F1B / PipeDream stage the frontier study recomputes (--recompute): as few as keep
-every stage under half of an even 1F1B's peak activation memory."""
+"""Which layers of a 1F1B / PipeDream stage to recompute (--recompute) so that every stage holds under half
+of an even 1F1B's peak activation memory: what the frontier study's recompute arms run and what the Run
+form's "halve" choice asks for."""
 from __future__ import annotations
+
+MEMORY_HALVING = "halve"  # the Run form's name for this layout (the other choice recomputes nothing)
 
 
 def memory_halving_recompute(layout: tuple[int, ...]) -> tuple[int, ...]:
@@ -24,3 +27,4 @@ def memory_halving_recompute(layout: tuple[int, ...]) -> tuple[int, ...]:
         return next((r for r in range(n + 1) if held * (n - r) + (1 if r else 0) <= budget), n)
 
     return tuple(fewest(s, n) for s, n in enumerate(layout))
+
