@@ -23,6 +23,7 @@ class Frontier:
     rows: dict[str, dict[str, Any]]  # by arm
     # by arm without update locking: each criterion of the study's goal -> whether the arm meets it
     met: dict[str, dict[str, bool]]
+    meeting: frozenset[str] = frozenset()  # the arms that meet the whole goal
 
     @property
     def bp(self) -> dict[str, Any] | None:
@@ -37,7 +38,9 @@ def deepest_frontier(path: Path = FRONTIER) -> Frontier | None:
         return None
     task, k = max(((r["task"], r["K"]) for r in rows), key=lambda tk: tk[1])
     return Frontier(task=task, k=k, rows={r["arm"]: r for r in rows if (r["task"], r["K"]) == (task, k)},
-                    met={g["arm"]: g["met"] for g in report.get("goal", []) if (g["task"], g["K"]) == (task, k)})
+                    met={g["arm"]: g["met"] for g in report.get("goal", []) if (g["task"], g["K"]) == (task, k)},
+                    meeting=frozenset(g["arm"] for g in report.get("goal", [])
+                                      if g.get("goal") and (g["task"], g["K"]) == (task, k)))
 
 
 def seeds_words(row: dict[str, Any]) -> str:

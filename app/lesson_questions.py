@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from .figures.lessons import (DEPTH_STUDY, SHOWN_STEPS, ahead_ms, depth_groups, deepest, early_forward,
                               gradient_wait_share, peak_mib, readout_of, recorded, recovery_words)
+from .figures.frontier_lesson import NAMES, frontiers
 from .lessons import SCHEDULES, Lesson, lesson
 from .questions import Answer, Question, nearest, reveal
 from .run_data import RunData
@@ -98,11 +99,27 @@ def quality_answer(item: Lesson) -> Answer:
                       "each chunk added is one more that must be readable by the frozen head.")
 
 
+ALL, SOME, NONE = "all of them", "some of them", "none"
+FRONTIER = Question(key="frontier", prompt="Of the real tasks measured, on how many is a configuration without "
+                                           "update locking inside the goal's corner?", choices=(ALL, SOME, NONE))
+
+
+def frontier_answer(item: Lesson) -> Answer:
+    shown = frontiers()
+    inside = [f.task for f in shown if f.meeting]
+    choice = ALL if len(inside) == len(shown) else SOME if inside else NONE
+    return Answer(choice=choice, number=float(len(inside)),
+                  why=f"inside on {', '.join(inside) or 'none'} of {', '.join(f.task for f in shown)}"
+                      + "".join(f"; on {f.task}: {', '.join(NAMES.get(a, a) for a in sorted(f.meeting))}"
+                                for f in shown if f.meeting) + ".")
+
+
 QUESTIONS = {"bubble": LessonQuestion(question=BUBBLE, answer=bubble_answer),
              "memory": LessonQuestion(question=MEMORY, answer=memory_answer),
              "early-forwarding": LessonQuestion(question=EARLY, answer=early_answer),
              "failure": LessonQuestion(question=FAILURE, answer=failure_answer),
-             "quality": LessonQuestion(question=QUALITY, answer=quality_answer)}
+             "quality": LessonQuestion(question=QUALITY, answer=quality_answer),
+             "frontier": LessonQuestion(question=FRONTIER, answer=frontier_answer)}
 
 
 def question_of(key: str | None) -> Question:

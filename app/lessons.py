@@ -1,4 +1,4 @@
-"""The guided lessons: the paper's story in five steps, each with its narration, what to look at, the
+"""The guided lessons: the paper's story in six steps, each with its narration, what to look at, the
 recorded example runs that show it at once, and the Run form's values that run it live.
 
 One definition of each step: the Lessons tab shows it, `python -m app.record_lessons` records its
@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from zerolock_core.analysis.frontier_goal import GOAL
 from zerolock_core.config.readout_spec import DEPTH_READOUT, HEAD
 from zerolock_core.rundir.run_dir import RunDir
 
@@ -100,12 +101,18 @@ LESSONS: tuple[Lesson, ...] = (
                      "backprop's level at every K measured on this task, and costs more time, parameters and "
                      "activations (right; its seconds per step were measured on a shared machine, so "
                      "roughly). On real data with four stages (TREC questions, Alpaca instructions) it stays "
-                     "behind backprop at well over 1F1B's time per step. PipeDream, also free of update "
-                     "locking, matches backprop; with its backward recomputing a few layers' activations (the "
-                     "gradients do not change) it holds under half of 1F1B's memory, and on Alpaca it also "
-                     "takes under 0.8× 1F1B's time: the configuration the project recommends at depth. "
-                     "Measured by this project.",
+                     "behind backprop at well over 1F1B's time per step, while PipeDream, also free of update "
+                     "locking, matches backprop at 1F1B's memory. Measured by this project.",
            look_at="backprop's level (- - outlined)"),
+    Lesson(key="frontier", title="6 · The frontier", figure="frontier",
+           narration="Every way to train the four-stage pipeline, on both real tasks: how long it takes to reach "
+                     "backprop's level, against 1F1B, and how much activation memory its largest stage holds. "
+                     f"The goal is the outlined corner: backprop's level in at most {GOAL.time_vs_1f1b:g}× 1F1B's "
+                     f"time, with at most {GOAL.activation_vs_1f1b:g}× its memory, ahead of every backprop "
+                     "schedule. Open markers never reach backprop's level: ZeroLock's readouts among them. "
+                     "PipeDream with its backward recomputing a few layers' activations (the gradients do not "
+                     "change) is the configuration the project recommends at depth. Measured by this project.",
+           look_at="the goal's corner (outlined)"),
 )
 
 

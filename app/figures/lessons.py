@@ -12,39 +12,31 @@ from __future__ import annotations
 import json
 import re
 import statistics
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from zerolock_core.analysis.frontier_arms import readout_arm_name
+from zerolock_core.analysis.frontier_arms import PIPEDREAM_ARM, readout_arm_name
 from zerolock_core.config.readout_spec import DEPTH_READOUT
 from zerolock_core.rundir.run_dir import RunDir
 from zerolock_core.viz.palette import HIGHLIGHT_COLOUR, METHOD_COLOURS, NEUTRAL, method_colour, method_label
 from zerolock_core.vocabulary import Kind
 
-from .layout import LIGHT
-from ..frontier_summary import FRONTIER, RESULTS, deepest_frontier, price_words, recommended_words, seeds_words
+from .frontier_lesson import frontier_view
+from .lesson_frame import FIGURE_HEIGHT_PX, HIGHLIGHT, LessonView, lesson_frame
+from ..frontier_summary import FRONTIER, RESULTS, deepest_frontier, price_words, seeds_words
 from ..lessons import RECORDINGS, Lesson, recording_name
 from ..run_data import RunData, load_run
 from .timebase import first_steps_s, training_origin, to_s
 from .timeline import add_timeline_traces, failure_marks, style_lanes
 
-HIGHLIGHT = "lesson-highlight"
 DEPTH_STUDY = RESULTS / "depth-study.json"
 SHOWN_STEPS = 2  # the schedule lessons open on this many optimizer steps
 MAX_OUTLINES_PER_LANE = 2
-FIGURE_HEIGHT_PX = 400  # normal view: the figure's point above the fold of a 1280x720 screen
 BAR_TEXT_PX = 12
 ROW_LABEL_PX = 128  # the left margin of the stacked timelines: a row's label over its lanes' names
-
-
-@dataclass(kw_only=True)
-class LessonView:
-    figure: go.Figure
-    headline: str  # the step's one headline, in Markdown; its numbers are the figure's
 
 
 def recorded(lesson: Lesson) -> list[RunData]:
@@ -67,16 +59,6 @@ def readout_words(d: RunData) -> str:
 def run_name(d: RunData) -> str:
     """"GPipe"; a ZeroLock run also names its readout ("ZeroLock · top-lora:last")."""
     return method_label(d.method) + (f" · {readout_of(d)}" if d.method == "zerolock" else "")
-
-
-def lesson_frame(fig: go.Figure, *, height: int, left: int = 70) -> go.Figure:
-    """The lessons' frame: no title, the legend just above the plot (plotly widens the top margin for
-    it when it wraps), `height` in normal view (presenter view lets the page size it: `present`)."""
-    fig.update_layout(template=LIGHT, height=height, margin=dict(l=left, r=16, t=12, b=44, autoexpand=True),
-                      legend=dict(orientation="h", xanchor="left", x=0, yref="paper", y=1.0, yanchor="bottom",
-                                  font=dict(size=12), tracegroupgap=0),
-                      hoverlabel=dict(namelength=0))
-    return fig
 
 
 def only_in_legend(fig: go.Figure, groups: Iterable[str]) -> go.Figure:
@@ -344,18 +326,20 @@ def span_text(values: Iterable[float]) -> str:
 
 
 def frontier_words(path: Path = FRONTIER) -> str:
-    """The frontier on real data at its deepest K (one sentence): the top readout against backprop, with the
-    seeds behind its mean and its price (time per step and activations against 1F1B's), then what the
-    project recommends instead; "" without the file or the rows."""
+    """The frontier on real data at its deepest K (one sentence): the top readout and PipeDream against
+    backprop, each with the seeds behind its mean and its price (time per step and activations against
+    1F1B's); "" without the file or the rows. The whole frontier is the next step's (frontier_lesson.py)."""
     f = deepest_frontier(path)
     top = f.rows.get(readout_arm_name(DEPTH_READOUT)) if f else None
     if f is None or f.bp is None or top is None:
         return ""
+    pd = f.rows.get(PIPEDREAM_ARM)
     words = (f"On {f.task} at K = {f.k} ({top['steps']} steps): `{DEPTH_READOUT}` {top['accuracy_mean']:.3f} "
              f"({seeds_words(top)}) against backprop's {f.bp['accuracy_mean']:.3f}, at "
-             + price_words(top, step=" 1F1B's step") + ".")
-    pick = recommended_words(brief=True)  # what the project recommends instead, on every task measured
-    return words + (f"  \n{pick}" if pick else "")
+             + price_words(top, step=" 1F1B's step"))
+    if pd:  # the same two prices, in the same order: the words once
+        words += f"; PipeDream {pd['accuracy_mean']:.3f} ({seeds_words(pd)}) at {price_words(pd, step='', memory='')}"
+    return words + "."
 
 
 def quality_view(path: Path = DEPTH_STUDY) -> LessonView:
@@ -416,13 +400,15 @@ def quality_view(path: Path = DEPTH_STUDY) -> LessonView:
 
 VIEWS = {"timelines": bubble_view, "memory": memory_view, "early-forwarding": early_forwarding_view,
          "failure": failure_view}
-FIGURES = (*VIEWS, "quality")
+FIGURES = (*VIEWS, "quality", "frontier")
 
 
 def lesson_view(lesson: Lesson) -> LessonView:
-    """The step's figure and headline, from its recordings (the last step: the committed results)."""
+    """The step's figure and headline, from its recordings (the last two steps: the committed results)."""
     if lesson.figure == "quality":
         return quality_view()
+    if lesson.figure == "frontier":
+        return frontier_view()
     if lesson.figure not in VIEWS:
         raise ValueError(f"lesson {lesson.key!r}: no figure {lesson.figure!r}")
     return VIEWS[lesson.figure](recorded(lesson))

@@ -1,4 +1,4 @@
-"""Lessons tab: the paper's story in five steps (app/lessons.py). Choosing a step shows its recorded
+"""Lessons tab: the paper's story in six steps (app/lessons.py). Choosing a step shows its recorded
 example at once (no typing, no waiting, offline); "Run it live" makes the same runs again and
 switches to Watch live. Presenter view makes each step a slide that fits one screen."""
 from __future__ import annotations
@@ -39,7 +39,7 @@ body.zl-presenter #{TEXT_ID} {{ max-height: calc(100vh - {TOP_PX}px); overflow-y
 body.zl-presenter #{TEXT_ID} .prose {{ font-size: 16px; line-height: 1.3; }}
 body.zl-presenter #{TEXT_ID} h3 {{ margin: 0 0 6px 0; }}
 </style>"""
-INTRO = ("Five short steps through the paper's story. Each shows a <b>recorded example</b> at once; <b>Run it "
+INTRO = ("Six short steps through the paper's story. Each shows a <b>recorded example</b> at once; <b>Run it "
          "live</b> makes the same runs again on this machine and switches to <i>Watch live</i>.")
 
 
