@@ -1,4 +1,4 @@
-"""The committed frontier study at its deepest K, for what cites it (Lesson 5's headline, the Run form's mark):
+"""The committed frontier study at its deepest K, for what cites it (Lesson 5's headline, the Run form's price line):
 one reader of the summary rows of docs/results/frontier-*.json and one way to say an arm's price."""
 from __future__ import annotations
 
@@ -62,9 +62,9 @@ def level_words(row: dict[str, Any]) -> str:
     return f"NLL {row['nll_mean']:.3f}" if row.get("nll_mean") is not None else f"{row['accuracy_mean']:.3f}"
 
 
-def recommended_words(paths: tuple[Path, ...] = FRONTIERS, *, brief: bool = False) -> str:
+def recommended_words(paths: tuple[Path, ...] = FRONTIERS) -> str:
     """What the recommended configuration reached at depth and what it cost, on every task measured, in
-    one line (`brief`: the numbers only, for a lesson's headline); "" without a measurement."""
+    one line; "" without a measurement."""
     said = []
     for path in paths:
         f = deepest_frontier(path)
@@ -72,10 +72,6 @@ def recommended_words(paths: tuple[Path, ...] = FRONTIERS, *, brief: bool = Fals
         if f is None or row is None or f.bp is None:
             continue
         missed = [c for c, ok in f.met.get(RECOMMENDED_AT_DEPTH.arm, {}).items() if not ok]
-        if brief:
-            said.append(f"{f.task} {level_words(row)} against {level_words(f.bp).removeprefix('NLL ')} at "
-                        f"{price_words(row, step='', memory='')}" + ("" if missed else ", **the goal met**"))
-            continue
         verdict = (f"misses the goal's {' and '.join(CRITERION_WORDS.get(c, c) for c in missed)}" if missed
                    else "**meets the goal**")
         said.append(f"{f.task} at K = {f.k}, {level_words(row)} ({seeds_words(row)}) against backprop's "
@@ -83,9 +79,6 @@ def recommended_words(paths: tuple[Path, ...] = FRONTIERS, *, brief: bool = Fals
     if not said:
         return ""
     goal = f"≤ {GOAL.time_vs_1f1b:g}× 1F1B's time and ≤ {GOAL.activation_vs_1f1b:g}× its activations"
-    if brief:
-        return (f"{RECOMMENDED_MARK} Recommended: PipeDream + recompute "
-                f"`{RECOMMENDED_AT_DEPTH.recompute}`: " + "; ".join(said) + ".")  # the narration says the goal
     return (f"{RECOMMENDED_MARK} {RECOMMENDED_AT_DEPTH.words} (`{RECOMMENDED_AT_DEPTH.method}`, recompute "
             f"`{RECOMMENDED_AT_DEPTH.recompute}`), the project's pick for K ≥ 3. On " + "; on ".join(said)
             + f" (the goal: backprop's level in {goal}).")
