@@ -6,6 +6,7 @@ import pytest
 
 from app.figures.lessons import (DEPTH_STUDY, ahead_ms, deepest, depth_groups, early_forward, gradient_wait_share,
                                  lesson_view, peak_mib, recorded)
+from app.frontier_summary import FRONTIERS
 from app.lesson_questions import QUESTIONS, reveal_step
 from app.lessons import LESSONS, lesson
 
@@ -16,6 +17,13 @@ def _record_number(key: str) -> tuple[float, str]:
     if key == "quality":
         head = deepest(depth_groups(json.loads(DEPTH_STUDY.read_text())))[1]["mean"]
         return head, f"{head:.3f}"
+    if key == "frontier":  # how many tasks have an arm inside the goal's corner, read from each file's goal rows
+        inside = []
+        for path in FRONTIERS:
+            report = json.loads(path.read_text())
+            if any(g["goal"] for g in report["goal"]):
+                inside.append(report["summary"][0]["task"])
+        return float(len(inside)), (f"{inside[0]} **" if inside else "nothing is")
     runs = recorded(item)
     by = {(d.method, (d.config.get("model") or {}).get("readout", "head")): d for d in runs}
     if key == "bubble":
